@@ -1,0 +1,299 @@
+"""The op registry: every op is declared exactly once (ARCHITECTURE.md).
+
+An op declaration names its inputs and typed attributes; decorators attach
+its type inference, its float reference (numpy), optionally its integer
+reference (quantized semantics), its MAC count and, for HIR block ops, its
+lowering to MIR::
+
+    conv2d = defop("conv2d", family="conv", inputs=("x", "w", "b?"),
+                   attrs={"strides": Attr("ints", (1, 1)), ...})
+
+    @conv2d.infer
+    def _(x, w, b, *, strides, ...): -> TensorType
+
+    @conv2d.reference
+    def _(x, w, b, *, strides, ...): -> np.ndarray
+
+Inputs marked ``name?`` are optional (``None`` when absent); ``*name`` is
+variadic (any number, at least one). Targets never touch this table; they
+keep their own rule tables keyed by op name (see ``rlx_edge.targets``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.errors import OpError
+from rlx_edge.ir.dtype import DType, as_dtype
+from rlx_edge.ir.types import TensorType
+
+REQUIRED: Any = object()
+
+_KINDS = ("int", "float", "str", "bool", "ints", "floats", "dtype", "int?", "ints?")
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A typed attribute of an op.
+
+    ``kind`` is one of int, float, str, bool, ints, floats, dtype, or int? /
+    ints? (which also accept None). ``choices`` restricts str attributes.
+    """
+
+    kind: str
+    default: Any = REQUIRED
+    choices: tuple | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        assert self.kind in _KINDS, self.kind
+
+    def coerce(self, op: str, name: str, value: Any) -> Any:
+        """Convert ``value`` to this attribute's canonical form or raise OpError."""
+        kind = self.kind
+        if value is None and kind.endswith("?"):
+            return None
+        kind = kind.rstrip("?")
+        try:
+            if kind == "int":
+                if isinstance(value, bool) or int(value) != value:
+                    raise ValueError
+                return int(value)
+            if kind == "float":
+                return float(value)
+            if kind == "bool":
+                if not isinstance(value, (bool, np.bool_)):
+                    raise ValueError
+                return bool(value)
+            if kind == "str":
+                if not isinstance(value, str):
+                    raise ValueError
+                if self.choices is not None and value not in self.choices:
+                    raise OpError(f"{op}: attribute {name}={value!r} must be one of {', '.join(map(repr, self.choices))}")
+                return value
+            if kind == "ints":
+                if isinstance(value, (int, np.integer)):
+                    value = (value,)
+                out = tuple(int(v) for v in value)
+                if any(o != v for o, v in zip(out, value)):
+                    raise ValueError
+                return out
+            if kind == "floats":
+                if isinstance(value, (int, float, np.number)):
+                    value = (value,)
+                return tuple(float(v) for v in value)
+            if kind == "dtype":
+                return as_dtype(value)
+        except OpError:
+            raise
+        except Exception:
+            raise OpError(f"{op}: attribute {name}={value!r} is not a valid {self.kind}") from None
+        raise AssertionError(kind)
+
+    def to_json(self, value: Any) -> Any:
+        if isinstance(value, DType):
+            return value.value
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+
+@dataclass(frozen=True)
+class QContext:
+    """What an integer reference needs besides its input arrays.
+
+    ``in_types`` and ``out_types`` carry shapes, dtypes and quantization
+    parameters of the node's inputs (``None`` for absent optional inputs) and
+    outputs.
+    """
+
+    node: str
+    in_types: tuple[TensorType | None, ...]
+    out_types: tuple[TensorType, ...]
+
+
+@dataclass
+class OpDef:
+    """One op's declaration. Create with :func:`defop`."""
+
+    name: str
+    family: str
+    inputs: tuple[str, ...]
+    attrs: dict[str, Attr]
+    num_outputs: int | Callable[[dict], int] = 1
+    stage: str = "mir"  # "mir" or "hir" (block ops that lower to MIR)
+    doc: str = ""
+    inplace: bool = False  # output may reuse the first input's memory (elementwise)
+    _infer: Callable | None = field(default=None, repr=False)
+    _reference: Callable | None = field(default=None, repr=False)
+    _int_reference: Callable | None = field(default=None, repr=False)
+    _macs: Callable | None = field(default=None, repr=False)
+    _lower: Callable | None = field(default=None, repr=False)
+    _sample: Callable | None = field(default=None, repr=False)
+
+    # decorators ---------------------------------------------------------
+    def infer(self, fn: Callable) -> Callable:
+        self._infer = fn
+        return fn
+
+    def reference(self, fn: Callable) -> Callable:
+        self._reference = fn
+        return fn
+
+    def int_reference(self, fn: Callable) -> Callable:
+        self._int_reference = fn
+        return fn
+
+    def macs(self, fn: Callable) -> Callable:
+        self._macs = fn
+        return fn
+
+    def lower(self, fn: Callable) -> Callable:
+        self._lower = fn
+        return fn
+
+    def sample(self, fn: Callable) -> Callable:
+        """Attach a generator of valid calls: ``fn(rng) -> (inputs, attrs)``.
+
+        ``rng`` is a ``numpy.random.Generator``; ``inputs`` is a list of arrays
+        (``None`` for absent optional inputs) and ``attrs`` a dict. Property
+        tests and the (op x target) test draw from it, so it should cover the
+        op's dtypes, ranks and attribute values, including edge cases.
+        """
+        self._sample = fn
+        return fn
+
+    def draw(self, rng: np.random.Generator) -> tuple[list[np.ndarray | None], dict[str, Any]]:
+        if self._sample is None:
+            raise NotImplementedError(f"op {self.name} declares no sampler")
+        inputs, attrs = self._sample(rng)
+        return list(inputs), dict(attrs)
+
+    # queries ------------------------------------------------------------
+    @property
+    def variadic(self) -> bool:
+        return any(i.startswith("*") for i in self.inputs)
+
+    @property
+    def has_int_reference(self) -> bool:
+        return self._int_reference is not None
+
+    def input_names(self, n: int) -> list[str]:
+        """Names of ``n`` actual inputs (variadic ones numbered)."""
+        names: list[str] = []
+        for spec in self.inputs:
+            if spec.startswith("*"):
+                names += [f"{spec[1:]}{i}" for i in range(n - len(names))]
+            else:
+                names.append(spec.rstrip("?"))
+        return names[:n]
+
+    def check_arity(self, n: int, where: str) -> None:
+        required = sum(1 for s in self.inputs if not s.endswith("?") and not s.startswith("*"))
+        if self.variadic:
+            if n < max(required, 1):
+                raise OpError(f"{where}: {self.name} needs at least {max(required, 1)} inputs, got {n}")
+            return
+        if not required <= n <= len(self.inputs):
+            want = str(required) if required == len(self.inputs) else f"{required} to {len(self.inputs)}"
+            raise OpError(f"{where}: {self.name} takes {want} inputs ({', '.join(self.inputs)}), got {n}")
+
+    def normalize_attrs(self, attrs: dict[str, Any], where: str = "") -> dict[str, Any]:
+        """Fill defaults, coerce types, reject unknown or missing attributes."""
+        where = where or self.name
+        unknown = set(attrs) - set(self.attrs)
+        if unknown:
+            raise OpError(
+                f"{where}: {self.name} has no attribute {', '.join(sorted(unknown))}"
+                f" (it has: {', '.join(self.attrs) or 'none'})"
+            )
+        out: dict[str, Any] = {}
+        for name, spec in self.attrs.items():
+            if name in attrs:
+                out[name] = spec.coerce(where, name, attrs[name])
+            elif spec.default is REQUIRED:
+                raise OpError(f"{where}: {self.name} needs attribute {name!r}")
+            else:
+                out[name] = spec.default
+        return out
+
+    def count_outputs(self, attrs: dict[str, Any]) -> int:
+        n = self.num_outputs
+        return n(attrs) if callable(n) else n
+
+    def _pad_inputs(self, inputs: Sequence[Any]) -> list[Any]:
+        if self.variadic:
+            return list(inputs)
+        return list(inputs) + [None] * (len(self.inputs) - len(inputs))
+
+    def run_infer(self, in_types: Sequence[TensorType | None], attrs: dict[str, Any]) -> tuple[TensorType, ...]:
+        if self._infer is None:
+            raise NotImplementedError(f"op {self.name} declares no type inference")
+        out = self._infer(*self._pad_inputs(in_types), **attrs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def run_reference(self, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any]) -> tuple[np.ndarray, ...]:
+        if self._reference is None:
+            raise NotImplementedError(f"op {self.name} has no float reference")
+        out = self._reference(*self._pad_inputs(inputs), **attrs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def run_int_reference(
+        self, ctx: QContext, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any]
+    ) -> tuple[np.ndarray, ...]:
+        if self._int_reference is None:
+            raise NotImplementedError(f"op {self.name} has no integer reference")
+        out = self._int_reference(ctx, *self._pad_inputs(inputs), **attrs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def count_macs(self, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType], attrs: dict) -> int:
+        if self._macs is None:
+            return 0
+        return int(self._macs(list(self._pad_inputs(in_types)), list(out_types), **attrs))
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def defop(
+    name: str,
+    *,
+    family: str,
+    inputs: tuple[str, ...],
+    attrs: dict[str, Attr] | None = None,
+    num_outputs: int | Callable[[dict], int] = 1,
+    stage: str = "mir",
+    inplace: bool = False,
+    doc: str = "",
+) -> OpDef:
+    """Declare an op. Declaring the same name twice is a programming error."""
+    if name in REGISTRY:
+        raise RuntimeError(f"op {name!r} is declared twice ({REGISTRY[name].family} and {family})")
+    op = OpDef(
+        name=name,
+        family=family,
+        inputs=inputs,
+        attrs=dict(attrs or {}),
+        num_outputs=num_outputs,
+        stage=stage,
+        inplace=inplace,
+        doc=doc,
+    )
+    REGISTRY[name] = op
+    return op
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown op {name!r}") from None
+
+
+def prod(xs: Sequence[int]) -> int:
+    return math.prod(xs)

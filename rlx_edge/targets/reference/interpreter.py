@@ -1,0 +1,103 @@
+"""Numpy interpreter over MIR graphs.
+
+Float nodes run their op's float reference. Nodes whose inputs or outputs are
+quantized run the op's integer reference (added with quantized semantics);
+a quantized node whose op has none is a clear error, never a float fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.errors import RlxError
+from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops import QContext, get_op
+from rlx_edge.ir.ops._common import finish
+from rlx_edge.ir.shape import format_shape
+from rlx_edge.ir.types import TensorType
+
+
+def run(
+    graph: Graph,
+    inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray,
+    *,
+    trace: bool = False,
+) -> dict[str, np.ndarray] | tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Run ``graph`` on ``inputs`` (by name, in order, or a single array).
+
+    Returns the outputs by name; with ``trace=True`` also every value
+    computed (node outputs by name, in schedule order).
+    """
+    if graph.stage == "hir":
+        from rlx_edge.ir.passes.lower_hir import lower_hir
+
+        graph = lower_hir(graph)
+    env: dict[str, np.ndarray] = dict(graph.params)
+    env.update(bind_inputs(graph, inputs))
+    traced: dict[str, np.ndarray] = {}
+    for node in graph.nodes:
+        opdef = get_op(node.op)
+        args = [None if v is None else env[v] for v in node.inputs]
+        in_types = tuple(None if v is None else graph.types[v] for v in node.inputs)
+        out_types = tuple(graph.types[o] for o in node.outputs)
+        try:
+            if _is_quantized(in_types, out_types):
+                if not opdef.has_int_reference:
+                    raise RlxError(
+                        f"node {node.name!r} ({node.op}) is quantized but op {node.op} has no integer reference yet"
+                    )
+                outs = opdef.run_int_reference(QContext(node.name, in_types, out_types), args, node.attrs)
+            else:
+                outs = opdef.run_reference(args, node.attrs)
+        except RlxError:
+            raise
+        except Exception as e:  # name the node, keep the cause for debugging
+            raise RuntimeError(f"reference failed at node {node.name!r} ({node.op}): {e}") from e
+        for name, arr, t in zip(node.outputs, outs, out_types):
+            arr = np.asarray(arr)
+            if arr.dtype != t.dtype.numpy or t.dtype == DType.bf16:
+                arr = finish(arr, t.dtype)
+            env[name] = arr
+            if trace:
+                traced[name] = arr
+    outputs = {o: env[o] for o in graph.outputs}
+    return (outputs, traced) if trace else outputs
+
+
+def _is_quantized(in_types, out_types) -> bool:
+    return any(t is not None and t.quant is not None and t.dtype.is_int for t in (*in_types, *out_types))
+
+
+def bind_inputs(graph: Graph, inputs: Any) -> dict[str, np.ndarray]:
+    """Match user arrays to graph inputs, checking shape and dtype."""
+    if isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    if not isinstance(inputs, Mapping):
+        inputs = list(inputs)
+        if len(inputs) != len(graph.inputs):
+            raise RlxError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(inputs)}")
+        inputs = dict(zip(graph.inputs, inputs))
+    missing = [n for n in graph.inputs if n not in inputs]
+    if missing:
+        raise RlxError(f"missing input(s) {', '.join(missing)} for graph {graph.name!r}")
+    out: dict[str, np.ndarray] = {}
+    symbols: dict[str, int] = {}
+    for name in graph.inputs:
+        t: TensorType = graph.types[name]
+        arr = np.asarray(inputs[name])
+        if arr.dtype != t.dtype.numpy:
+            raise RlxError(f"input {name!r} must be {t.dtype} ({t.dtype.numpy}), got {arr.dtype}")
+        if arr.ndim != t.rank:
+            raise RlxError(f"input {name!r} must have shape {format_shape(t.shape)}, got {list(arr.shape)}")
+        for d, s in zip(t.shape, arr.shape):
+            if isinstance(d, str):
+                if symbols.setdefault(d, s) != s:
+                    raise RlxError(f"input {name!r}: symbol {d} is {symbols[d]} elsewhere but {s} here")
+            elif d != s:
+                raise RlxError(f"input {name!r} must have shape {format_shape(t.shape)}, got {list(arr.shape)}")
+        out[name] = arr
+    return out
