@@ -129,6 +129,7 @@ class OpDef:
     stage: str = "mir"  # "mir" or "hir" (block ops that lower to MIR)
     doc: str = ""
     inplace: bool = False  # output may reuse the first input's memory (elementwise)
+    typed: bool = False  # reference needs the node's types (QContext) as first argument
     _infer: Callable | None = field(default=None, repr=False)
     _reference: Callable | None = field(default=None, repr=False)
     _int_reference: Callable | None = field(default=None, repr=False)
@@ -168,11 +169,20 @@ class OpDef:
         self._sample = fn
         return fn
 
-    def draw(self, rng: np.random.Generator) -> tuple[list[np.ndarray | None], dict[str, Any]]:
+    def draw(self, rng: np.random.Generator) -> tuple[list, dict[str, Any], list | None, list | None]:
+        """One sampled call: ``(inputs, attrs, out_quant, in_quant)``.
+
+        A sampler returns ``(inputs, attrs)``, optionally followed by
+        ``out_quant`` (QuantParams per output, or None) and ``in_quant``
+        (QuantParams per input, or None). Typed and quantized ops need them.
+        """
         if self._sample is None:
             raise NotImplementedError(f"op {self.name} declares no sampler")
-        inputs, attrs = self._sample(rng)
-        return list(inputs), dict(attrs)
+        got = tuple(self._sample(rng))
+        inputs, attrs = got[0], got[1]
+        out_quant = got[2] if len(got) > 2 else None
+        in_quant = got[3] if len(got) > 3 else None
+        return list(inputs), dict(attrs), out_quant, in_quant
 
     # queries ------------------------------------------------------------
     @property
@@ -240,7 +250,18 @@ class OpDef:
     def run_reference(self, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any]) -> tuple[np.ndarray, ...]:
         if self._reference is None:
             raise NotImplementedError(f"op {self.name} has no float reference")
+        if self.typed:
+            raise TypeError(f"op {self.name} is typed: call run_typed_reference with a QContext")
         out = self._reference(*self._pad_inputs(inputs), **attrs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def run_typed_reference(
+        self, ctx: QContext, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any]
+    ) -> tuple[np.ndarray, ...]:
+        """Float reference of a typed op (quantize, dequantize): it reads quantization off ``ctx``."""
+        if not self.typed:
+            return self.run_reference(inputs, attrs)
+        out = self._reference(ctx, *self._pad_inputs(inputs), **attrs)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     def run_int_reference(
@@ -269,6 +290,7 @@ def defop(
     num_outputs: int | Callable[[dict], int] = 1,
     stage: str = "mir",
     inplace: bool = False,
+    typed: bool = False,
     doc: str = "",
 ) -> OpDef:
     """Declare an op. Declaring the same name twice is a programming error."""
@@ -282,6 +304,7 @@ def defop(
         num_outputs=num_outputs,
         stage=stage,
         inplace=inplace,
+        typed=typed,
         doc=doc,
     )
     REGISTRY[name] = op

@@ -52,7 +52,7 @@ def run(
                     )
                 outs = opdef.run_int_reference(QContext(node.name, in_types, out_types), args, node.attrs)
             else:
-                outs = opdef.run_reference(args, node.attrs)
+                outs = opdef.run_typed_reference(QContext(node.name, in_types, out_types), args, node.attrs)
         except RlxError:
             raise
         except Exception as e:  # name the node, keep the cause for debugging
