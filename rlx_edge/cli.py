@@ -1,0 +1,231 @@
+"""The ``rlx-edge`` command (ARCHITECTURE.md, "Command line").
+
+User errors exit with status 2 and one line on stderr; a failed comparison
+exits 1; ``--json`` prints exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+from rlx_edge import __version__
+from rlx_edge.errors import RlxError
+
+TARGETS = ("reference", "cortexm-host", "qemu-m3", "qemu-m4", "qemu-m33", "qemu-m7", "fpga-sim", "jax")
+
+
+class UsageError(RlxError):
+    """Bad command-line usage."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse prints usage plus the error; the contract is one line.
+        where = self.prog.removeprefix("rlx-edge").strip()
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
+
+
+# helpers -----------------------------------------------------------------------
+def _load(path: str):
+    from rlx_edge.frontends import load_model
+
+    return load_model(path)
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _read_array_file(path: str) -> dict[str, np.ndarray] | np.ndarray:
+    p = Path(path)
+    if not p.exists():
+        raise RlxError(f"{path}: no such file")
+    try:
+        data = np.load(p, allow_pickle=False)
+    except Exception as e:
+        raise RlxError(f"{path}: not a readable .npy/.npz file ({e.__class__.__name__}: {e})") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            return {k: data[k] for k in data.files}
+    return data
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+# commands ------------------------------------------------------------------------
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from rlx_edge.ir import inspect
+
+    graph = _load(args.model)
+    if args.json:
+        _emit_json(inspect.summary(graph))
+    else:
+        print(inspect.dump(graph))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from rlx_edge.ir.serialize import save
+
+    graph = _load(args.model)
+    if not args.output.endswith(".rlx"):
+        raise UsageError(f"convert writes .rlx files; name the output like {Path(args.output).stem}.rlx")
+    save(graph, args.output)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _run_many(graph, run_one: Callable, x: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run one input, or many along a leading batch axis (stacked outputs)."""
+    if isinstance(x, dict) or len(graph.inputs) != 1:
+        if not isinstance(x, dict):
+            names = ", ".join(graph.inputs)
+            raise RlxError(f"model has {len(graph.inputs)} inputs ({names}); pass an .npz with arrays named so")
+        return run_one(x)
+    t = graph.types[graph.inputs[0]]
+    if x.ndim == t.rank + 1:
+        outs = [run_one({graph.inputs[0]: xi}) for xi in x]
+        return {k: np.stack([o[k] for o in outs]) for k in outs[0]}
+    if x.ndim == t.rank and t.rank and t.shape[0] == 1 and x.shape[0] > 1:
+        outs = [run_one({graph.inputs[0]: x[i : i + 1]}) for i in range(x.shape[0])]
+        return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    return run_one({graph.inputs[0]: x})
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    graph = _load(args.model)
+    x = _read_array_file(args.input)
+    if args.target != "reference":
+        raise UsageError(f"target {args.target!r} is not available yet; use --target reference")
+    from rlx_edge.targets.reference import run
+
+    traces: list[dict[str, np.ndarray]] = []
+
+    def run_one(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if args.trace:
+            out, tr = run(graph, inputs, trace=True)
+            traces.append(tr)
+            return out
+        return run(graph, inputs)
+
+    outs = _run_many(graph, run_one, x)
+    _write_outputs(args.output, outs)
+    if args.trace:
+        from rlx_edge._io import atomic_write_bytes
+
+        tdir = Path(args.trace)
+        for name in traces[0]:
+            arr = traces[0][name] if len(traces) == 1 else np.stack([t[name] for t in traces])
+            atomic_write_bytes(tdir / f"{_safe_name(name)}.npy", _npy_bytes(arr))
+    return 0
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _write_outputs(path: str, outs: dict[str, np.ndarray]) -> None:
+    import io
+
+    from rlx_edge._io import atomic_write_bytes
+
+    if path.endswith(".npz"):
+        buf = io.BytesIO()
+        np.savez(buf, **{_safe_name(k): v for k, v in outs.items()})
+        atomic_write_bytes(path, buf.getvalue())
+        return
+    if len(outs) != 1:
+        raise UsageError(f"model has {len(outs)} outputs ({', '.join(outs)}); write them to an .npz file")
+    atomic_write_bytes(path, _npy_bytes(next(iter(outs.values()))))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rlx_edge.demo import run_demo
+
+    return run_demo(Path(args.output), as_json=args.json)
+
+
+# parser --------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rlx-edge", description="Put neural networks on the smallest hardware.")
+    p.add_argument("--version", action="version", version=f"rlx-edge {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("inspect", help="summary and per-node table of a model")
+    s.add_argument("model", metavar="MODEL", help=".rlx, .tflite or .onnx file")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(fn=cmd_inspect)
+
+    s = sub.add_parser("convert", help="import a model and save it as .rlx")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx")
+    s.set_defaults(fn=cmd_convert)
+
+    s = sub.add_parser("run", help="run one input (a leading batch axis runs many)")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--input", required=True, metavar="X.npy", help=".npy (one input) or .npz (inputs by name)")
+    s.add_argument("-o", "--output", required=True, metavar="Y.npy", help=".npy, or .npz for several outputs")
+    s.add_argument("--target", default="reference", choices=TARGETS)
+    s.add_argument("--trace", metavar="DIR", help="write every intermediate as DIR/<value>.npy")
+    s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("demo", help="the main job on the bundled default model")
+    s.add_argument("-o", "--output", default="out/demo", metavar="DIR")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "fn", None):
+            parser.print_help(sys.stderr)
+            return 2
+        return int(args.fn(args) or 0)
+    except RlxError as e:
+        msg = " ".join(str(e).split())  # one line, whatever the message held
+        print(f"rlx-edge: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rlx-edge: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        # Not the user's fault: keep the traceback for the bug report, and do not
+        # exit 1, which means "comparison failed".
+        import traceback
+
+        traceback.print_exc()
+        print("rlx-edge: internal error (a bug in rlx-edge; please report it with the traceback above)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
