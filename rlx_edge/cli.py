@@ -165,6 +165,34 @@ def _write_outputs(path: str, outs: dict[str, np.ndarray]) -> None:
     atomic_write_bytes(path, _npy_bytes(next(iter(outs.values()))))
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from rlx_edge.ir.plan import plan
+
+    graph = _load(args.model)
+    if graph.stage == "hir":
+        from rlx_edge.ir.passes.lower_hir import lower_hir
+
+        graph = lower_hir(graph)
+    if args.target not in ("reference",):
+        raise UsageError(f"target {args.target!r} has no planner rules yet; use --target reference")
+    program = plan(graph, target=args.target, alignment=args.alignment)
+    if args.plot:
+        from rlx_edge.ir.plan.draw import draw_plan
+
+        draw_plan(program, args.plot)
+    if args.json:
+        _emit_json({**program.summary(), "buffers": program.table()})
+        return 0
+    s = program.summary()
+    print(f"{graph.name}: arena {s['arena_bytes']:,} B (lower bound {s['lower_bound_bytes']:,} B), "
+          f"scratch {s['scratch_bytes']:,} B, weights {s['weight_bytes']:,} B, {s['algorithm']}")  # fmt: skip
+    print(f"{'offset':>8} {'bytes':>8} {'steps':>9}  values")
+    for r in program.table():
+        steps = f"{r['first_step']}..{r['last_step']}"
+        print(f"{r['offset']:>8} {r['bytes']:>8} {steps:>9}  {', '.join(r['values']) or r['buffer']}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -194,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--target", default="reference", choices=TARGETS)
     s.add_argument("--trace", metavar="DIR", help="write every intermediate as DIR/<value>.npy")
     s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("plan", help="static arena plan")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--target", default="reference", choices=TARGETS)
+    s.add_argument("--alignment", type=int, default=16, help="offset alignment in bytes (power of two)")
+    s.add_argument("--plot", metavar="arena.png", help="draw the plan (.png or .svg)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_plan)
 
     s = sub.add_parser("demo", help="the main job on the bundled default model")
     s.add_argument("-o", "--output", default="out/demo", metavar="DIR")

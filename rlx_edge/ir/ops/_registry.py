@@ -130,6 +130,7 @@ class OpDef:
     doc: str = ""
     inplace: bool = False  # output may reuse the first input's memory (elementwise)
     typed: bool = False  # reference needs the node's types (QContext) as first argument
+    view: bool = False  # output is the first input's bytes with another shape (reshape)
     _infer: Callable | None = field(default=None, repr=False)
     _reference: Callable | None = field(default=None, repr=False)
     _int_reference: Callable | None = field(default=None, repr=False)
@@ -291,6 +292,7 @@ def defop(
     stage: str = "mir",
     inplace: bool = False,
     typed: bool = False,
+    view: bool = False,
     doc: str = "",
 ) -> OpDef:
     """Declare an op. Declaring the same name twice is a programming error."""
@@ -305,6 +307,7 @@ def defop(
         stage=stage,
         inplace=inplace,
         typed=typed,
+        view=view,
         doc=doc,
     )
     REGISTRY[name] = op

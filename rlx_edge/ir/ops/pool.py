@@ -1,0 +1,191 @@
+"""Pooling over NHWC activations.
+
+Padded positions never take part in a window: ``avg_pool2d`` divides by the
+number of real elements under each window (TFLite, and ONNX with
+``count_include_pad=0``), and ``max_pool2d`` pads with -inf (the type's
+minimum for integers), so padding can never be the maximum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx_edge.ir.dtype import DType, from_numpy
+from rlx_edge.ir.ops._common import (
+    ACTIVATION,
+    FLOAT_SAMPLE_DTYPES,
+    PADDING,
+    PADS,
+    apply_activation,
+    check_pair,
+    compute_dtype,
+    fail,
+    finish,
+    need_rank,
+    patches,
+    rand_float,
+    window_shape,
+)
+from rlx_edge.ir.ops._registry import Attr, defop
+from rlx_edge.ir.types import TensorType
+
+_NO_DILATION = (1, 1)
+
+_POOL_ATTRS = {
+    "kernel": Attr("ints", doc="(kernel_h, kernel_w)"),
+    "strides": Attr("ints", (1, 1), doc="(stride_h, stride_w)"),
+    "padding": PADDING,
+    "pads": PADS,
+    "activation": ACTIVATION,
+}
+
+
+def _need_float_or_quant(x: TensorType, what: str) -> None:
+    if not x.dtype.is_float and x.quant is None:
+        fail(f"{what} needs a float or quantized input, got {x.dtype}")
+
+
+def _pool_infer(x: TensorType, what: str, kernel: tuple, strides: tuple, padding: str, pads: tuple) -> TensorType:
+    need_rank(x, 4, f"{what} input")
+    kh, kw = check_pair("kernel", kernel)
+    if isinstance(x.shape[1], str) or isinstance(x.shape[2], str):
+        fail(f"{what}: height and width of input {list(x.shape)} must be static; bind the symbols first")
+    oh, ow, p = window_shape(x, kh, kw, strides, _NO_DILATION, padding, pads)
+    # A window lying wholly in padding would average zero elements (and max
+    # over nothing); ONNX forbids it the same way.
+    if p[0] >= kh or p[1] >= kh or p[2] >= kw or p[3] >= kw:
+        fail(f"{what}: pads {list(p)} (top, bottom, left, right) must each be smaller than kernel {list(kernel)}")
+    # Pooling keeps channels and value range, so quantization passes through.
+    return TensorType((x.shape[0], oh, ow, x.shape[3]), x.dtype, x.quant)
+
+
+def _resolved_pads(x: np.ndarray, kernel: tuple, strides: tuple, padding: str, pads: tuple) -> tuple:
+    _, _, p = window_shape(TensorType(x.shape, "f32"), kernel[0], kernel[1], strides, _NO_DILATION, padding, pads)
+    return p
+
+
+def _round_half_away(y: np.ndarray) -> np.ndarray:
+    return np.sign(y) * np.floor(np.abs(y) + 0.5)
+
+
+# avg_pool2d ---------------------------------------------------------------------
+avg_pool2d = defop(
+    "avg_pool2d",
+    family="pool",
+    inputs=("x",),
+    attrs=dict(_POOL_ATTRS),
+    doc="Average pooling: x [N,H,W,C] -> [N,OH,OW,C]; each window divides by its count of non-padding elements.",
+)
+
+
+@avg_pool2d.infer
+def _avg_infer(x, *, kernel, strides, padding, pads, activation):
+    _need_float_or_quant(x, "avg_pool2d")
+    return _pool_infer(x, "avg_pool2d", kernel, strides, padding, pads)
+
+
+@avg_pool2d.reference
+def _avg_ref(x, *, kernel, strides, padding, pads, activation):
+    kh, kw = kernel
+    p = _resolved_pads(x, kernel, strides, padding, pads)
+    ct = compute_dtype(x.dtype) if x.dtype.kind == "f" else np.dtype(np.float64)
+    total = patches(x.astype(ct), kh, kw, strides, _NO_DILATION, p).sum(axis=(-2, -1))
+    ones = np.ones((1, x.shape[1], x.shape[2], 1), ct)
+    count = patches(ones, kh, kw, strides, _NO_DILATION, p).sum(axis=(-2, -1))
+    y = apply_activation(total / count, activation)
+    if x.dtype.kind in "iu":
+        # integer data (a stored quantized tensor) rounds half away from zero, as TFLite's kernels do
+        info = np.iinfo(x.dtype)
+        return np.clip(_round_half_away(y), info.min, info.max).astype(x.dtype)
+    return finish(y, from_numpy(x.dtype))
+
+
+# max_pool2d ---------------------------------------------------------------------
+max_pool2d = defop(
+    "max_pool2d",
+    family="pool",
+    inputs=("x",),
+    attrs=dict(_POOL_ATTRS),
+    doc="Max pooling: x [N,H,W,C] -> [N,OH,OW,C]; padding never wins.",
+)
+
+
+@max_pool2d.infer
+def _max_infer(x, *, kernel, strides, padding, pads, activation):
+    if x.dtype == DType.bool:
+        fail("max_pool2d needs a numeric input, got bool")
+    return _pool_infer(x, "max_pool2d", kernel, strides, padding, pads)
+
+
+@max_pool2d.reference
+def _max_ref(x, *, kernel, strides, padding, pads, activation):
+    kh, kw = kernel
+    p = _resolved_pads(x, kernel, strides, padding, pads)
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    # max is exact in any precision, so no widening is needed
+    y = patches(x, kh, kw, strides, _NO_DILATION, p, pad_value=low).max(axis=(-2, -1))
+    return apply_activation(y, activation).astype(x.dtype, copy=False)
+
+
+# global_avg_pool ----------------------------------------------------------------
+global_avg_pool = defop(
+    "global_avg_pool",
+    family="pool",
+    inputs=("x",),
+    doc="Mean over height and width: x [N,H,W,C] -> [N,1,1,C].",
+)
+
+
+@global_avg_pool.infer
+def _gap_infer(x):
+    need_rank(x, 4, "global_avg_pool input")
+    _need_float_or_quant(x, "global_avg_pool")
+    if 0 in (x.shape[1], x.shape[2]):
+        fail(f"global_avg_pool input {list(x.shape)} has no pixels to average")
+    return TensorType((x.shape[0], 1, 1, x.shape[3]), x.dtype, x.quant)
+
+
+@global_avg_pool.reference
+def _gap_ref(x):
+    if x.dtype.kind in "iu":
+        y = x.astype(np.float64).mean(axis=(1, 2), keepdims=True)
+        info = np.iinfo(x.dtype)
+        return np.clip(_round_half_away(y), info.min, info.max).astype(x.dtype)
+    y = x.astype(compute_dtype(x.dtype)).mean(axis=(1, 2), keepdims=True)
+    return finish(y, from_numpy(x.dtype))
+
+
+# samplers -----------------------------------------------------------------------
+def _pool_sample(rng: np.random.Generator) -> tuple[list, dict]:
+    dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
+    kh, kw = (int(k) for k in rng.integers(1, 4, 2))
+    padding = str(rng.choice(["valid", "same", "explicit"]))
+    attrs: dict = {
+        "kernel": (kh, kw),
+        "strides": tuple(int(s) for s in rng.integers(1, 4, 2)),
+        "padding": padding,
+        "activation": str(rng.choice(["none", "relu", "relu6", "relu_n1_to_1"])),
+    }
+    pads = (0, 0, 0, 0)
+    if padding == "explicit":
+        pads = (int(rng.integers(0, kh)), int(rng.integers(0, kh)), int(rng.integers(0, kw)), int(rng.integers(0, kw)))
+        attrs["pads"] = pads
+    if rng.random() < 0.15:  # the whole image is one window
+        h, w = kh, kw
+    else:
+        # the padded image must hold one window; SAME padding fits any size, size-1 images included
+        lo_h, lo_w = (1, 1) if padding == "same" else (max(kh - pads[0] - pads[1], 1), max(kw - pads[2] - pads[3], 1))
+        h, w = int(rng.integers(lo_h, 9)), int(rng.integers(lo_w, 9))
+    x = rand_float(rng, (int(rng.integers(1, 3)), h, w, int(rng.integers(1, 5))), dt, scale=3.0)
+    return [x], attrs
+
+
+avg_pool2d.sample(_pool_sample)
+max_pool2d.sample(_pool_sample)
+
+
+@global_avg_pool.sample
+def _gap_sample(rng):
+    dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
+    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 6)))
+    return [rand_float(rng, shape, dt)], {}

@@ -1,0 +1,74 @@
+"""Run a Program inside one byte array at its planned offsets.
+
+Every value is read from and written to the arena, so a plan that let two
+live tensors overlap, misjudged an alias or an in-place op, or reached past
+the arena would change the results. Comparing these results with the plain
+interpreter (and with TFLite Micro) is therefore a test of the plan itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rlx_edge.errors import RlxError
+from rlx_edge.ir.ops import QContext, get_op
+from rlx_edge.ir.ops._common import finish
+from rlx_edge.ir.plan.program import Program
+from rlx_edge.ir.shape import numel
+from rlx_edge.targets.reference.interpreter import _is_quantized, bind_inputs
+
+
+class Arena:
+    """Typed views into one ``uint8`` buffer."""
+
+    def __init__(self, program: Program, poison: int = 0xA5) -> None:
+        self.program = program
+        # poison, not zeros: a kernel reading bytes nobody wrote must not get lucky
+        self.bytes = np.full(program.arena_bytes, poison, dtype=np.uint8)
+
+    def view(self, value: str) -> np.ndarray:
+        t = self.program.graph.types[value]
+        off = self.program.offsets[value]
+        n = numel(t.shape) * t.dtype.storage_bytes
+        return self.bytes[off : off + n].view(t.dtype.numpy).reshape(t.shape)
+
+    def read(self, value: str) -> np.ndarray:
+        return self.view(value).copy()
+
+    def write(self, value: str, arr: np.ndarray) -> None:
+        self.view(value)[...] = arr
+
+
+def run_program(
+    program: Program,
+    inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray,
+    *,
+    trace: bool = False,
+):
+    """Execute ``program`` in its arena; returns outputs (and, with ``trace``, every value)."""
+    g = program.graph
+    arena = Arena(program)
+    for name, arr in bind_inputs(g, inputs).items():
+        arena.write(name, arr)
+    traced: dict[str, np.ndarray] = {}
+    for node in program.nodes():
+        opdef = get_op(node.op)
+        args = [None if v is None else (g.params[v] if v in g.params else arena.read(v)) for v in node.inputs]
+        in_types = tuple(None if v is None else g.types[v] for v in node.inputs)
+        out_types = tuple(g.types[o] for o in node.outputs)
+        ctx = QContext(node.name, in_types, out_types)
+        if _is_quantized(in_types, out_types):
+            if not opdef.has_int_reference:
+                raise RlxError(f"node {node.name!r} ({node.op}) is quantized but has no integer reference")
+            outs = opdef.run_int_reference(ctx, args, node.attrs)
+        else:
+            outs = opdef.run_typed_reference(ctx, args, node.attrs)
+        for name, arr, t in zip(node.outputs, outs, out_types):
+            arr = finish(np.asarray(arr), t.dtype)
+            arena.write(name, arr.reshape(t.shape))
+            if trace:
+                traced[name] = arena.read(name)
+    outputs = {o: arena.read(o) for o in g.outputs}
+    return (outputs, traced) if trace else outputs
