@@ -259,7 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         import traceback
 
         traceback.print_exc()
-        print("rlx-edge: internal error (a bug in rlx-edge; please report it with the traceback above)", file=sys.stderr)
+        print(
+            "rlx-edge: internal error (a bug in rlx-edge; please report it with the traceback above)", file=sys.stderr
+        )
         return 3
 
 

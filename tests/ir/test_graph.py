@@ -37,7 +37,7 @@ def test_builder_rejects_bad_attrs_naming_the_node():
 
 
 def test_duplicate_names_are_rejected():
-    g, y = _tiny()
+    g, _ = _tiny()
     with pytest.raises(IRError, match="already has a value named 'x'"):
         g.input("x", (1,), "f32")
 

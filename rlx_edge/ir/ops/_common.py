@@ -112,9 +112,7 @@ def window_shape(
     return oh, ow, p
 
 
-def patches(
-    x: np.ndarray, kh: int, kw: int, strides: tuple, dilations: tuple, pads: tuple, pad_value=0
-) -> np.ndarray:
+def patches(x: np.ndarray, kh: int, kw: int, strides: tuple, dilations: tuple, pads: tuple, pad_value=0) -> np.ndarray:
     """Windows of an NHWC array as a (N, OH, OW, C, KH, KW) view (after padding)."""
     pt, pb, pl, pr = pads
     if any(pads):

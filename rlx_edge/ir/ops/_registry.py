@@ -74,7 +74,9 @@ class Attr:
                 if not isinstance(value, str):
                     raise ValueError
                 if self.choices is not None and value not in self.choices:
-                    raise OpError(f"{op}: attribute {name}={value!r} must be one of {', '.join(map(repr, self.choices))}")
+                    raise OpError(
+                        f"{op}: attribute {name}={value!r} must be one of {', '.join(map(repr, self.choices))}"
+                    )
                 return value
             if kind == "ints":
                 if isinstance(value, (int, np.integer)):
@@ -230,7 +232,7 @@ class OpDef:
             elif spec.default is REQUIRED:
                 raise OpError(f"{where}: {self.name} needs attribute {name!r}")
             else:
-                out[name] = spec.default
+                out[name] = spec.coerce(where, name, spec.default)
         return out
 
     def count_outputs(self, attrs: dict[str, Any]) -> int:

@@ -91,7 +91,9 @@ def best_fit(buffers: Sequence[Buffer], alignment: int) -> Placement:
     for name, order in orders.items():
         for rule in (True, False):
             offsets = _assign(buffers, order, alignment, best=rule)
-            p = Placement(f"best_fit[{name},{'best' if rule else 'first'}]", offsets, _arena(buffers, offsets, alignment))
+            p = Placement(
+                f"best_fit[{name},{'best' if rule else 'first'}]", offsets, _arena(buffers, offsets, alignment)
+            )
             if best is None or p.arena_bytes < best.arena_bytes:
                 best = p
     assert best is not None

@@ -1,0 +1,197 @@
+"""Normalization ops: batch, layer and RMS normalization (float only).
+
+Quantized graphs never carry these: batch_norm is folded into the preceding
+convolution before quantization, and layer/RMS norm run in float (a
+dequantize/quantize pair around them) until an integer kernel exists.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx_edge.ir.ops._common import (
+    FLOAT_SAMPLE_DTYPES,
+    compute_dtype,
+    elementwise_dtype,
+    fail,
+    finish,
+    need_float,
+    rand_float,
+    rand_shape,
+)
+from rlx_edge.ir.ops._registry import Attr, defop
+from rlx_edge.ir.shape import unify
+from rlx_edge.ir.types import TensorType
+
+
+def _axis(axis: int, rank: int, op: str) -> int:
+    """``axis`` as a non-negative index into a tensor of ``rank``."""
+    if not -rank <= axis < rank:
+        fail(f"{op}: axis {axis} is outside a rank-{rank} input")
+    return axis % rank
+
+
+def _check_float(op: str, **tensors: TensorType | None) -> None:
+    for what, t in tensors.items():
+        if t is not None:
+            need_float(t, f"{op} {what}")
+
+
+def _check_trailing(op: str, x: TensorType, axis: int, what: str, p: TensorType | None) -> None:
+    """``p`` must have the shape of ``x`` from ``axis`` to the end."""
+    if p is None:
+        return
+    want = x.shape[axis:]
+    if p.rank != len(want):
+        fail(f"{op}: {what} shape {list(p.shape)} must be {list(want)} (input dims from axis {axis})")
+    for a, b in zip(p.shape, want):
+        unify(a, b, f"{op}: {what} shape {list(p.shape)} vs input dims {list(want)}")
+
+
+def _pick_float(rng: np.random.Generator):
+    return FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
+
+
+# batch_norm -------------------------------------------------------------------
+batch_norm = defop(
+    "batch_norm",
+    family="norm",
+    inputs=("x", "scale", "bias", "mean", "var"),
+    attrs={
+        "epsilon": Attr("float", 1e-5, doc="added to the variance before the square root"),
+        "axis": Attr("int", -1, doc="channel axis (-1 for NHWC)"),
+    },
+    doc="Inference batch norm: (x - mean) / sqrt(var + epsilon) * scale + bias, per channel along axis.",
+)
+
+
+@batch_norm.infer
+def _bn_infer(x, scale, bias, mean, var, *, epsilon, axis):
+    _check_float("batch_norm", input=x, scale=scale, bias=bias, mean=mean, var=var)
+    if x.rank < 1:
+        fail("batch_norm: input must have rank >= 1")
+    ax = _axis(axis, x.rank, "batch_norm")
+    for what, p in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var)):
+        if p.rank != 1:
+            fail(f"batch_norm: {what} must be 1-D, got shape {list(p.shape)}")
+        unify(p.shape[0], x.shape[ax], f"batch_norm: {what} length vs input channels (axis {axis})")
+    return TensorType(x.shape, elementwise_dtype(x, scale, bias, mean, var))
+
+
+@batch_norm.reference
+def _bn_ref(x, scale, bias, mean, var, *, epsilon, axis):
+    dt = elementwise_dtype(*(TensorType(a.shape, a.dtype) for a in (x, scale, bias, mean, var)))
+    ct = compute_dtype(dt.numpy)
+    # parameters broadcast along the channel axis only
+    bshape = [1] * x.ndim
+    bshape[axis % x.ndim] = -1
+
+    def p(a: np.ndarray) -> np.ndarray:
+        return a.astype(ct).reshape(bshape)
+
+    inv = 1 / np.sqrt(p(var) + ct.type(epsilon))
+    y = (x.astype(ct) - p(mean)) * inv * p(scale) + p(bias)
+    return finish(y, dt)
+
+
+@batch_norm.sample
+def _bn_sample(rng):
+    dt = _pick_float(rng)
+    shape = rand_shape(rng, int(rng.integers(1, 5)))
+    axis = int(rng.integers(-len(shape), len(shape)))
+    c = shape[axis]
+    var = (np.abs(rng.standard_normal(c)) + 0.1).astype(dt)
+    params = [rand_float(rng, (c,), dt) for _ in range(3)]
+    attrs = {"axis": axis, "epsilon": float(rng.choice([1e-5, 1e-3]))}
+    return [rand_float(rng, shape, dt), params[0], params[1], params[2], var], attrs
+
+
+# layer_norm ---------------------------------------------------------------------
+layer_norm = defop(
+    "layer_norm",
+    family="norm",
+    inputs=("x", "gamma", "beta?"),
+    attrs={
+        "axis": Attr("int", -1, doc="normalize over dims axis..end"),
+        "epsilon": Attr("float", 1e-5, doc="added to the variance before the square root"),
+    },
+    doc="Layer norm over dims axis..end: (x - mean) / sqrt(var + epsilon) * gamma + beta.",
+)
+
+
+@layer_norm.infer
+def _ln_infer(x, gamma, beta, *, axis, epsilon):
+    _check_float("layer_norm", input=x, gamma=gamma, beta=beta)
+    if x.rank < 1:
+        fail("layer_norm: input must have rank >= 1")
+    ax = _axis(axis, x.rank, "layer_norm")
+    _check_trailing("layer_norm", x, ax, "gamma", gamma)
+    _check_trailing("layer_norm", x, ax, "beta", beta)
+    return TensorType(x.shape, elementwise_dtype(x, gamma, beta))
+
+
+@layer_norm.reference
+def _ln_ref(x, gamma, beta, *, axis, epsilon):
+    dt = elementwise_dtype(*(TensorType(a.shape, a.dtype) for a in (x, gamma, beta) if a is not None))
+    ct = compute_dtype(dt.numpy)
+    dims = tuple(range(axis % x.ndim, x.ndim))
+    xc = x.astype(ct)
+    mean = xc.mean(axis=dims, keepdims=True)
+    var = np.square(xc - mean).mean(axis=dims, keepdims=True)
+    y = (xc - mean) / np.sqrt(var + ct.type(epsilon)) * gamma.astype(ct)
+    if beta is not None:
+        y = y + beta.astype(ct)
+    return finish(y, dt)
+
+
+@layer_norm.sample
+def _ln_sample(rng):
+    dt = _pick_float(rng)
+    shape = rand_shape(rng, int(rng.integers(1, 5)))
+    axis = int(rng.integers(-len(shape), len(shape)))
+    tail = shape[axis % len(shape) :]
+    beta = rand_float(rng, tail, dt) if rng.random() < 0.7 else None
+    return [rand_float(rng, shape, dt, scale=3.0), rand_float(rng, tail, dt), beta], {"axis": axis}
+
+
+# rms_norm -------------------------------------------------------------------------
+rms_norm = defop(
+    "rms_norm",
+    family="norm",
+    inputs=("x", "gamma"),
+    attrs={
+        "axis": Attr("int", -1, doc="normalize over dims axis..end"),
+        "epsilon": Attr("float", 1e-6, doc="added to the mean square before the square root"),
+    },
+    doc="RMS norm over dims axis..end: x / sqrt(mean(x^2) + epsilon) * gamma.",
+)
+
+
+@rms_norm.infer
+def _rms_infer(x, gamma, *, axis, epsilon):
+    _check_float("rms_norm", input=x, gamma=gamma)
+    if x.rank < 1:
+        fail("rms_norm: input must have rank >= 1")
+    ax = _axis(axis, x.rank, "rms_norm")
+    _check_trailing("rms_norm", x, ax, "gamma", gamma)
+    return TensorType(x.shape, elementwise_dtype(x, gamma))
+
+
+@rms_norm.reference
+def _rms_ref(x, gamma, *, axis, epsilon):
+    dt = elementwise_dtype(TensorType(x.shape, x.dtype), TensorType(gamma.shape, gamma.dtype))
+    ct = compute_dtype(dt.numpy)
+    dims = tuple(range(axis % x.ndim, x.ndim))
+    xc = x.astype(ct)
+    ms = np.square(xc).mean(axis=dims, keepdims=True)
+    return finish(xc / np.sqrt(ms + ct.type(epsilon)) * gamma.astype(ct), dt)
+
+
+@rms_norm.sample
+def _rms_sample(rng):
+    dt = _pick_float(rng)
+    shape = rand_shape(rng, int(rng.integers(1, 5)))
+    axis = int(rng.integers(-len(shape), len(shape)))
+    tail = shape[axis % len(shape) :]
+    attrs = {"axis": axis, "epsilon": float(rng.choice([1e-6, 1e-5]))}
+    return [rand_float(rng, shape, dt, scale=3.0), rand_float(rng, tail, dt)], attrs

@@ -1,0 +1,196 @@
+"""The IR's well-formedness rules, checked in one place.
+
+:func:`verify` is run after every loader (``.rlx`` files, frontends) and by
+tests after every pass. It re-derives everything that can be derived (types,
+normalized attributes) and compares it to what the graph records, so a pass
+that forgets to update a type, or a file that lies about one, is caught at
+the node where it happens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.errors import IRError, OpError
+from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.graph import STAGES, Graph, Node, infer_node
+from rlx_edge.ir.ops import get_op
+from rlx_edge.ir.ops._registry import OpDef
+from rlx_edge.ir.types import TensorType
+
+
+def verify(graph: Graph) -> None:
+    """Check every rule of the IR; raise :class:`IRError` naming the first offender.
+
+    Parameters
+    ----------
+    graph:
+        The graph to check. It is not modified.
+
+    Raises
+    ------
+    IRError
+        With a one-line message that names the node (or graph input / param)
+        at fault.
+    """
+    g = f"graph {graph.name!r}"
+    if graph.stage not in STAGES:
+        raise IRError(f"{g}: unknown stage {graph.stage!r}; use one of {', '.join(STAGES)}")
+
+    # Where each value comes from, filled in schedule order so that a lookup
+    # tells apart "defined earlier" from "defined later" (a cycle).
+    defined: dict[str, str] = {}
+    for name in graph.inputs:
+        if name in defined:
+            raise IRError(f"{g}: graph input {name!r} is listed twice")
+        if name not in graph.types:
+            raise IRError(f"{g}: graph input {name!r} has no recorded type")
+        defined[name] = f"graph input {name!r}"
+    for name, arr in graph.params.items():
+        if name in defined:
+            raise IRError(f"{g}: param {name!r} is also a graph input")
+        if name not in graph.types:
+            raise IRError(f"{g}: param {name!r} has no recorded type")
+        _check_param(f"param {name!r}", arr, graph.types[name])
+        defined[name] = f"param {name!r}"
+
+    later: dict[str, Node] = {}
+    for n in graph.nodes:
+        for o in n.outputs:
+            later.setdefault(o, n)
+
+    node_names: set[str] = set()
+    node_ids: set[int] = set()
+    for node in graph.nodes:
+        where = f"node {node.name!r} ({node.op})"
+        if not isinstance(node.name, str) or not node.name:
+            raise IRError(f"{g}: a node has the invalid name {node.name!r}")
+        if node.name in node_names:
+            raise IRError(f"{where}: another node has the same name")
+        node_names.add(node.name)
+        if node.id in node_ids:
+            raise IRError(f"{where}: id {node.id} is used by another node")
+        if not isinstance(node.id, int) or node.id < 0 or node.id >= graph._next_id:
+            raise IRError(f"{where}: id {node.id!r} is not below the graph's next id {graph._next_id}")
+        node_ids.add(node.id)
+        opdef = _opdef(node, where)
+        if opdef.stage == "hir" and graph.stage != "hir":
+            raise IRError(f"{where}: {node.op} is an HIR block op but the graph is at stage {graph.stage!r}")
+        opdef.check_arity(len(node.inputs), where)
+        in_types = _input_types(graph, node, opdef, defined, later, where)
+        norm = opdef.normalize_attrs(dict(node.attrs), where)
+        _check_attrs_normalized(node.attrs, norm, where)
+        inferred = infer_node(opdef, in_types, norm, where)
+        if len(inferred) != len(node.outputs):
+            raise IRError(f"{where}: op gives {len(inferred)} outputs but the node lists {len(node.outputs)}")
+        for i, (o, want) in enumerate(zip(node.outputs, inferred)):
+            what = f"{where}: output {i} {o!r}"
+            if o in defined:
+                raise IRError(f"{what} has more than one producer (also {defined[o]})")
+            if o not in graph.types:
+                raise IRError(f"{what} has no recorded type")
+            got = graph.types[o]
+            # add_node stores a quantized float result in its storage type; mirror that rule.
+            if got.quant is not None and want.dtype.is_float:
+                want = TensorType(want.shape, got.quant.storage)
+            if not got.same_shape_dtype(want):
+                raise IRError(f"{what} is recorded as {_sd(got)} but its inputs give {_sd(want)}")
+            _check_quant(what, got)
+            defined[o] = f"node {node.name!r}"
+        if node.name in graph.types and node.name not in node.outputs:
+            raise IRError(f"{where}: the node's name is also the name of value {node.name!r} it does not produce")
+
+    for name in graph.outputs:
+        if name not in defined:
+            raise IRError(f"{g}: graph output {name!r} is not a value of the graph")
+    for name, t in graph.types.items():
+        if name not in defined:
+            raise IRError(f"{g}: value {name!r} has a recorded type but no producer (not an input, param or output)")
+        if name in graph.inputs or name in graph.params:
+            _check_quant(defined[name], t)
+
+
+def _opdef(node: Node, where: str) -> OpDef:
+    try:
+        return get_op(node.op)
+    except OpError:
+        raise IRError(f"{where}: unknown op {node.op!r}") from None
+
+
+def _input_types(
+    graph: Graph, node: Node, opdef: OpDef, defined: dict[str, str], later: dict[str, Node], where: str
+) -> list[TensorType | None]:
+    out: list[TensorType | None] = []
+    for i, v in enumerate(node.inputs):
+        if v is None:
+            spec = opdef.inputs[min(i, len(opdef.inputs) - 1)]
+            if not spec.endswith("?"):
+                raise IRError(f"{where}: input {i} ({spec.lstrip('*')}) is required but absent")
+            out.append(None)
+            continue
+        if v not in defined:
+            if v in later:
+                p = later[v]
+                how = "is the node's own output" if p is node else f"is produced by the later node {p.name!r}"
+                raise IRError(f"{where}: input {i} {v!r} {how} (cycle or out-of-order reference)")
+            raise IRError(f"{where}: input {i} {v!r} is not defined before use")
+        out.append(graph.types[v])
+    return out
+
+
+def _check_attrs_normalized(attrs: dict[str, Any], norm: dict[str, Any], where: str) -> None:
+    # Targets hash and compare attributes, so a list where a tuple belongs (or a
+    # missing default) is a bug even when the values look equal.
+    for k, v in norm.items():
+        if k not in attrs:
+            raise IRError(f"{where}: attribute {k!r} is missing (normalize attributes with OpDef.normalize_attrs)")
+        a = attrs[k]
+        same = type(a) is type(v) and (a == v or (isinstance(v, float) and math.isnan(v) and math.isnan(a)))
+        if not same:
+            raise IRError(f"{where}: attribute {k}={a!r} is not in normal form (expected {v!r})")
+
+
+def _check_quant(what: str, t: TensorType) -> None:
+    q = t.quant
+    if q is None:
+        return
+    if not t.dtype.is_int:
+        raise IRError(f"{what}: quantization parameters on non-integer type {t.dtype}")
+    if q.storage != t.dtype:
+        raise IRError(f"{what}: quantization storage {q.storage} does not match its dtype {t.dtype}")
+    if not np.all(np.isfinite(q.scale)) or np.any(q.scale < 0):
+        raise IRError(f"{what}: quantization scales must be finite and non-negative")
+    if np.any(q.zero_point < t.dtype.min) or np.any(q.zero_point > t.dtype.max):
+        raise IRError(f"{what}: a zero point lies outside the range of {t.dtype}")
+    if q.axis is not None:
+        if not -t.rank <= q.axis < t.rank:
+            raise IRError(f"{what}: quantization axis {q.axis} is outside rank {t.rank}")
+        dim = t.shape[q.axis]
+        if isinstance(dim, str):
+            raise IRError(f"{what}: per-channel axis {q.axis} is the symbolic dimension {dim!r}")
+        if q.scale.size != dim:
+            raise IRError(f"{what}: {q.scale.size} per-channel scales for dimension {q.axis} of size {dim}")
+
+
+def _check_param(what: str, arr: Any, t: TensorType) -> None:
+    if not isinstance(arr, np.ndarray):
+        raise IRError(f"{what}: value is a {type(arr).__name__}, not a numpy array")
+    if arr.dtype != t.dtype.numpy:
+        raise IRError(f"{what}: array dtype {arr.dtype} does not store {t.dtype} (expected {t.dtype.numpy})")
+    if tuple(arr.shape) != t.shape:
+        raise IRError(f"{what}: array shape {list(arr.shape)} differs from its recorded type {_sd(t)}")
+    # These types share numpy storage with a wider one; values outside the
+    # narrower type would silently change meaning in a target.
+    if t.dtype == DType.i4 and arr.size and (arr.min() < DType.i4.min or arr.max() > DType.i4.max):
+        raise IRError(f"{what}: i4 values must lie in [-8, 7]")
+    if t.dtype == DType.bf16 and np.any(arr.view(np.uint32) & np.uint32(0xFFFF)):
+        raise IRError(f"{what}: bf16 values must be exactly representable in bfloat16 (low 16 bits zero)")
+    if t.dtype == DType.bool and arr.size and arr.view(np.uint8).max() > 1:
+        raise IRError(f"{what}: bool values must be stored as bytes 0 or 1")
+
+
+def _sd(t: TensorType) -> str:
+    return f"{t.dtype}[{','.join(str(d) for d in t.shape)}]"

@@ -1,0 +1,119 @@
+"""The command-line contract: exit codes, one-line errors, outputs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlx_edge.cli import main
+from rlx_edge.ir.serialize import load, save
+from rlx_edge.models import build_digits_cnn
+
+ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """Run the real console entry point in a subprocess (checks the traceback-free contract)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlx_edge.cli", *args], capture_output=True, text=True, env=ENV, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    from rlx_edge.ir.passes.lower_hir import lower_hir
+
+    p = tmp_path_factory.mktemp("m") / "digits.rlx"
+    save(lower_hir(build_digits_cnn()), p)
+    return p
+
+
+def test_version():
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("rlx-edge ")
+
+
+@pytest.mark.parametrize("command", ["inspect", "convert", "run"])
+def test_missing_file_is_one_line_exit_2(tmp_path, command):
+    extra = {"inspect": [], "convert": ["-o", str(tmp_path / "o.rlx")], "run": ["--input", "x.npy", "-o", "y.npy"]}
+    r = cli(command, str(tmp_path / "nope.rlx"), *extra[command])
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "nope.rlx" in r.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 10, b"RLXEDGE\0" + b"\xff" * 40])
+def test_malformed_file_is_one_line_exit_2(tmp_path, content):
+    p = tmp_path / "bad.rlx"
+    p.write_bytes(content)
+    r = cli("inspect", str(p))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr and "bad.rlx" in r.stderr
+
+
+def test_unknown_format_and_bad_usage(tmp_path):
+    p = tmp_path / "model.pt"
+    p.write_bytes(b"x")
+    r = cli("inspect", str(p))
+    assert r.returncode == 2 and "unknown model format .pt" in r.stderr
+    r = cli("inspect")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "MODEL" in r.stderr
+
+
+def test_inspect_json_is_one_object(model):
+    r = cli("inspect", str(model), "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert r.stdout.count("\n") == 1
+    assert obj["ops"]["conv2d"] == 2 and obj["macs"] == 8 * 8 * 8 * 9 + 4 * 4 * 16 * 72 + 64 * 10
+    assert obj["inputs"][0]["name"] == "image" and obj["inputs"][0]["shape"] == [1, 8, 8, 1]
+    assert obj["param_bytes"] == sum(a.nbytes for a in load(model).params.values())
+
+
+def test_run_single_batch_and_trace(model, tmp_path):
+    x = np.random.default_rng(0).random((1, 8, 8, 1), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main([
+        "run", str(model), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"),
+        "--trace", str(tmp_path / "tr"),
+    ]) == 0  # fmt: skip
+    y = np.load(tmp_path / "y.npy")
+    assert y.shape == (1, 10) and abs(float(y.sum()) - 1) < 1e-5
+    traced = {p.stem for p in (tmp_path / "tr").glob("*.npy")}
+    assert {"conv1", "pool1", "conv2", "pool2", "flatten", "fc", "probs"} <= traced
+    np.testing.assert_array_equal(np.load(tmp_path / "tr" / "probs.npy"), y)
+    # a leading batch axis runs many; each row equals its own single run
+    xs = np.random.default_rng(1).random((3, 8, 8, 1), dtype=np.float32)
+    np.save(tmp_path / "xs.npy", xs)
+    assert main(["run", str(model), "--input", str(tmp_path / "xs.npy"), "-o", str(tmp_path / "ys.npy")]) == 0
+    ys = np.load(tmp_path / "ys.npy")
+    assert ys.shape == (3, 10)
+    np.save(tmp_path / "x1.npy", xs[1:2])
+    main(["run", str(model), "--input", str(tmp_path / "x1.npy"), "-o", str(tmp_path / "y1.npy")])
+    np.testing.assert_array_equal(np.load(tmp_path / "y1.npy"), ys[1:2])
+
+
+def test_run_wrong_dtype_is_a_user_error(model, tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((1, 8, 8, 1), np.float64))
+    r = cli("run", str(model), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"))
+    assert r.returncode == 2 and "must be f32" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_convert_round_trips_bytes(model, tmp_path):
+    out = tmp_path / "copy.rlx"
+    assert main(["convert", str(model), "-o", str(out)]) == 0
+    assert out.read_bytes() == model.read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["copy.rlx"]  # no temporary left behind
+
+
+def test_demo_json(tmp_path):
+    r = cli("demo", "-o", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["bit_identical_after_reload"] is True
+    assert (tmp_path / "digits_cnn.rlx").exists()
