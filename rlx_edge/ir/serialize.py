@@ -47,6 +47,7 @@ from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import STAGES, Graph, Node
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.ops._registry import Attr
+from rlx_edge.ir.plan.program import Program
 from rlx_edge.ir.shape import Shape, as_shape
 from rlx_edge.ir.types import QuantParams, TensorType
 
@@ -500,3 +501,91 @@ def _check_json_safe(x: Any, what: str) -> None:
             _check_json_safe(v, f"{what}[{k!r}]")
         return
     raise IRError(f"{what}: a {type(x).__name__} ({x!r:.40}) cannot be saved; use JSON types (dict, list, str, number)")
+
+
+# --------------------------------------------------------------------------
+# Programs (LIR): the graph section plus a "program" section
+
+
+def dumps_program(program: Program) -> bytes:
+    """Serialize a Program: its graph, schedule, arena plan and resolved quantization."""
+    from rlx_edge.ir.verify import verify
+
+    verify(program.graph)
+    blob = BlobWriter()
+    section = {
+        "target": program.target,
+        "schedule": list(program.schedule),
+        "offsets": dict(program.offsets),
+        "scratch": {k: [o, s] for k, (o, s) in program.scratch.items()},
+        "arena_bytes": program.arena_bytes,
+        "lower_bound_bytes": program.lower_bound_bytes,
+        "scratch_bytes": program.scratch_bytes,
+        "weight_bytes": program.weight_bytes,
+        "alignment": program.alignment,
+        "algorithm": program.algorithm,
+        "buffers": [
+            {
+                "name": b.name,
+                "size": b.size,
+                "start": b.start,
+                "end": b.end,
+                "values": b.values,
+                "kind": b.kind,
+                "offset": b.offset,
+            }
+            for b in program.buffers
+        ],
+        "inplace": dict(program.inplace),
+        "quant": program.quant,
+    }
+    _check_json_safe(section, "program section")
+    return pack({"graph": graph_to_json(program.graph, blob), "program": section}, blob)
+
+
+def loads_program(data: bytes, source: str = "<bytes>") -> Program:
+    """Read a Program and re-prove its arena plan before returning it."""
+    from rlx_edge.ir.plan import PlanError, validate
+    from rlx_edge.ir.plan.liveness import Buffer
+
+    c = unpack(data, source)
+    if "program" not in c.sections:
+        c.fail("holds a graph, not a planned program (run `rlx-edge plan` or plan() first)")
+    graph = graph_from_json(c.sections.get("graph"), c)
+    p = _obj(c, c.sections["program"], "program")
+    try:
+        program = Program(
+            graph=graph,
+            target=_str(c, p.get("target"), "program target"),
+            schedule=[_str(c, s, "schedule entry") for s in _list(c, p.get("schedule"), "schedule")],
+            offsets={str(k): int(v) for k, v in _obj(c, p.get("offsets"), "offsets").items()},
+            scratch={str(k): (int(v[0]), int(v[1])) for k, v in _obj(c, p.get("scratch"), "scratch").items()},
+            arena_bytes=int(p["arena_bytes"]),
+            lower_bound_bytes=int(p["lower_bound_bytes"]),
+            scratch_bytes=int(p["scratch_bytes"]),
+            weight_bytes=int(p["weight_bytes"]),
+            alignment=int(p["alignment"]),
+            algorithm=_str(c, p.get("algorithm"), "algorithm"),
+            buffers=[Buffer(**_obj(c, b, "buffer")) for b in _list(c, p.get("buffers"), "buffers")],
+            inplace={str(k): str(v) for k, v in _obj(c, p.get("inplace"), "inplace").items()},
+            quant=_obj(c, p.get("quant"), "quant"),
+        )
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        c.fail(f"has a malformed program section ({e.__class__.__name__}: {e})")
+    try:
+        validate(program)
+    except PlanError as e:
+        c.fail(f"holds an unsound arena plan: {e}")
+    return program
+
+
+def save_program(program: Program, path: str | os.PathLike) -> Path:
+    return atomic_write_bytes(path, dumps_program(program))
+
+
+def load_program(path: str | os.PathLike) -> Program:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot read ({e.strerror or e})") from None
+    return loads_program(data, str(path))

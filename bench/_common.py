@@ -1,0 +1,42 @@
+"""Shared bits of the benchmark scripts: model paths and result records."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT.parent / "shared" / "models"
+MLPERF_INT8 = {
+    "kws": MODELS / "mlperf-tiny" / "kws_ref_model.tflite",
+    "vww": MODELS / "mlperf-tiny" / "vww_96_int8.tflite",
+    "ic": MODELS / "mlperf-tiny" / "pretrainedResnet_quant.tflite",
+    "ad": MODELS / "mlperf-tiny" / "ad01_int8.tflite",
+}
+
+
+def record(bench: str, payload: dict) -> dict:
+    """Print one JSON line and append it to bench/results/<bench>.jsonl."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    rec = {
+        "bench": bench,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit,
+        "host": platform.node(),
+        **payload,
+    }
+    line = json.dumps(rec, sort_keys=True)
+    print(line)
+    out = ROOT / "bench" / "results" / f"{bench}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a") as f:
+        f.write(line + "\n")
+    return rec

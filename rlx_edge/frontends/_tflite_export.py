@@ -1,0 +1,512 @@
+"""Write MIR graphs as ``.tflite`` flatbuffers (schema version 3).
+
+The writer uses the ``tflite`` package's generated builder functions, so field
+slots match the schema. Output is deterministic: the same graph always gives
+the same bytes (tensors, buffers and operator codes are numbered in graph
+order, and nothing depends on dict order of anything but the graph).
+
+Layout choices that TFLite Micro relies on:
+
+- buffer 0 is the empty sentinel, and every non-constant tensor uses it;
+- constant data vectors are 16-byte aligned (kernels read int32/float data
+  straight out of the flatbuffer);
+- operator codes carry both ``builtin_code`` and ``deprecated_builtin_code``
+  (``min(code, 127)``), the way newer converters write them, so old and new
+  readers agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import flatbuffers
+import numpy as np
+
+from rlx_edge._io import atomic_write_bytes
+from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.frontends._tflite_schema import (
+    ACT_TO_TFL,
+    DTYPE_TO_TFL,
+    FILE_IDENTIFIER,
+    OP_CODES,
+    PADDING_TO_TFL,
+    SCHEMA_VERSION,
+    schema_module,
+)
+from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.ops._common import same_pads
+from rlx_edge.ir.types import QuantParams, TensorType
+
+_DATA_ALIGN = 16
+
+# Op versions for quantized kernels (TFLite's op_version rules, simplified to
+# what these graphs use). Float ops are version 1. TFLite Micro resolves ops by
+# builtin code only, but other readers use the versions to refuse what they
+# cannot run.
+_INT8_VERSION = {
+    "CONV_2D": 3,  # per-channel int8
+    "DEPTHWISE_CONV_2D": 3,
+    "FULLY_CONNECTED": 4,
+    "AVERAGE_POOL_2D": 2,
+    "MAX_POOL_2D": 2,
+    "ADD": 2,
+    "SUB": 2,
+    "MUL": 2,
+    "SOFTMAX": 2,
+    "QUANTIZE": 2,
+    "DEQUANTIZE": 2,
+    "PAD": 2,
+    "CONCATENATION": 2,
+    "MEAN": 2,
+    "LOGISTIC": 2,
+    "TANH": 2,
+    "RELU": 2,
+    "RELU6": 2,
+    "MAXIMUM": 2,
+    "MINIMUM": 2,
+    "TRANSPOSE": 2,
+    "STRIDED_SLICE": 2,
+    "HARD_SWISH": 1,
+    "RESHAPE": 1,
+}
+_INT16_VERSION = {
+    "CONV_2D": 4,
+    "DEPTHWISE_CONV_2D": 5,
+    "FULLY_CONNECTED": 7,
+    "AVERAGE_POOL_2D": 3,
+    "MAX_POOL_2D": 3,
+    "ADD": 3,
+    "SUB": 3,
+    "MUL": 4,
+    "SOFTMAX": 3,
+    "QUANTIZE": 3,
+    "DEQUANTIZE": 4,
+    "PAD": 4,
+    "CONCATENATION": 3,
+    "MEAN": 3,
+    "LOGISTIC": 3,
+    "TANH": 3,
+    "RELU": 3,
+    "MAXIMUM": 4,
+    "MINIMUM": 4,
+    "TRANSPOSE": 5,
+    "STRIDED_SLICE": 4,
+}
+
+
+@dataclass
+class _OpOut:
+    """One TFLite operator to write: its builtin name, tensor indices and options."""
+
+    opname: str
+    inputs: list[int]
+    outputs: list[int]
+    table: str | None = None  # options table name, e.g. "Conv2DOptions"
+    fields: dict[str, Any] = field(default_factory=dict)  # scalar fields (CamelCase)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # int32 vector fields
+
+
+class _Writer:
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+        self.tensors: list[tuple[str, TensorType, int]] = []  # name, type, buffer index
+        self.tensor_index: dict[str, int] = {}
+        self.buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel
+        self.ops: list[_OpOut] = []
+
+    # tensors ----------------------------------------------------------------
+    def tensor(self, name: str) -> int:
+        """Index of IR value ``name``, adding it (and its constant data) on first use."""
+        if name in self.tensor_index:
+            return self.tensor_index[name]
+        t = self.g.types[name]
+        buf = 0
+        if name in self.g.params:
+            buf = self.add_buffer(self.g.params[name], t.dtype)
+        return self.add_tensor(name, t, buf)
+
+    def add_tensor(self, name: str, t: TensorType, buf: int) -> int:
+        self.tensors.append((name, t, buf))
+        self.tensor_index[name] = len(self.tensors) - 1
+        return len(self.tensors) - 1
+
+    def add_buffer(self, arr: np.ndarray, dtype: DType) -> int:
+        le = np.ascontiguousarray(arr, dtype=dtype.numpy.newbyteorder("<"))
+        self.buffers.append(le.tobytes())
+        return len(self.buffers) - 1
+
+    def const_i32(self, name: str, values: Any) -> int:
+        """An int32 constant tensor for an operand TFLite takes as a tensor (shape, paddings, axes)."""
+        arr = np.asarray(values, dtype=np.int32)
+        base, k = name, 1
+        while name in self.tensor_index or name in self.g.types:
+            name = f"{base}_{k}"
+            k += 1
+        return self.add_tensor(name, TensorType(arr.shape, DType.i32), self.add_buffer(arr, DType.i32))
+
+    # serialization -------------------------------------------------------------
+    def build(self) -> bytes:
+        size_hint = sum(len(b) for b in self.buffers) + 64 * 1024
+        b = flatbuffers.Builder(size_hint)
+        m = {n: schema_module(n) for n in ("Model", "SubGraph", "Tensor", "QuantizationParameters", "Buffer")}
+        m.update({n: schema_module(n) for n in ("Operator", "OperatorCode")})
+
+        # operator codes in order of first use
+        codes: list[tuple[str, int]] = []
+        code_index: dict[tuple[str, int], int] = {}
+        op_code_idx: list[int] = []
+        for op in self.ops:
+            key = (op.opname, self.version(op))
+            if key not in code_index:
+                code_index[key] = len(codes)
+                codes.append(key)
+            op_code_idx.append(code_index[key])
+
+        buffer_offs = []
+        for data in self.buffers:
+            data_off = None
+            if data:
+                b.StartVector(1, len(data), _DATA_ALIGN)
+                b.head -= len(data)
+                b.Bytes[b.head : b.head + len(data)] = data
+                data_off = b.EndVector()
+            m["Buffer"].Start(b)
+            if data_off is not None:
+                m["Buffer"].AddData(b, data_off)
+            buffer_offs.append(m["Buffer"].End(b))
+
+        tensor_offs = [self.build_tensor(b, m, name, t, buf) for name, t, buf in self.tensors]
+        op_offs = [self.build_op(b, m, op, idx) for op, idx in zip(self.ops, op_code_idx)]
+
+        code_offs = []
+        for opname, version in codes:
+            code = OP_CODES[opname]
+            m["OperatorCode"].Start(b)
+            m["OperatorCode"].AddDeprecatedBuiltinCode(b, min(code, 127))
+            m["OperatorCode"].AddBuiltinCode(b, code)
+            m["OperatorCode"].AddVersion(b, version)
+            code_offs.append(m["OperatorCode"].End(b))
+
+        sg_name = b.CreateString("main")
+        tensors_vec = _table_vector(b, tensor_offs)
+        ops_vec = _table_vector(b, op_offs)
+        ins_vec = b.CreateNumpyVector(np.array([self.tensor_index[n] for n in self.g.inputs], np.int32))
+        outs_vec = b.CreateNumpyVector(np.array([self.tensor_index[n] for n in self.g.outputs], np.int32))
+        m["SubGraph"].Start(b)
+        m["SubGraph"].AddTensors(b, tensors_vec)
+        m["SubGraph"].AddInputs(b, ins_vec)
+        m["SubGraph"].AddOutputs(b, outs_vec)
+        m["SubGraph"].AddOperators(b, ops_vec)
+        m["SubGraph"].AddName(b, sg_name)
+        sg = m["SubGraph"].End(b)
+
+        codes_vec = _table_vector(b, code_offs)
+        sgs_vec = _table_vector(b, [sg])
+        bufs_vec = _table_vector(b, buffer_offs)
+        desc = b.CreateString("rlx-edge")
+        m["Model"].Start(b)
+        m["Model"].AddVersion(b, SCHEMA_VERSION)
+        m["Model"].AddOperatorCodes(b, codes_vec)
+        m["Model"].AddSubgraphs(b, sgs_vec)
+        m["Model"].AddDescription(b, desc)
+        m["Model"].AddBuffers(b, bufs_vec)
+        model = m["Model"].End(b)
+        b.Finish(model, file_identifier=FILE_IDENTIFIER)
+        return bytes(b.Output())
+
+    def build_tensor(self, b: flatbuffers.Builder, m: dict, name: str, t: TensorType, buf: int) -> int:
+        shape = b.CreateNumpyVector(np.array([int(d) for d in t.shape], np.int32))
+        q_off = _quant(b, m["QuantizationParameters"], t.quant, t.rank) if t.quant is not None else None
+        name_off = b.CreateString(name)
+        mt = m["Tensor"]
+        mt.Start(b)
+        mt.AddShape(b, shape)
+        mt.AddType(b, DTYPE_TO_TFL[t.dtype])
+        mt.AddBuffer(b, buf)
+        mt.AddName(b, name_off)
+        if q_off is not None:
+            mt.AddQuantization(b, q_off)
+        return mt.End(b)
+
+    def build_op(self, b: flatbuffers.Builder, m: dict, op: _OpOut, code_idx: int) -> int:
+        opts = None
+        if op.table is not None:
+            mod = schema_module(op.table)
+            vecs = {k: b.CreateNumpyVector(np.asarray(v, np.int32)) for k, v in op.vectors.items()}
+            mod.Start(b)
+            for k, v in op.fields.items():
+                getattr(mod, f"Add{k}")(b, v)
+            for k, v in vecs.items():
+                getattr(mod, f"Add{k}")(b, v)
+            opts = mod.End(b)
+        ins = b.CreateNumpyVector(np.array(op.inputs, np.int32))
+        outs = b.CreateNumpyVector(np.array(op.outputs, np.int32))
+        mo = m["Operator"]
+        mo.Start(b)
+        mo.AddOpcodeIndex(b, code_idx)
+        mo.AddInputs(b, ins)
+        mo.AddOutputs(b, outs)
+        if opts is not None:
+            options_type = getattr(schema_module("BuiltinOptions").BuiltinOptions, op.table)
+            mo.AddBuiltinOptionsType(b, options_type)
+            mo.AddBuiltinOptions(b, opts)
+        return mo.End(b)
+
+    def version(self, op: _OpOut) -> int:
+        types = [self.tensors[i][1] for i in (*op.inputs, *op.outputs) if i >= 0]
+        if any(t.dtype == DType.i16 and t.quant is not None for t in types):
+            return _INT16_VERSION.get(op.opname, _INT8_VERSION.get(op.opname, 1))
+        if any(t.dtype in (DType.i8, DType.u8) and t.quant is not None for t in types):
+            return _INT8_VERSION.get(op.opname, 1)
+        return 1
+
+
+def _table_vector(b: flatbuffers.Builder, offs: list[int]) -> int:
+    b.StartVector(4, len(offs), 4)
+    for o in reversed(offs):
+        b.PrependUOffsetTRelative(o)
+    return b.EndVector()
+
+
+def _quant(b: flatbuffers.Builder, mq: Any, q: QuantParams, rank: int) -> int:
+    scale = b.CreateNumpyVector(np.asarray(q.scale, "<f4"))
+    zp = b.CreateNumpyVector(np.asarray(q.zero_point, "<i8"))
+    axis = 0 if q.axis is None else (q.axis % rank if rank else 0)
+    mq.Start(b)
+    mq.AddScale(b, scale)
+    mq.AddZeroPoint(b, zp)
+    mq.AddQuantizedDimension(b, axis)
+    return mq.End(b)
+
+
+# per-op export rules ---------------------------------------------------------------
+_Rule = Callable[[_Writer, Node], "_OpOut | str"]
+_RULES: dict[str, _Rule] = {}
+
+
+def _rule(*ops: str) -> Callable[[_Rule], _Rule]:
+    def deco(fn: _Rule) -> _Rule:
+        for o in ops:
+            _RULES[o] = fn
+        return fn
+
+    return deco
+
+
+def _ins(w: _Writer, node: Node) -> list[int]:
+    return [-1 if v is None else w.tensor(v) for v in node.inputs]
+
+
+def _outs(w: _Writer, node: Node) -> list[int]:
+    return [w.tensor(o) for o in node.outputs]
+
+
+def _tfl_padding(w: _Writer, node: Node, kh: int, kw: int) -> int | str:
+    """TFLite padding code, or why the node's padding has none."""
+    a = node.attrs
+    if a["padding"] != "explicit":
+        return PADDING_TO_TFL[a["padding"]]
+    pads = tuple(a["pads"])
+    if not any(pads):
+        return PADDING_TO_TFL["valid"]
+    x = w.g.types[node.inputs[0]]
+    dil = a.get("dilations", (1, 1))
+    same = same_pads(int(x.shape[1]), kh, a["strides"][0], dil[0]) + same_pads(
+        int(x.shape[2]), kw, a["strides"][1], dil[1]
+    )
+    if pads == same:
+        return PADDING_TO_TFL["same"]
+    return f"{node.op} with explicit pads {list(pads)} (neither VALID nor SAME)"
+
+
+@_rule("conv2d", "depthwise_conv2d")
+def _conv(w: _Writer, node: Node) -> _OpOut | str:
+    a = node.attrs
+    wt = w.g.types[node.inputs[1]]
+    pad = _tfl_padding(w, node, int(wt.shape[1]), int(wt.shape[2]))
+    if isinstance(pad, str):
+        return pad
+    fields = {
+        "Padding": pad,
+        "StrideH": a["strides"][0],
+        "StrideW": a["strides"][1],
+        "DilationHFactor": a["dilations"][0],
+        "DilationWFactor": a["dilations"][1],
+        "FusedActivationFunction": ACT_TO_TFL[a["activation"]],
+    }
+    if node.op == "conv2d":
+        return _OpOut("CONV_2D", _ins(w, node), _outs(w, node), "Conv2DOptions", fields)
+    fields["DepthMultiplier"] = a["depth_multiplier"]
+    return _OpOut("DEPTHWISE_CONV_2D", _ins(w, node), _outs(w, node), "DepthwiseConv2DOptions", fields)
+
+
+@_rule("fully_connected")
+def _fc(w: _Writer, node: Node) -> _OpOut:
+    keep = w.g.types[node.inputs[0]].rank != 2  # the IR keeps leading dims; rank 2 is TFLite's default form
+    fields = {"FusedActivationFunction": ACT_TO_TFL[node.attrs["activation"]], "KeepNumDims": keep}
+    return _OpOut("FULLY_CONNECTED", _ins(w, node), _outs(w, node), "FullyConnectedOptions", fields)
+
+
+@_rule("avg_pool2d", "max_pool2d")
+def _pool(w: _Writer, node: Node) -> _OpOut | str:
+    a = node.attrs
+    kh, kw = a["kernel"]
+    pad = _tfl_padding(w, node, kh, kw)
+    if isinstance(pad, str):
+        return pad
+    fields = {
+        "Padding": pad,
+        "StrideH": a["strides"][0],
+        "StrideW": a["strides"][1],
+        "FilterHeight": kh,
+        "FilterWidth": kw,
+        "FusedActivationFunction": ACT_TO_TFL[a.get("activation", "none")],
+    }
+    opname = "AVERAGE_POOL_2D" if node.op == "avg_pool2d" else "MAX_POOL_2D"
+    return _OpOut(opname, _ins(w, node), _outs(w, node), "Pool2DOptions", fields)
+
+
+@_rule("add", "sub", "mul")
+def _binary_act(w: _Writer, node: Node) -> _OpOut:
+    table = {"add": "AddOptions", "sub": "SubOptions", "mul": "MulOptions"}[node.op]
+    fields = {"FusedActivationFunction": ACT_TO_TFL[node.attrs["activation"]]}
+    return _OpOut(node.op.upper(), _ins(w, node), _outs(w, node), table, fields)
+
+
+@_rule("maximum", "minimum")
+def _maxmin(w: _Writer, node: Node) -> _OpOut:
+    return _OpOut(node.op.upper(), _ins(w, node), _outs(w, node), "MaximumMinimumOptions")
+
+
+_UNARY = {"sigmoid": "LOGISTIC", "tanh": "TANH", "relu": "RELU", "relu6": "RELU6", "hard_swish": "HARD_SWISH"}
+
+
+@_rule(*_UNARY)
+def _unary(w: _Writer, node: Node) -> _OpOut:
+    return _OpOut(_UNARY[node.op], _ins(w, node), _outs(w, node))
+
+
+@_rule("reshape")
+def _reshape(w: _Writer, node: Node) -> _OpOut:
+    shape = [int(d) for d in w.g.types[node.outputs[0]].shape]
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/shape", shape)]
+    return _OpOut("RESHAPE", ins, _outs(w, node), "ReshapeOptions", vectors={"NewShape": np.array(shape)})
+
+
+@_rule("softmax")
+def _softmax(w: _Writer, node: Node) -> _OpOut | str:
+    rank = w.g.types[node.inputs[0]].rank
+    if node.attrs.get("axis", -1) not in (-1, rank - 1):
+        return "softmax over an axis other than the last"
+    return _OpOut("SOFTMAX", _ins(w, node), _outs(w, node), "SoftmaxOptions", {"Beta": node.attrs.get("beta", 1.0)})
+
+
+@_rule("quantize", "requantize")
+def _quantize(w: _Writer, node: Node) -> _OpOut:
+    return _OpOut("QUANTIZE", _ins(w, node), _outs(w, node), "QuantizeOptions")
+
+
+@_rule("dequantize")
+def _dequantize(w: _Writer, node: Node) -> _OpOut:
+    return _OpOut("DEQUANTIZE", _ins(w, node), _outs(w, node), "DequantizeOptions")
+
+
+@_rule("cast")
+def _cast(w: _Writer, node: Node) -> _OpOut:
+    src, dst = w.g.types[node.inputs[0]].dtype, w.g.types[node.outputs[0]].dtype
+    if src == DType.f16 and dst == DType.f32:  # how TFLite stores float16 weights
+        return _OpOut("DEQUANTIZE", _ins(w, node), _outs(w, node), "DequantizeOptions")
+    fields = {"InDataType": DTYPE_TO_TFL[src], "OutDataType": DTYPE_TO_TFL[dst]}
+    return _OpOut("CAST", _ins(w, node), _outs(w, node), "CastOptions", fields)
+
+
+@_rule("pad")
+def _pad(w: _Writer, node: Node) -> _OpOut | str:
+    if float(node.attrs.get("value", 0.0)) != 0.0:
+        return "pad with a non-zero value"
+    pads = np.asarray(node.attrs["pads"], np.int32).reshape(-1, 2)
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/paddings", pads)]
+    return _OpOut("PAD", ins, _outs(w, node), "PadOptions")
+
+
+@_rule("concat")
+def _concat(w: _Writer, node: Node) -> _OpOut:
+    fields = {"Axis": node.attrs["axis"]}
+    return _OpOut("CONCATENATION", _ins(w, node), _outs(w, node), "ConcatenationOptions", fields)
+
+
+@_rule("mean")
+def _mean(w: _Writer, node: Node) -> _OpOut:
+    axes = node.attrs.get("axes")
+    if axes is None:  # all axes
+        axes = tuple(range(w.g.types[node.inputs[0]].rank))
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/axes", list(axes))]
+    return _OpOut("MEAN", ins, _outs(w, node), "ReducerOptions", {"KeepDims": bool(node.attrs["keepdims"])})
+
+
+@_rule("transpose")
+def _transpose(w: _Writer, node: Node) -> _OpOut:
+    perm = node.attrs.get("perm")
+    if perm is None:
+        perm = tuple(reversed(range(w.g.types[node.inputs[0]].rank)))
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/perm", list(perm))]
+    return _OpOut("TRANSPOSE", ins, _outs(w, node), "TransposeOptions")
+
+
+@_rule("slice")
+def _slice(w: _Writer, node: Node) -> _OpOut | str:
+    a = node.attrs
+    rank = w.g.types[node.inputs[0]].rank
+    if a.get("axes") is not None and tuple(a["axes"]) != tuple(range(len(a["begin"]))):
+        return "slice over a subset of axes"
+    begin = list(a["begin"])
+    end = list(a["end"])
+    strides = list(a.get("strides") or [1] * len(begin))
+    if len(begin) != rank or any(s <= 0 for s in strides):
+        return "slice with negative strides or fewer bounds than axes"
+    ins = _ins(w, node) + [
+        w.const_i32(f"{node.name}/begin", begin),
+        w.const_i32(f"{node.name}/end", end),
+        w.const_i32(f"{node.name}/strides", strides),
+    ]
+    return _OpOut("STRIDED_SLICE", ins, _outs(w, node), "StridedSliceOptions")
+
+
+# entry points ------------------------------------------------------------------------------
+def to_tflite_bytes(graph: Graph) -> bytes:
+    """Serialize ``graph`` (float or quantized MIR) as a ``.tflite`` flatbuffer.
+
+    Raises UnsupportedOpError naming every node TFLite cannot express.
+    """
+    problems: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        if node.op not in _RULES:
+            problems.setdefault(node.op, []).append(node.name)
+    for name, t in graph.types.items():
+        if t.dtype not in DTYPE_TO_TFL:
+            problems.setdefault(f"tensors of type {t.dtype}", []).append(name)
+    if not problems:
+        w = _Writer(graph)
+        for name in graph.inputs:
+            w.tensor(name)
+        for node in graph.nodes:
+            got = _RULES[node.op](w, node)
+            if isinstance(got, str):
+                problems.setdefault(got, []).append(node.name)
+            else:
+                w.ops.append(got)
+    if problems:
+        parts = [f"{k} (at {', '.join(repr(n) for n in v)})" for k, v in problems.items()]
+        raise UnsupportedOpError(f"graph {graph.name!r} cannot be written as TFLite: {'; '.join(parts)}")
+    for name in graph.outputs:
+        w.tensor(name)
+    return w.build()
+
+
+def export_tflite(graph: Graph, path: str | Path) -> Path:
+    """Write ``graph`` to ``path`` as ``.tflite``, atomically (no half-written file on failure)."""
+    return atomic_write_bytes(path, to_tflite_bytes(graph))

@@ -1,0 +1,730 @@
+"""TFLite frontend: ``.tflite`` flatbuffers to MIR graphs, and back.
+
+:func:`load_tflite` reads a model with the ``tflite`` package's generated
+schema readers. Float, int8 and 16x8 models keep every tensor's quantization
+exactly (float32 scales, zero points, per-channel axis), weights keep their
+integer storage, and each value records the TFLite tensor index it came from
+in ``graph.metadata["tflite_tensor_index"]`` so intermediates can be compared
+against TFLite Micro.
+
+Model files are untrusted: every offset and size is checked against the file
+before anything is read or allocated, and any failure of the reader becomes
+one :class:`~rlx_edge.errors.ModelFileError` naming the file.
+
+:func:`export_tflite` / :func:`to_tflite_bytes` write a graph back (see
+``_tflite_export``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import flatbuffers
+import numpy as np
+from tflite.Model import Model
+
+from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError
+from rlx_edge.frontends._tflite_export import export_tflite, to_tflite_bytes
+from rlx_edge.frontends._tflite_schema import (
+    ACT_NAMES,
+    ACT_TO_IR,
+    FILE_IDENTIFIER,
+    OP_CODES,
+    OP_NAMES,
+    PADDING_TO_IR,
+    SCHEMA_VERSION,
+    TFL_TO_DTYPE,
+    TFL_TYPE_NAMES,
+    schema_module,
+)
+from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.types import QuantParams
+
+__all__ = ["export_tflite", "load_tflite", "load_tflite_bytes", "to_tflite_bytes"]
+
+# Tensors above this many dimensions are not something an embedded graph holds;
+# the bound also keeps shape products of a hostile file small.
+_MAX_RANK = 8
+
+
+@dataclass(frozen=True)
+class _TensorInfo:
+    name: str  # the IR value name (sanitized, unique)
+    raw_name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    quant: QuantParams | None
+    buffer: int
+
+
+class _Bad(Exception):
+    """Internal: the file breaks a structural rule (becomes ModelFileError)."""
+
+
+def load_tflite(path: str | Path) -> Graph:
+    """Load a ``.tflite`` model (float, int8 or 16x8) into a MIR graph.
+
+    Raises ModelFileError for a missing, corrupt or truncated file and one
+    UnsupportedOpError listing every op the model uses that rlx-edge cannot
+    import.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot read ({e.strerror or e})") from None
+    return load_tflite_bytes(data, name=path.stem, source=str(path))
+
+
+def load_tflite_bytes(data: bytes, *, name: str = "model", source: str = "<bytes>") -> Graph:
+    """Like :func:`load_tflite`, from the bytes of a model file."""
+    try:
+        reader = _Reader(bytes(data), source)
+        return _Importer(reader, name).run()
+    except (UnsupportedOpError, ModelFileError):
+        raise
+    except (_Bad, IRError) as e:
+        raise ModelFileError(f"{source}: invalid TFLite model: {e}") from None
+    except Exception as e:  # the generated readers raise anything on garbage
+        raise ModelFileError(f"{source}: corrupt or truncated TFLite model ({type(e).__name__}: {e})") from None
+
+
+# reading -------------------------------------------------------------------
+class _Reader:
+    """Bounds-checked access to one model flatbuffer."""
+
+    def __init__(self, data: bytes, source: str) -> None:
+        self.data = data
+        self.size = len(data)
+        self.source = source
+        if self.size < 8:
+            raise _Bad(f"file is {self.size} bytes, too short for a flatbuffer")
+        if data[4:8] != FILE_IDENTIFIER:
+            raise _Bad(f"not a TFLite flatbuffer (identifier {data[4:8]!r}, expected {FILE_IDENTIFIER!r})")
+        root = flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0)
+        if root + 4 > self.size:
+            raise _Bad("root table offset points past the end of the file")
+        self.model = Model.GetRootAs(data, 0)
+        version = self.model.Version()
+        if version != SCHEMA_VERSION:
+            raise _Bad(f"schema version {version}; only version {SCHEMA_VERSION} is supported")
+        if self.model.SubgraphsLength() < 1:
+            raise _Bad("the model has no subgraph")
+        self.sg = self.model.Subgraphs(0)
+        self.n_tensors = self.count(self.sg.TensorsLength(), "tensors")
+        self.n_buffers = self.count(self.model.BuffersLength(), "buffers")
+        self.count(self.sg.OperatorsLength(), "operators")
+        self.count(self.model.OperatorCodesLength(), "operator codes")
+
+    def count(self, n: int, what: str) -> int:
+        # Every vector element takes at least 4 bytes, so a larger count is a lie.
+        if n < 0 or 4 * n > self.size:
+            raise _Bad(f"{what} count {n} does not fit in a {self.size}-byte file")
+        return n
+
+    def vector(self, table: Any, slot: int, elem: int, what: str) -> np.ndarray | None:
+        """A little-endian numeric vector field as a view of the file, checked first."""
+        tab = table._tab
+        o = tab.Offset(slot)
+        if o == 0:
+            return None
+        start = tab.Vector(o)
+        n = tab.VectorLen(o)
+        if start < 0 or n < 0 or start + n * elem > self.size:
+            raise _Bad(f"{what} ({n} x {elem} bytes at {start}) runs past the end of the file ({self.size} bytes)")
+        return np.frombuffer(self.data, dtype=np.dtype(f"<{'i' if elem != 1 else 'u'}{elem}"), count=n, offset=start)
+
+    def buffer_bytes(self, index: int, what: str) -> bytes | None:
+        """Raw bytes of buffer ``index`` (``None`` when empty)."""
+        if not 0 <= index < self.n_buffers:
+            raise _Bad(f"{what} refers to buffer {index}, but the model has {self.n_buffers}")
+        buf = self.model.Buffers(index)
+        raw = self.vector(buf, 4, 1, f"data of buffer {index}")
+        if raw is not None and raw.size:
+            return raw.tobytes()
+        off, size = buf.Offset(), buf.Size()
+        if off > 1 or size:  # large models keep data after the flatbuffer (offset/size)
+            if off + size > self.size or off < 0:
+                raise _Bad(f"buffer {index} at offset {off} with {size} bytes runs past the end of the file")
+            return self.data[off : off + size]
+        return None
+
+
+def _ints(v: np.ndarray | None) -> list[int]:
+    return [] if v is None else [int(x) for x in v]
+
+
+def _sanitize(raw: str, index: int, used: set[str]) -> str:
+    """A stable, unique value name from a TFLite tensor name.
+
+    Converter names join every fused TF op with ';'; the first one names the
+    result well enough, and keeps names readable in reports and C symbols.
+    """
+    base = raw.split(";")[0].strip()
+    base = re.sub(r"[^A-Za-z0-9_./:-]", "_", base) or f"tensor_{index}"
+    name, k = base, 1
+    while name in used:
+        name = f"{base}_{k}"
+        k += 1
+    used.add(name)
+    return name
+
+
+class _Importer:
+    def __init__(self, reader: _Reader, name: str) -> None:
+        self.r = reader
+        self.g = Graph(name)
+        self.tensors: list[_TensorInfo] = []
+        self.value_of: dict[int, str] = {}  # tensor index -> IR value already in the graph
+        self.index_of: dict[str, int] = {}  # IR value -> tensor index (metadata)
+        self.used: set[str] = set()
+        self.dequantized: dict[str, str] = {}  # int8 weight -> its float copy (hybrid models)
+
+    # tensors --------------------------------------------------------------
+    def read_tensors(self) -> None:
+        for i in range(self.r.n_tensors):
+            t = self.r.sg.Tensors(i)
+            raw = (t.Name() or b"").decode("utf-8", "replace")
+            shape_arr = self.r.vector(t, 4, 4, f"shape of tensor {i}")
+            shape = () if shape_arr is None else tuple(int(d) for d in shape_arr)
+            if len(shape) > _MAX_RANK or any(d < 0 for d in shape):
+                raise _Bad(f"tensor {i} ({raw!r}) has an invalid shape {list(shape)}")
+            ttype = t.Type()
+            if ttype not in TFL_TO_DTYPE:
+                raise _Bad(f"tensor {i} ({raw!r}) has unsupported element type {TFL_TYPE_NAMES.get(ttype, ttype)}")
+            dtype = TFL_TO_DTYPE[ttype]
+            quant = self.read_quant(t, i, shape, dtype)
+            self.tensors.append(_TensorInfo("", raw, shape, dtype, quant, t.Buffer()))
+        # Converters give a bias and the activation it feeds the same leading
+        # name; model inputs and operator outputs claim the clean names first.
+        sg = self.r.sg
+        order = _ints(self.r.vector(sg, 6, 4, "subgraph inputs"))
+        for k in range(sg.OperatorsLength()):
+            order += _ints(self.r.vector(sg.Operators(k), 8, 4, f"outputs of operator {k}"))
+        order += range(len(self.tensors))
+        for i in dict.fromkeys(order):
+            if 0 <= i < len(self.tensors):
+                info = self.tensors[i]
+                self.tensors[i] = replace(info, name=_sanitize(info.raw_name, i, self.used))
+
+    def read_quant(self, t: Any, i: int, shape: tuple[int, ...], dtype: DType) -> QuantParams | None:
+        q = t.Quantization()
+        if q is None or not dtype.is_int:
+            return None
+        scale = self.r.vector(q, 8, 4, f"scales of tensor {i}")
+        if scale is None or scale.size == 0:
+            return None
+        scale = scale.view("<f4").astype(np.float32)
+        zp_raw = self.r.vector(q, 10, 8, f"zero points of tensor {i}")
+        zp = np.zeros(scale.size, np.int64) if zp_raw is None or zp_raw.size == 0 else zp_raw.astype(np.int64)
+        qd = int(q.QuantizedDimension())
+        if scale.size > 1 or qd != 0:
+            if not 0 <= qd < max(len(shape), 1) or (scale.size > 1 and shape and shape[qd] != scale.size):
+                raise _Bad(f"tensor {i}: {scale.size} scales do not match dimension {qd} of shape {list(shape)}")
+            axis: int | None = qd
+        else:
+            axis = None
+        return QuantParams(scale, zp, axis=axis, storage=dtype)
+
+    def const(self, index: int) -> np.ndarray | None:
+        """The constant value of tensor ``index`` (``None`` for activations)."""
+        info = self.tensors[index]
+        raw = self.r.buffer_bytes(info.buffer, f"tensor {index} ({info.raw_name!r})")
+        if raw is None:
+            return None
+        count = math.prod(info.shape)
+        want = count * info.dtype.numpy.itemsize
+        if len(raw) != want:  # checked before any array of that size exists
+            raise _Bad(f"tensor {index} ({info.raw_name!r}) has {len(raw)} bytes of data, its shape needs {want}")
+        arr = np.frombuffer(raw, dtype=info.dtype.numpy.newbyteorder("<"), count=count)
+        return arr.astype(info.dtype.numpy).reshape(info.shape)
+
+    def value(self, index: int) -> str:
+        """The IR value for tensor ``index``, adding constants as params on first use."""
+        if index in self.value_of:
+            return self.value_of[index]
+        if not 0 <= index < len(self.tensors):
+            raise _Bad(f"operator refers to tensor {index}, but the subgraph has {len(self.tensors)}")
+        arr = self.const(index)
+        if arr is None:
+            raise _Bad(f"tensor {index} ({self.tensors[index].raw_name!r}) is read before any operator writes it")
+        info = self.tensors[index]
+        self.g.param(info.name, arr, quant=info.quant)
+        self.bind(index, info.name)
+        return info.name
+
+    def bind(self, index: int, name: str) -> None:
+        self.value_of[index] = name
+        self.index_of[name] = index
+
+    # the whole model ------------------------------------------------------
+    def run(self) -> Graph:
+        self.read_tensors()
+        ops = [self.describe(i) for i in range(self.r.sg.OperatorsLength())]
+        self.check_supported(ops)
+        sg = self.r.sg
+        for i in _ints(self.r.vector(sg, 6, 4, "subgraph inputs")):
+            info = self.tensor(int(i))
+            if self.r.buffer_bytes(info.buffer, f"input {info.raw_name!r}") is not None:
+                continue  # a constant listed as an input is a parameter, not a model input
+            self.g.input(info.name, info.shape, info.dtype, quant=info.quant)
+            self.bind(int(i), info.name)
+        for op in ops:
+            _CONVERTERS[op.opname](self, op)
+        for i in _ints(self.r.vector(sg, 8, 4, "subgraph outputs")):
+            self.g.output(self.value(int(i)))
+        self.g.metadata["source_format"] = "tflite"
+        self.g.metadata["tflite_tensor_index"] = dict(self.index_of)
+        return self.g
+
+    def tensor(self, index: int) -> _TensorInfo:
+        if not 0 <= index < len(self.tensors):
+            raise _Bad(f"reference to tensor {index}, but the subgraph has {len(self.tensors)}")
+        return self.tensors[index]
+
+    def describe(self, i: int) -> _Op:
+        op = self.r.sg.Operators(i)
+        idx = op.OpcodeIndex()
+        if not 0 <= idx < self.r.model.OperatorCodesLength():
+            raise _Bad(f"operator {i} uses opcode index {idx}, but the model has {self.r.model.OperatorCodesLength()}")
+        oc = self.r.model.OperatorCodes(idx)
+        # deprecated_builtin_code holds codes < 127; builtin_code holds all (newer files)
+        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        if code == OP_CODES["CUSTOM"]:
+            opname = f"CUSTOM:{(oc.CustomCode() or b'?').decode('utf-8', 'replace')}"
+        else:
+            opname = OP_NAMES.get(code, f"BUILTIN_{code}")
+        ins = self.r.vector(op, 6, 4, f"inputs of operator {i}")
+        outs = self.r.vector(op, 8, 4, f"outputs of operator {i}")
+        inputs = [] if ins is None else [int(v) for v in ins]
+        outputs = [] if outs is None else [int(v) for v in outs]
+        for t in (*inputs, *outputs):
+            if t != -1:
+                self.tensor(t)
+        if not outputs or -1 in outputs:
+            raise _Bad(f"operator {i} ({opname}) has no output tensor")
+        return _Op(i, opname, inputs, outputs, op, self.tensors[outputs[0]].name)
+
+    def check_supported(self, ops: list[_Op]) -> None:
+        """Collect every unsupported op (type and feature) before converting anything."""
+        bad: dict[str, list[str]] = {}
+        for op in ops:
+            if op.opname not in _CONVERTERS:
+                reason: str | None = op.opname
+            else:
+                check = _CHECKS.get(op.opname)
+                reason = check(self, op) if check else None
+                act = _fused_activation(op)
+                if reason is None and act is not None and act not in ACT_TO_IR:
+                    reason = f"{op.opname} with fused {ACT_NAMES.get(act, act)}"
+            if reason is not None:
+                bad.setdefault(reason, []).append(op.name)
+        if bad:
+            parts = [f"{k} (at {', '.join(repr(n) for n in v)})" for k, v in bad.items()]
+            raise UnsupportedOpError(f"{self.r.source}: {len(bad)} unsupported TFLite op type(s): {'; '.join(parts)}")
+
+    # emitting -------------------------------------------------------------
+    def emit(self, op: _Op, irop: str, inputs: list[str | None], attrs: dict[str, Any]) -> str:
+        """Add the node computing ``op``'s (single) output tensor, checked against the file."""
+        out_index = op.outputs[0]
+        info = self.tensors[out_index]
+        (out,) = self.g.add_node(irop, inputs, attrs, name=info.name, out_quant=info.quant)
+        t = out.type
+        if tuple(t.shape) != info.shape or t.dtype != info.dtype:
+            raise _Bad(
+                f"operator {op.index} ({op.opname}) output {info.raw_name!r} is {info.dtype}{list(info.shape)}"
+                f" in the file, but its inputs give {t.dtype}{list(t.shape)}"
+            )
+        self.bind(out_index, info.name)
+        return info.name
+
+    def helper(self, op: _Op, irop: str, inputs: list[str | None], attrs: dict[str, Any], suffix: str, quant) -> str:
+        """A node the IR needs but TFLite folds into ``op`` (e.g. FC's flatten)."""
+        name = _sanitize(f"{op.name}/{suffix}", -1, self.used)
+        self.g.add_node(irop, inputs, attrs, name=name, out_quant=quant)
+        return name
+
+    def weights(self, op: _Op) -> tuple[str | None, str | None, str | None]:
+        """Input, weights and bias of a conv / FC op.
+
+        Hybrid ("dynamic range") models pair float activations with int8
+        weights. Their float meaning is the dequantized weights; an explicit
+        dequantize node keeps the int8 data and scale exact, and is what
+        TFLite Micro (which refuses hybrid kernels) can run after export.
+        """
+        x, w, b = self.x(op, 0), self.x(op, 1), self.x(op, 2)
+        if x is not None and self.g.types[x].dtype.is_float:
+            w, b = self.as_float(w), self.as_float(b)
+        return x, w, b
+
+    def as_float(self, v: str | None) -> str | None:
+        if v is None or self.g.types[v].dtype.is_float or self.g.types[v].quant is None:
+            return v
+        if v not in self.dequantized:
+            name = _sanitize(f"{v}/dequantized", -1, self.used)
+            self.g.add_node("dequantize", [v], {"dtype": DType.f32}, name=name)
+            self.dequantized[v] = name
+        return self.dequantized[v]
+
+    def x(self, op: _Op, j: int) -> str | None:
+        """Input ``j`` of ``op`` as an IR value (None when the optional input is absent)."""
+        if j >= len(op.inputs) or op.inputs[j] == -1:
+            return None
+        return self.value(op.inputs[j])
+
+    def const_input(self, op: _Op, j: int, what: str) -> np.ndarray:
+        if j >= len(op.inputs) or op.inputs[j] == -1:
+            raise _Bad(f"operator {op.index} ({op.opname}) lacks its {what} input")
+        arr = self.const(op.inputs[j])
+        if arr is None:
+            raise _UnsupportedFeature(f"{op.opname} with a computed (non-constant) {what}")
+        return arr
+
+    def shape_of(self, op: _Op, j: int) -> tuple[int, ...]:
+        return self.tensors[op.inputs[j]].shape
+
+
+class _UnsupportedFeature(Exception):
+    """Internal: a check found an op feature rlx-edge cannot import."""
+
+
+@dataclass
+class _Op:
+    index: int
+    opname: str
+    inputs: list[int]
+    outputs: list[int]
+    raw: Any
+    name: str  # the IR name of its first output
+
+    def options(self, table: str) -> Any:
+        """The builtin options table, or None when the file omits it (all defaults)."""
+        tab = self.raw.BuiltinOptions()
+        if tab is None:
+            return None
+        cls = getattr(schema_module(table), table)
+        opts = cls()
+        opts.Init(tab.Bytes, tab.Pos)
+        return opts
+
+
+def _opt(op: _Op, table: str, field: str, default: Any) -> Any:
+    o = op.options(table)
+    return default if o is None else getattr(o, field)()
+
+
+_ACT_TABLES = {
+    "CONV_2D": "Conv2DOptions",
+    "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "FULLY_CONNECTED": "FullyConnectedOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions",
+    "MAX_POOL_2D": "Pool2DOptions",
+    "ADD": "AddOptions",
+    "SUB": "SubOptions",
+    "MUL": "MulOptions",
+    "CONCATENATION": "ConcatenationOptions",
+}
+
+
+def _fused_activation(op: _Op) -> int | None:
+    table = _ACT_TABLES.get(op.opname)
+    return None if table is None else int(_opt(op, table, "FusedActivationFunction", 0))
+
+
+def _act(op: _Op) -> str:
+    return ACT_TO_IR[_fused_activation(op) or 0]
+
+
+# converters ------------------------------------------------------------------
+_Converter = Callable[[_Importer, _Op], None]
+_CONVERTERS: dict[str, _Converter] = {}
+_CHECKS: dict[str, Callable[[_Importer, _Op], str | None]] = {}
+
+
+def _converter(*names: str) -> Callable[[_Converter], _Converter]:
+    def deco(fn: _Converter) -> _Converter:
+        for n in names:
+            _CONVERTERS[n] = fn
+        return fn
+
+    return deco
+
+
+def _check(*names: str):
+    def deco(fn):
+        def safe(imp: _Importer, op: _Op) -> str | None:
+            try:
+                return fn(imp, op)
+            except _UnsupportedFeature as e:
+                return str(e)
+
+        for n in names:
+            _CHECKS[n] = safe
+        return fn
+
+    return deco
+
+
+def _window(op: _Op, table: str) -> dict[str, Any]:
+    o = op.options(table)
+    if o is None:
+        return {"strides": (1, 1), "padding": "same"}
+    return {"strides": (int(o.StrideH()), int(o.StrideW())), "padding": PADDING_TO_IR[int(o.Padding())]}
+
+
+@_check("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D")
+def _check_padding(imp: _Importer, op: _Op) -> str | None:
+    table = {"CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions"}.get(op.opname, "Pool2DOptions")
+    pad = _opt(op, table, "Padding", 0)
+    return None if pad in PADDING_TO_IR else f"{op.opname} with padding code {pad}"
+
+
+@_converter("CONV_2D")
+def _conv(imp: _Importer, op: _Op) -> None:
+    o = op.options("Conv2DOptions")
+    x, w, b = imp.weights(op)
+    c = imp.g.types[x].shape[3]
+    ig = imp.g.types[w].shape[3]
+    attrs = _window(op, "Conv2DOptions")
+    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor())) if o is not None else (1, 1)
+    attrs["activation"] = _act(op)
+    attrs["groups"] = c // ig if ig and c % ig == 0 else 1
+    imp.emit(op, "conv2d", [x, w, b], attrs)
+
+
+@_converter("DEPTHWISE_CONV_2D")
+def _depthwise(imp: _Importer, op: _Op) -> None:
+    o = op.options("DepthwiseConv2DOptions")
+    x, w, b = imp.weights(op)
+    c = imp.g.types[x].shape[3]
+    cm = imp.g.types[w].shape[3]
+    # Some converters write depth_multiplier 0 or a stale value; TFLite itself
+    # derives it from the shapes, and so do we.
+    attrs = _window(op, "DepthwiseConv2DOptions")
+    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor())) if o is not None else (1, 1)
+    attrs["activation"] = _act(op)
+    attrs["depth_multiplier"] = cm // c if c and cm % c == 0 else int(o.DepthMultiplier() if o is not None else 1)
+    imp.emit(op, "depthwise_conv2d", [x, w, b], attrs)
+
+
+@_check("FULLY_CONNECTED")
+def _check_fc(imp: _Importer, op: _Op) -> str | None:
+    fmt = _opt(op, "FullyConnectedOptions", "WeightsFormat", 0)
+    if fmt != 0:
+        return "FULLY_CONNECTED with shuffled weights"
+    if len(op.inputs) > 1 and op.inputs[1] != -1 and len(imp.tensors[op.inputs[1]].shape) != 2:
+        return "FULLY_CONNECTED with weights of rank != 2"
+    return None
+
+
+@_converter("FULLY_CONNECTED")
+def _fc(imp: _Importer, op: _Op) -> None:
+    x, w, b = imp.weights(op)
+    keep = bool(_opt(op, "FullyConnectedOptions", "KeepNumDims", False))
+    xt = imp.g.types[x]
+    if not keep and xt.rank != 2:
+        # TFLite flattens the input to [-1, I] when keep_num_dims is false.
+        n_in = int(imp.g.types[w].shape[1])
+        total = math.prod(int(d) for d in xt.shape)
+        if n_in == 0 or total % n_in:
+            raise _Bad(f"FULLY_CONNECTED {op.name!r}: {total} input elements are not a multiple of {n_in}")
+        x = imp.helper(op, "reshape", [x], {"shape": (total // n_in, n_in)}, "flatten", xt.quant)
+    imp.emit(op, "fully_connected", [x, w, b], {"activation": _act(op)})
+
+
+@_converter("AVERAGE_POOL_2D", "MAX_POOL_2D")
+def _pool(imp: _Importer, op: _Op) -> None:
+    o = op.options("Pool2DOptions")
+    attrs = _window(op, "Pool2DOptions")
+    attrs["kernel"] = (int(o.FilterHeight()), int(o.FilterWidth())) if o is not None else (1, 1)
+    attrs["activation"] = _act(op)
+    irop = "avg_pool2d" if op.opname == "AVERAGE_POOL_2D" else "max_pool2d"
+    imp.emit(op, irop, [imp.x(op, 0)], attrs)
+
+
+@_converter("ADD", "SUB", "MUL")
+def _binary_act(imp: _Importer, op: _Op) -> None:
+    imp.emit(op, op.opname.lower(), [imp.x(op, 0), imp.x(op, 1)], {"activation": _act(op)})
+
+
+@_converter("MAXIMUM", "MINIMUM")
+def _binary(imp: _Importer, op: _Op) -> None:
+    imp.emit(op, op.opname.lower(), [imp.x(op, 0), imp.x(op, 1)], {})
+
+
+_UNARY = {
+    "LOGISTIC": "sigmoid",
+    "TANH": "tanh",
+    "RELU": "relu",
+    "RELU6": "relu6",
+    "HARD_SWISH": "hard_swish",
+}
+
+
+@_converter(*_UNARY)
+def _unary(imp: _Importer, op: _Op) -> None:
+    imp.emit(op, _UNARY[op.opname], [imp.x(op, 0)], {})
+
+
+@_converter("RESHAPE")
+def _reshape(imp: _Importer, op: _Op) -> None:
+    x = imp.x(op, 0)
+    shape: list[int] | None = None
+    if len(op.inputs) > 1 and op.inputs[1] != -1:
+        arr = imp.const(op.inputs[1])
+        if arr is not None:
+            shape = [int(v) for v in arr.reshape(-1)]
+    if shape is None:
+        o = op.options("ReshapeOptions")
+        ns = None if o is None else imp.r.vector(o, 4, 4, f"new_shape of operator {op.index}")
+        if ns is not None and ns.size:
+            shape = [int(v) for v in ns]
+    out_shape = imp.tensors[op.outputs[0]].shape
+    if shape is None:
+        shape = list(out_shape)  # neither given: the output tensor's static shape decides
+    total = math.prod(int(d) for d in imp.g.types[x].shape)
+    if shape.count(-1) == 1:
+        known = math.prod(d for d in shape if d != -1)
+        if known <= 0 or total % known:
+            raise _Bad(f"RESHAPE {op.name!r}: cannot reshape {total} elements to {shape}")
+        shape[shape.index(-1)] = total // known
+    if any(d < 0 for d in shape) or math.prod(shape) != total:
+        raise _Bad(f"RESHAPE {op.name!r}: cannot reshape {total} elements to {shape}")
+    imp.emit(op, "reshape", [x], {"shape": tuple(shape)})
+
+
+@_converter("SOFTMAX")
+def _softmax(imp: _Importer, op: _Op) -> None:
+    beta = float(np.float32(_opt(op, "SoftmaxOptions", "Beta", 1.0)))
+    imp.emit(op, "softmax", [imp.x(op, 0)], {"axis": -1, "beta": beta})
+
+
+@_converter("QUANTIZE")
+def _quantize(imp: _Importer, op: _Op) -> None:
+    x = imp.x(op, 0)
+    irop = "quantize" if imp.g.types[x].dtype.is_float else "requantize"
+    imp.emit(op, irop, [x], {"dtype": imp.tensors[op.outputs[0]].dtype})
+
+
+@_converter("DEQUANTIZE")
+def _dequantize(imp: _Importer, op: _Op) -> None:
+    x = imp.x(op, 0)
+    xt = imp.g.types[x]
+    if xt.dtype.is_float:  # float16 weights stored compactly: a plain cast
+        imp.emit(op, "cast", [x], {"dtype": imp.tensors[op.outputs[0]].dtype})
+    else:
+        imp.emit(op, "dequantize", [x], {"dtype": imp.tensors[op.outputs[0]].dtype})
+
+
+@_check("PAD")
+def _check_pad(imp: _Importer, op: _Op) -> str | None:
+    imp.const_input(op, 1, "paddings")
+    return None
+
+
+@_converter("PAD")
+def _pad(imp: _Importer, op: _Op) -> None:
+    pads = imp.const_input(op, 1, "paddings")
+    rank = len(imp.shape_of(op, 0))
+    if pads.shape != (rank, 2):
+        raise _Bad(f"PAD {op.name!r}: paddings have shape {list(pads.shape)}, expected [{rank}, 2]")
+    imp.emit(op, "pad", [imp.x(op, 0)], {"pads": tuple(int(v) for v in pads.reshape(-1)), "value": 0.0})
+
+
+@_converter("CONCATENATION")
+def _concat(imp: _Importer, op: _Op) -> None:
+    axis = int(_opt(op, "ConcatenationOptions", "Axis", 0))
+    xs = [imp.x(op, j) for j in range(len(op.inputs))]
+    if _fused_activation(op):
+        raise _Bad("CONCATENATION with a fused activation")  # rejected by the check before
+    imp.emit(op, "concat", xs, {"axis": axis})
+
+
+@_check("CONCATENATION")
+def _check_concat(imp: _Importer, op: _Op) -> str | None:
+    act = _fused_activation(op)
+    return f"CONCATENATION with fused {ACT_NAMES.get(act, act)}" if act else None
+
+
+@_check("MEAN")
+def _check_mean(imp: _Importer, op: _Op) -> str | None:
+    imp.const_input(op, 1, "axes")
+    return None
+
+
+@_converter("MEAN")
+def _mean(imp: _Importer, op: _Op) -> None:
+    axes = tuple(int(v) for v in imp.const_input(op, 1, "axes").reshape(-1))
+    keep = bool(_opt(op, "ReducerOptions", "KeepDims", False))
+    imp.emit(op, "mean", [imp.x(op, 0)], {"axes": axes, "keepdims": keep})
+
+
+@_check("TRANSPOSE")
+def _check_transpose(imp: _Importer, op: _Op) -> str | None:
+    imp.const_input(op, 1, "permutation")
+    return None
+
+
+@_converter("TRANSPOSE")
+def _transpose(imp: _Importer, op: _Op) -> None:
+    perm = tuple(int(v) for v in imp.const_input(op, 1, "permutation").reshape(-1))
+    imp.emit(op, "transpose", [imp.x(op, 0)], {"perm": perm})
+
+
+@_check("STRIDED_SLICE")
+def _check_strided_slice(imp: _Importer, op: _Op) -> str | None:
+    o = op.options("StridedSliceOptions")
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        return "STRIDED_SLICE with ellipsis or new-axis masks"
+    for j, what in ((1, "begin"), (2, "end"), (3, "strides")):
+        imp.const_input(op, j, what)
+    strides = imp.const_input(op, 3, "strides")
+    if np.any(strides <= 0):
+        return "STRIDED_SLICE with negative strides"
+    return None
+
+
+@_converter("STRIDED_SLICE")
+def _strided_slice(imp: _Importer, op: _Op) -> None:
+    o = op.options("StridedSliceOptions")
+    begin_mask = o.BeginMask() if o is not None else 0
+    end_mask = o.EndMask() if o is not None else 0
+    shrink = o.ShrinkAxisMask() if o is not None else 0
+    offset = bool(o.Offset()) if o is not None else False
+    shape = imp.shape_of(op, 0)
+    begin_t = [int(v) for v in imp.const_input(op, 1, "begin").reshape(-1)]
+    end_t = [int(v) for v in imp.const_input(op, 2, "end").reshape(-1)]
+    strides_t = [int(v) for v in imp.const_input(op, 3, "strides").reshape(-1)]
+    if not len(begin_t) == len(end_t) == len(strides_t) <= len(shape):
+        raise _Bad(f"STRIDED_SLICE {op.name!r}: begin/end/strides lengths do not match the input rank")
+    begin, end, strides = [], [], []
+    for i, d in enumerate(shape):
+        if i >= len(begin_t):  # unspecified trailing axes are taken whole
+            begin.append(0)
+            end.append(d)
+            strides.append(1)
+            continue
+        b, e, s = begin_t[i], end_t[i], strides_t[i]
+        if offset:
+            e = b + e
+        b = 0 if begin_mask >> i & 1 else min(max(b + d if b < 0 else b, 0), d)
+        e = d if end_mask >> i & 1 else min(max(e + d if e < 0 else e, 0), d)
+        if shrink >> i & 1:
+            e, s = b + 1, 1
+        begin.append(b)
+        end.append(max(e, b))
+        strides.append(s)
+    attrs = {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides)}
+    x = imp.x(op, 0)
+    if shrink:
+        info = imp.tensors[op.outputs[0]]
+        y = imp.helper(op, "slice", [x], attrs, "slice", info.quant)
+        imp.emit(op, "reshape", [y], {"shape": info.shape})
+    else:
+        imp.emit(op, "slice", [x], attrs)
