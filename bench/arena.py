@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+from _common import MLPERF_INT8, record  # bench/ is on sys.path when run as a script
 
-from _common import MLPERF_INT8, record  # noqa: E402
-
-from rlx_edge.frontends._tflm import tflm_arena_bytes  # noqa: E402
-from rlx_edge.frontends.tflite import load_tflite  # noqa: E402
-from rlx_edge.ir.plan import plan  # noqa: E402
+from rlx_edge.frontends._tflm import tflm_arena_bytes
+from rlx_edge.frontends.tflite import load_tflite
+from rlx_edge.ir.plan import plan
 
 MICROTVM_AOT = {"kws": 17232, "vww": 64800, "ic": 66112, "ad": 1160}
 GOAL_VS_TFLM = {"kws": 0.70, "vww": 0.70, "ic": 0.90, "ad": 0.30}
