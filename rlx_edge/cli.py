@@ -193,6 +193,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from rlx_edge.frontends.tflite import export_tflite
+
+    graph = _load(args.model)
+    if not args.output.endswith(".tflite"):
+        raise UsageError(f"export writes .tflite files; name the output like {Path(args.output).stem}.tflite")
+    if graph.stage == "hir":
+        from rlx_edge.ir.passes.lower_hir import lower_hir
+
+        graph = lower_hir(graph)
+    export_tflite(graph, args.output)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -230,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", metavar="arena.png", help="draw the plan (.png or .svg)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_plan)
+
+    s = sub.add_parser("export", help="write a TFLite flatbuffer (runs in TFLite Micro)")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.tflite")
+    s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("demo", help="the main job on the bundled default model")
     s.add_argument("-o", "--output", default="out/demo", metavar="DIR")

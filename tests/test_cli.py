@@ -117,3 +117,32 @@ def test_demo_json(tmp_path):
     report = json.loads(r.stdout)
     assert report["bit_identical_after_reload"] is True
     assert (tmp_path / "digits_cnn.rlx").exists()
+
+
+MLPERF = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny"
+
+
+@pytest.mark.parametrize(
+    "model,macs",
+    [
+        ("kws_ref_model.tflite", 2_656_768),
+        ("vww_96_int8.tflite", 7_489_664),
+        ("pretrainedResnet_quant.tflite", 12_501_632),
+        ("ad01_int8.tflite", 264_192),
+    ],
+)
+def test_inspect_tflite_reports_macs(model, macs):
+    r = cli("inspect", str(MLPERF / model), "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["macs"] == macs
+    assert obj["inputs"][0]["dtype"] == "i8" and obj["inputs"][0]["quant"] is not None
+
+
+def test_export_then_inspect(tmp_path):
+    out = tmp_path / "kws.tflite"
+    assert main(["export", str(MLPERF / "kws_ref_model.tflite"), "-o", str(out)]) == 0
+    r = cli("inspect", str(out), "--json")
+    assert json.loads(r.stdout)["macs"] == 2_656_768
+    r = cli("export", str(MLPERF / "kws_ref_model.tflite"), "-o", str(tmp_path / "kws.bin"))
+    assert r.returncode == 2 and ".tflite" in r.stderr

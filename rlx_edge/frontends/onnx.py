@@ -1,0 +1,52 @@
+"""ONNX frontend: ``load_onnx(path) -> Graph`` for opsets 7 to 22.
+
+The importer walks the ONNX graph once, in its (topological) node order, and
+emits MIR nodes. Three things happen on the way:
+
+* **Constant folding.** Initializers, ``Constant`` nodes and every node whose
+  inputs are all constants are evaluated at import (``Shape -> Gather ->
+  Concat -> Reshape`` chains, reshaped weights), so only real computation
+  reaches the graph. ``Shape`` of a statically shaped value is a constant too.
+* **Layout.** ONNX images are NCHW; the IR's spatial ops are NHWC. Every
+  imported value remembers how it is held: either as ONNX shapes it, or
+  permuted (``internal = transpose(onnx_value, perm)``). Spatial ops produce
+  NHWC-held values; elementwise and axis ops follow the layout they are given
+  (remapping their axes); layout-sensitive ops (Reshape, Flatten, MatMul, ...)
+  get the ONNX layout back through a transpose. Transposes are emitted through
+  one helper that composes a transpose of a transpose, so back-to-back
+  conversions cancel and never reach the graph.
+* **Errors.** Every node that cannot be imported is collected; the import
+  ends with one :class:`~rlx_edge.errors.UnsupportedOpError` listing all of
+  them with their node names. An unreadable file is a
+  :class:`~rlx_edge.errors.ModelFileError` naming the file.
+
+The graph's public inputs and outputs keep ONNX shapes (NCHW images), so a
+user feeds the data the ONNX model takes and gets what it returns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlx_edge.errors import ModelFileError
+from rlx_edge.frontends._onnx_import import Importer, read_model
+from rlx_edge.frontends._onnx_ops import HANDLERS
+from rlx_edge.ir.graph import Graph
+
+__all__ = ["SUPPORTED_OPS", "load_onnx"]
+
+# ONNX op types the importer translates (constant-only subgraphs of other ops fold at import).
+SUPPORTED_OPS: frozenset[str] = frozenset(HANDLERS)
+
+
+def load_onnx(path: str | Path) -> Graph:
+    """Import the ONNX model at ``path`` as a float (or QDQ/QLinear-quantized) MIR graph.
+
+    Raises :class:`~rlx_edge.errors.ModelFileError` for a missing, corrupt or
+    truncated file and :class:`~rlx_edge.errors.UnsupportedOpError` (one, listing
+    every offending node) for ops or op features rlx-edge cannot import.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file")
+    return Importer(read_model(path), path).run()
