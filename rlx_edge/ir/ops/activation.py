@@ -79,3 +79,58 @@ gelu = _unary(
 )
 silu = _unary("silu", lambda x: x / (1 + np.exp(-x)), doc="x * sigmoid(x)")
 hard_swish = _unary("hard_swish", lambda x: x * np.clip(x + 3, 0, 6) / 6, doc="x * relu6(x + 3) / 6")
+
+
+# integer semantics ------------------------------------------------------------------
+# TFLite Micro's quantized activations (rlx_edge.quant.intkernels, imported
+# lazily: the quant package builds on the IR types).
+def _unary_int_args(ctx) -> dict:
+    return {"x_q": ctx.in_types[0].quant, "y_q": ctx.out_types[0].quant, "out_dtype": ctx.out_types[0].dtype.numpy}
+
+
+@relu.int_reference
+def _relu_int(ctx, x):
+    from rlx_edge.quant import intkernels
+
+    return intkernels.relu_like(x, lo_real=0.0, hi_real=float("inf"), **_unary_int_args(ctx))
+
+
+@relu6.int_reference
+def _relu6_int(ctx, x):
+    from rlx_edge.quant import intkernels
+
+    return intkernels.relu_like(x, lo_real=0.0, hi_real=6.0, **_unary_int_args(ctx))
+
+
+@clamp.int_reference
+def _clamp_int(ctx, x, min, max):  # the attribute names of the op
+    from rlx_edge.quant import intkernels
+
+    return intkernels.relu_like(x, lo_real=min, hi_real=max, **_unary_int_args(ctx))
+
+
+@sigmoid.int_reference
+def _sigmoid_int(ctx, x):
+    from rlx_edge.quant import intkernels
+
+    if x.dtype != np.int8:
+        raise NotImplementedError(f"sigmoid: integer reference covers int8, not {x.dtype}")
+    return intkernels.sigmoid_int8(x, x_q=ctx.in_types[0].quant)
+
+
+@tanh.int_reference
+def _tanh_int(ctx, x):
+    from rlx_edge.quant import intkernels
+
+    if x.dtype != np.int8:
+        raise NotImplementedError(f"tanh: integer reference covers int8, not {x.dtype}")
+    return intkernels.tanh_int8(x, x_q=ctx.in_types[0].quant)
+
+
+@hard_swish.int_reference
+def _hard_swish_int(ctx, x):
+    from rlx_edge.quant import intkernels
+
+    if x.dtype != np.int8:
+        raise NotImplementedError(f"hard_swish: integer reference covers int8, not {x.dtype}")
+    return intkernels.hard_swish_int8(x, **_unary_int_args(ctx))

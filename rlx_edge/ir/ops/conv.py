@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.ir.dtype import from_numpy, promote
 from rlx_edge.ir.ops._common import (
     ACTIVATION,
     FLOAT_SAMPLE_DTYPES,
-    broadcastable_pair,
-    rand_float,
-    rand_shape,
-    rand_window_attrs,
     PADDING,
     PADS,
     apply_activation,
+    broadcastable_pair,
     compute_dtype,
     elementwise_dtype,
     fail,
     finish,
     need_rank,
     patches,
+    rand_float,
+    rand_shape,
+    rand_window_attrs,
     weighted_dtype,
     window_shape,
 )
-from rlx_edge.ir.dtype import from_numpy, promote
 from rlx_edge.ir.ops._registry import Attr, defop
 from rlx_edge.ir.shape import broadcast, static_dim, unify
 from rlx_edge.ir.types import TensorType
@@ -273,3 +273,48 @@ def _matmul_sample(rng):
     a_shape = (k,) if rng.random() < 0.15 else lead_a + (m, k)
     b_shape = (k,) if rng.random() < 0.15 else lead_b + (k, n)
     return [rand_float(rng, a_shape, dt), rand_float(rng, b_shape, dt)], {}
+
+
+# integer semantics ------------------------------------------------------------------
+# TFLite Micro reference-kernel arithmetic lives in rlx_edge.quant.intkernels
+# (imported lazily: the quant package builds on the IR types).
+def _conv_int_args(ctx, x, w, strides, padding, pads, dilations) -> dict:
+    xt, wt = ctx.in_types[0], ctx.in_types[1]
+    yt = ctx.out_types[0]
+    _, _, p = window_shape(TensorType(x.shape, "f32"), w.shape[1], w.shape[2], strides, dilations, padding, pads)
+    return {
+        "x_q": xt.quant,
+        "w_q": wt.quant,
+        "y_q": yt.quant,
+        "out_dtype": yt.dtype.numpy,
+        "strides": strides,
+        "dilations": dilations,
+        "pads": p,
+    }
+
+
+@conv2d.int_reference
+def _conv2d_int(ctx, x, w, b, *, strides, padding, pads, dilations, activation, groups):
+    from rlx_edge.quant import intkernels
+
+    args = _conv_int_args(ctx, x, w, strides, padding, pads, dilations)
+    return intkernels.conv2d(x, w, b, groups=groups, activation=activation, **args)
+
+
+@depthwise_conv2d.int_reference
+def _dw_int(ctx, x, w, b, *, strides, padding, pads, dilations, activation, depth_multiplier):
+    from rlx_edge.quant import intkernels
+
+    args = _conv_int_args(ctx, x, w, strides, padding, pads, dilations)
+    return intkernels.depthwise_conv2d(x, w, b, depth_multiplier=depth_multiplier, activation=activation, **args)
+
+
+@fully_connected.int_reference
+def _fc_int(ctx, x, w, b, *, activation):
+    from rlx_edge.quant import intkernels
+
+    xt, wt = ctx.in_types[0], ctx.in_types[1]
+    yt = ctx.out_types[0]
+    return intkernels.fully_connected(
+        x, w, b, x_q=xt.quant, w_q=wt.quant, y_q=yt.quant, out_dtype=yt.dtype.numpy, activation=activation
+    )

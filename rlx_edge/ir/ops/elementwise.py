@@ -76,3 +76,33 @@ mul = _binary("mul", np.multiply, fused_activation=True, doc="a * b")
 div = _binary("div", _int_div, fused_activation=False, doc="a / b (integers truncate toward zero)")
 maximum = _binary("maximum", np.maximum, fused_activation=False, doc="elementwise max(a, b)")
 minimum = _binary("minimum", np.minimum, fused_activation=False, doc="elementwise min(a, b)")
+
+
+# integer semantics ------------------------------------------------------------------
+# TFLite Micro's quantized ADD / SUB / MUL (rlx_edge.quant.intkernels, imported
+# lazily: the quant package builds on the IR types).
+def _binary_int_args(ctx) -> dict:
+    at, bt = ctx.in_types
+    yt = ctx.out_types[0]
+    return {"a_q": at.quant, "b_q": bt.quant, "y_q": yt.quant, "out_dtype": yt.dtype.numpy}
+
+
+@add.int_reference
+def _add_int(ctx, a, b, activation="none"):
+    from rlx_edge.quant import intkernels
+
+    return intkernels.add_sub(a, b, activation=activation, subtract=False, **_binary_int_args(ctx))
+
+
+@sub.int_reference
+def _sub_int(ctx, a, b, activation="none"):
+    from rlx_edge.quant import intkernels
+
+    return intkernels.add_sub(a, b, activation=activation, subtract=True, **_binary_int_args(ctx))
+
+
+@mul.int_reference
+def _mul_int(ctx, a, b, activation="none"):
+    from rlx_edge.quant import intkernels
+
+    return intkernels.mul(a, b, activation=activation, **_binary_int_args(ctx))

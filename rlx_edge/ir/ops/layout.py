@@ -506,3 +506,44 @@ def _unsqueeze_sample(rng):
     rank = len(shape) + k
     axes = [_maybe_negative(rng, int(a), rank) for a in rng.permutation(rank)[:k]]
     return [_rand_tensor(rng, shape)], {"axes": tuple(axes)}
+
+
+# integer semantics ------------------------------------------------------------------
+# Data movement is the same on stored integers: quantized reshape, transpose,
+# split, slice, squeeze and unsqueeze copy values unchanged (TFLite Micro
+# copies bytes too). Concat and pad need the quantization parameters.
+def _int_data_movement(op) -> None:
+    ref = op._reference
+
+    @op.int_reference
+    def _moves(ctx, *xs, **attrs):
+        return ref(*xs, **attrs)
+
+
+for _op in (reshape, transpose, split, slice_, squeeze, unsqueeze):
+    _int_data_movement(_op)
+
+
+@concat.int_reference
+def _concat_int(ctx, *xs, axis):
+    from rlx_edge.quant import intkernels
+
+    yt = ctx.out_types[0]
+    return intkernels.concat(
+        xs, x_qs=[t.quant for t in ctx.in_types], y_q=yt.quant, axis=axis, out_dtype=yt.dtype.numpy
+    )
+
+
+@pad.int_reference
+def _pad_int(ctx, x, *, pads, value):
+    from rlx_edge.quant import fixedpoint
+
+    # the fill is a real value: 0.0 pads with the zero point, as TFLite's PAD does
+    q = ctx.out_types[0].quant
+    fill = int(q.zero_point[0]) + int(fixedpoint.round_half_away(np.float32(value) / np.float32(q.scale[0])))
+    info = np.iinfo(x.dtype)
+    fill = min(max(fill, int(info.min)), int(info.max))
+    if x.ndim == 0:
+        return x.copy()
+    pairs = [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)]
+    return np.pad(x, pairs, mode="constant", constant_values=fill)

@@ -189,3 +189,40 @@ def _gap_sample(rng):
     dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
     shape = (int(rng.integers(1, 3)), int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 6)))
     return [rand_float(rng, shape, dt)], {}
+
+
+# integer semantics ------------------------------------------------------------------
+# TFLite Micro's quantized pooling (rlx_edge.quant.intkernels, imported lazily:
+# the quant package builds on the IR types). Pooling keeps the input's
+# quantization parameters, so no rescaling happens.
+@avg_pool2d.int_reference
+def _avg_int(ctx, x, *, kernel, strides, padding, pads, activation):
+    from rlx_edge.quant import intkernels
+
+    yt = ctx.out_types[0]
+    p = _resolved_pads(x, kernel, strides, padding, pads)
+    return intkernels.avg_pool2d(
+        x, y_q=yt.quant, out_dtype=yt.dtype.numpy, kernel=kernel, strides=strides, pads=p, activation=activation
+    )
+
+
+@max_pool2d.int_reference
+def _max_int(ctx, x, *, kernel, strides, padding, pads, activation):
+    from rlx_edge.quant import intkernels
+
+    yt = ctx.out_types[0]
+    p = _resolved_pads(x, kernel, strides, padding, pads)
+    return intkernels.max_pool2d(
+        x, y_q=yt.quant, out_dtype=yt.dtype.numpy, kernel=kernel, strides=strides, pads=p, activation=activation
+    )
+
+
+@global_avg_pool.int_reference
+def _gap_int(ctx, x):
+    from rlx_edge.quant import intkernels
+
+    yt = ctx.out_types[0]
+    kernel = (x.shape[1], x.shape[2])
+    return intkernels.avg_pool2d(
+        x, y_q=yt.quant, out_dtype=yt.dtype.numpy, kernel=kernel, strides=kernel, pads=(0, 0, 0, 0), activation="none"
+    )

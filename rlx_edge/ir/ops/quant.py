@@ -294,3 +294,20 @@ def _cast_sample(rng):
         x = rng.random(shape) < 0.5
     dtype = ("f32", "f16", "f64", "i8", "i16", "i32", "i64", "u8", "i4", "bool")[int(rng.integers(10))]
     return [x], {"dtype": dtype}
+
+
+# integer semantics ------------------------------------------------------------------
+# Integer-to-integer requantization is TFLite's QUANTIZE on an integer input
+# (reference_ops::Requantize): a Q31 multiplier s_in/s_out with double
+# rounding, replacing the float composition above.
+@requantize.int_reference
+def _requantize_int(ctx: QContext, x, *, dtype):
+    from rlx_edge.quant import intkernels
+
+    return intkernels.requantize(
+        x,
+        x_q=_in_quant(ctx, "requantize"),
+        y_q=_out_quant(ctx, "requantize"),
+        out_dtype=dtype.numpy,
+        out_range=(dtype.min, dtype.max),
+    )

@@ -273,3 +273,34 @@ def _log_softmax_sample(rng):
     shape = rand_shape(rng, int(rng.integers(1, 5)))
     x = rand_float(rng, shape, _pick_float(rng), scale=float(rng.choice([1.0, 10.0])))
     return [x], {"axis": _rand_axis(rng, len(shape))}
+
+
+# integer semantics ------------------------------------------------------------------
+# TFLite Micro's quantized softmax and mean (rlx_edge.quant.intkernels, imported
+# lazily: the quant package builds on the IR types).
+@softmax.int_reference
+def _softmax_int(ctx, x, *, axis, beta):
+    from rlx_edge.quant import intkernels
+
+    a = norm_axis(axis, x.ndim, "softmax")
+    xs = np.moveaxis(x, a, -1)  # the kernels normalize the innermost axis, as TFLite does
+    out_dt = ctx.out_types[0].dtype.numpy
+    xq = ctx.in_types[0].quant
+    if x.dtype == np.int8:
+        y = intkernels.softmax_int8(xs, x_q=xq, beta=beta, out_dtype=out_dt)
+    elif x.dtype == np.int16 and out_dt == np.int16:
+        y = intkernels.softmax_int16(xs, x_q=xq, beta=beta)
+    else:
+        raise NotImplementedError(f"softmax: no integer reference for {x.dtype} -> {out_dt}")
+    return np.moveaxis(y, -1, a)
+
+
+@mean.int_reference
+def _mean_int(ctx, x, *, axes, keepdims):
+    from rlx_edge.quant import intkernels
+
+    ax = norm_axes(axes, x.ndim, "mean")
+    yt = ctx.out_types[0]
+    return intkernels.mean(
+        x, x_q=ctx.in_types[0].quant, y_q=yt.quant, axes=ax, keepdims=keepdims, out_dtype=yt.dtype.numpy
+    )

@@ -1,0 +1,244 @@
+"""Integer references of single ops against TFLite Micro, bit for bit.
+
+Each case builds a one-op (or two-op) quantized graph with the graph builder,
+writes it with the TFLite exporter, and runs
+:func:`~rlx_edge.targets.reference.compare.compare_with_tflm` on seeded random
+and edge inputs: every output must equal TFLite Micro's reference kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from rlx_edge.frontends.tflite import export_tflite
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.types import QuantParams
+from rlx_edge.targets.reference.compare import compare_with_tflm
+
+
+def q8(scale: float, zp: int) -> QuantParams:
+    return QuantParams(np.float32(scale), zp, storage="i8")
+
+
+def q16(scale: float) -> QuantParams:
+    return QuantParams(np.float32(scale), 0, storage="i16")
+
+
+def _weights(rng, shape, axis, storage="i8"):
+    w = rng.integers(-127, 128, shape).astype(np.int8)
+    scales = rng.uniform(0.002, 0.02, shape[axis]).astype(np.float32)
+    return w, QuantParams(scales, np.zeros(shape[axis], np.int64), axis=axis, storage=storage)
+
+
+def _bias(rng, n, in_scale, w_q, dtype=np.int32):
+    b = rng.integers(-3000, 3000, n).astype(dtype)
+    scales = (np.float32(in_scale) * w_q.scale).astype(np.float32)
+    storage = "i64" if dtype == np.int64 else "i32"
+    return b, QuantParams(scales, np.zeros(n, np.int64), axis=0, storage=storage)
+
+
+def g_mul(act="relu"):
+    g = Graph("mul")
+    a = g.input("a", (1, 4, 5, 3), "i8", quant=q8(0.05, 3))
+    b = g.input("b", (1, 4, 5, 3), "i8", quant=q8(0.03, -7))
+    g.output(g.mul(a, b, activation=act, out_quant=q8(0.07, -2)))
+    return g
+
+
+def g_add(op="add", act="none", bshape=(1, 4, 5, 3)):
+    g = Graph(op)
+    a = g.input("a", (1, 4, 5, 3), "i8", quant=q8(0.05, 3))
+    b = g.input("b", bshape, "i8", quant=q8(0.11, -20))
+    g.output(getattr(g, op)(a, b, activation=act, out_quant=q8(0.09, 5)))
+    return g
+
+
+def g_add16():
+    g = Graph("add16")
+    a = g.input("a", (1, 6, 7), "i16", quant=q16(0.001))
+    b = g.input("b", (1, 6, 7), "i16", quant=q16(0.0007))
+    g.output(g.add(a, b, out_quant=q16(0.0015)))
+    return g
+
+
+def g_pool(kind, padding="same", act="none", strides=(2, 2), kernel=(3, 3)):
+    g = Graph(kind)
+    x = g.input("x", (1, 9, 8, 4), "i8", quant=q8(0.1, -5))
+    y = getattr(g, kind)(x, kernel=kernel, strides=strides, padding=padding, activation=act, out_quant=q8(0.1, -5))
+    g.output(y)
+    return g
+
+
+def g_unary(op, out_q, in_q=None):
+    g = Graph(op)
+    x = g.input("x", (1, 300), "i8", quant=in_q or q8(0.06, 4))
+    g.output(getattr(g, op)(x, out_quant=out_q))
+    return g
+
+
+def g_requant(src, dst, in_q, out_q):
+    g = Graph("requant")
+    x = g.input("x", (1, 200), src, quant=in_q)
+    g.output(g.requantize(x, dtype=dst, out_quant=out_q))
+    return g
+
+
+def g_quantize():
+    g = Graph("quantize")
+    x = g.input("x", (1, 64), "f32")
+    g.output(g.quantize(x, dtype="i8", out_quant=q8(0.031, -3)))
+    return g
+
+
+def g_dequantize():
+    g = Graph("dequantize")
+    x = g.input("x", (1, 64), "i8", quant=q8(0.031, -3))
+    g.output(g.dequantize(x))
+    return g
+
+
+def g_pad():
+    g = Graph("pad")
+    x = g.input("x", (1, 3, 4, 2), "i8", quant=q8(0.1, 17))
+    g.output(g.pad(x, pads=(0, 0, 1, 2, 2, 1, 0, 0), out_quant=q8(0.1, 17)))
+    return g
+
+
+def g_concat():
+    g = Graph("concat")
+    a = g.input("a", (1, 3, 4, 2), "i8", quant=q8(0.1, 17))
+    b = g.input("b", (1, 3, 4, 5), "i8", quant=q8(0.1, 17))
+    g.output(g.concat(a, b, axis=3, out_quant=q8(0.1, 17)))
+    return g
+
+
+def g_mean(keep=True):
+    g = Graph("mean")
+    x = g.input("x", (1, 5, 7, 6), "i8", quant=q8(0.1, -3))
+    g.output(g.mean(x, axes=(1, 2), keepdims=keep, out_quant=q8(0.05, 2)))
+    return g
+
+
+def g_softmax(src="i8", dst="i8", beta=1.0):
+    g = Graph("softmax")
+    in_q = q8(0.11, 7) if src == "i8" else q16(0.0005)
+    out_q = q8(1 / 256, -128) if dst == "i8" else QuantParams(np.float32(1 / 32768), 0, storage="i16")
+    x = g.input("x", (3, 10), src, quant=in_q)
+    g.output(g.softmax(x, beta=beta, out_quant=out_q))
+    return g
+
+
+def g_conv(storage="i8", bias_dtype=np.int32, act="relu6", strides=(2, 1), dilations=(1, 1), padding="same"):
+    rng = np.random.default_rng(5)
+    g = Graph("conv")
+    in_q = q8(0.05, -4) if storage == "i8" else q16(0.0004)
+    out_q = q8(0.08, 6) if storage == "i8" else q16(0.0009)
+    x = g.input("x", (1, 9, 7, 3), storage, quant=in_q)
+    w, wq = _weights(rng, (5, 3, 3, 3), 0)
+    b, bq = _bias(rng, 5, in_q.scale[0], wq, bias_dtype)
+    wt = g.param("w", w, quant=wq)
+    bt = g.param("b", b, quant=bq)
+    y = g.conv2d(x, wt, bt, strides=strides, dilations=dilations, padding=padding, activation=act, out_quant=out_q)
+    g.output(y)
+    return g
+
+
+def g_dw(mult=2, dilations=(2, 2), strides=(1, 1)):
+    rng = np.random.default_rng(6)
+    g = Graph("dw")
+    in_q = q8(0.05, -4)
+    x = g.input("x", (1, 9, 8, 3), "i8", quant=in_q)
+    w, wq = _weights(rng, (1, 3, 3, 3 * mult), 3)
+    b, bq = _bias(rng, 3 * mult, in_q.scale[0], wq)
+    y = g.depthwise_conv2d(
+        x,
+        g.param("w", w, quant=wq),
+        g.param("b", b, quant=bq),
+        strides=strides,
+        dilations=dilations,
+        padding="same",
+        depth_multiplier=mult,
+        activation="relu",
+        out_quant=q8(0.07, -10),
+    )
+    g.output(y)
+    return g
+
+
+def g_fc(per_channel=True, storage="i8"):
+    rng = np.random.default_rng(7)
+    g = Graph("fc")
+    in_q = q8(0.05, -4) if storage == "i8" else q16(0.0004)
+    out_q = q8(0.3, 9) if storage == "i8" else q16(0.002)
+    x = g.input("x", (1, 40), storage, quant=in_q)
+    if per_channel:
+        w, wq = _weights(rng, (12, 40), 0)
+    else:
+        w = rng.integers(-127, 128, (12, 40)).astype(np.int8)
+        wq = q8(0.01, 0)
+    bias_dtype = np.int64 if storage == "i16" else np.int32
+    b, bq = _bias(
+        rng,
+        12,
+        in_q.scale[0],
+        wq if per_channel else QuantParams(np.full(12, 0.01, np.float32), np.zeros(12, np.int64), axis=0),
+        bias_dtype,
+    )
+    y = g.fully_connected(x, g.param("w", w, quant=wq), g.param("b", b, quant=bq), activation="none", out_quant=out_q)
+    g.output(y)
+    return g
+
+
+CASES: dict[str, Callable[[], Graph]] = {
+    "mul_relu": g_mul,
+    "mul_none": lambda: g_mul("none"),
+    "add_relu6": lambda: g_add("add", "relu6"),
+    "add_broadcast": lambda: g_add("add", "none", (1, 1, 5, 3)),
+    "sub": lambda: g_add("sub", "relu_n1_to_1"),
+    "add_int16": g_add16,
+    "max_pool_same": lambda: g_pool("max_pool2d"),
+    "max_pool_relu": lambda: g_pool("max_pool2d", "valid", "relu", (1, 1), (2, 2)),
+    "avg_pool_same": lambda: g_pool("avg_pool2d"),
+    "avg_pool_relu6": lambda: g_pool("avg_pool2d", "same", "relu6", (1, 2), (2, 3)),
+    "sigmoid": lambda: g_unary("sigmoid", q8(1 / 256, -128)),
+    "sigmoid_wide_input": lambda: g_unary("sigmoid", q8(1 / 256, -128), q8(0.3, -20)),
+    "tanh": lambda: g_unary("tanh", q8(1 / 128, 0)),
+    "tanh_small_scale": lambda: g_unary("tanh", q8(1 / 128, 0), q8(0.01, 30)),
+    "hard_swish": lambda: g_unary("hard_swish", q8(0.04, -50)),
+    "relu_rescale": lambda: g_unary("relu", q8(0.05, -128)),
+    "relu6_same": lambda: g_unary("relu6", q8(0.06, 4)),
+    "requant_i8_i8": lambda: g_requant("i8", "i8", q8(0.05, 3), q8(0.07, -9)),
+    "requant_i8_i16": lambda: g_requant("i8", "i16", q8(0.05, 3), q16(0.0002)),
+    "requant_i16_i8": lambda: g_requant("i16", "i8", q16(0.0003), q8(0.05, 3)),
+    "quantize": g_quantize,
+    "dequantize": g_dequantize,
+    "pad": g_pad,
+    "concat": g_concat,
+    "mean_keepdims": g_mean,
+    "mean": lambda: g_mean(False),
+    "softmax_i8": g_softmax,
+    "softmax_i8_beta": lambda: g_softmax(beta=0.6),
+    "softmax_i16": lambda: g_softmax("i16", "i16"),
+    "conv_int8": g_conv,
+    "conv_int8_dilated_valid": lambda: g_conv(strides=(1, 1), dilations=(2, 1), padding="valid", act="none"),
+    "conv_16x8_int64_bias": lambda: g_conv("i16", np.int64, "none"),
+    "conv_16x8_int32_bias": lambda: g_conv("i16", np.int32, "relu"),
+    "depthwise_mult2_dilated": g_dw,
+    "depthwise_strided": lambda: g_dw(1, (1, 1), (2, 2)),
+    "fc_per_channel": g_fc,
+    "fc_per_tensor": lambda: g_fc(False),
+    "fc_16x8": lambda: g_fc(True, "i16"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_single_op_matches_tflm(case, tmp_path):
+    path = tmp_path / f"{case}.tflite"
+    export_tflite(CASES[case](), path)
+    r = compare_with_tflm(path, n_inputs=30, seed=1)
+    assert r.inputs == 33
+    assert r.compared >= 33
+    assert r.mismatches == 0, r.first_mismatch
