@@ -208,6 +208,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Bit-exact check of every output and intermediate; exit 1 on any difference."""
+    if args.inputs < 0:
+        raise UsageError("--inputs must be >= 0")
+    path = Path(args.model)
+    if args.against in ("tflm", "reference"):
+        if path.suffix.lower() != ".tflite":
+            raise UsageError(f"--against {args.against} needs a .tflite model (TFLite Micro runs it)")
+        from rlx_edge.frontends import load_model
+        from rlx_edge.targets.reference.compare import compare_with_tflm
+
+        load_model(path)  # the clear error for a missing or corrupt file comes from the loader
+        runner = "interpreter" if args.against == "tflm" else "arena"
+        result = compare_with_tflm(path, n_inputs=args.inputs, seed=args.seed, runner=runner)
+        report = result.to_json()
+        report["against"] = "tflm"
+        report["ours"] = "reference" if runner == "interpreter" else "reference (planned arena)"
+    else:
+        raise UsageError(f"comparison against {args.against!r} is not available yet; use --against tflm")
+    if args.json:
+        _emit_json(report)
+    elif result.ok:
+        print(f"bit-exact: {result.inputs}/{result.inputs} inputs, {result.tensors} tensors each ({report['ours']})")
+    else:
+        m = result.first_mismatch
+        print(
+            f"MISMATCH: {result.mismatched_inputs}/{result.inputs} inputs differ; first at {m.node} "
+            f"(tensor {m.tensor_index}) input {m.input} index {list(m.index)}: ours {m.ours}, theirs {m.theirs}"
+        )
+    return 0 if result.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -237,6 +269,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--target", default="reference", choices=TARGETS)
     s.add_argument("--trace", metavar="DIR", help="write every intermediate as DIR/<value>.npy")
     s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("compare", help="bit-exact check of outputs and intermediates")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument(
+        "--against",
+        required=True,
+        metavar="tflm|reference|TARGET",
+        help="tflm: our reference vs TFLite Micro; reference: the planned-arena run vs TFLite Micro",
+    )
+    s.add_argument("--inputs", type=int, default=50, help="seeded random inputs (edge inputs are added)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_compare)
 
     s = sub.add_parser("plan", help="static arena plan")
     s.add_argument("model", metavar="MODEL")

@@ -146,3 +146,36 @@ def test_export_then_inspect(tmp_path):
     assert json.loads(r.stdout)["macs"] == 2_656_768
     r = cli("export", str(MLPERF / "kws_ref_model.tflite"), "-o", str(tmp_path / "kws.bin"))
     assert r.returncode == 2 and ".tflite" in r.stderr
+
+
+def test_compare_against_tflm_passes_and_reports_json():
+    r = cli("compare", str(MLPERF / "kws_ref_model.tflite"), "--against", "tflm", "--inputs", "3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("bit-exact: 6/6 inputs")
+    r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "reference", "--inputs", "2", "--json")
+    obj = json.loads(r.stdout)
+    assert r.returncode == 0 and obj["inputs"] == 5 and obj["mismatches"] == 0 and obj["first_mismatch"] is None
+
+
+def test_compare_exits_1_on_a_mismatch(monkeypatch, capsys):
+    from rlx_edge.ir.ops import get_op
+
+    softmax = get_op("softmax")
+    good = softmax._int_reference
+
+    def off_by_one(ctx, x, **attrs):
+        y = good(ctx, x, **attrs)
+        y = y.copy()
+        y.flat[0] = np.int8(int(y.flat[0]) ^ 1)
+        return y
+
+    monkeypatch.setattr(softmax, "_int_reference", off_by_one)
+    code = main(["compare", str(MLPERF / "kws_ref_model.tflite"), "--against", "tflm", "--inputs", "2"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith("MISMATCH: ") and "input 0 index [0, 0]" in out
+
+
+def test_compare_needs_a_tflite_model(model):
+    r = cli("compare", str(model), "--against", "tflm")
+    assert r.returncode == 2 and "needs a .tflite model" in r.stderr

@@ -217,11 +217,31 @@ def _run_tflm(data: bytes, samples: list[dict[str, np.ndarray]], graph: Graph, i
 
 
 # the comparison ---------------------------------------------------------------------------------
-def compare_with_tflm(model_path: str | Path, n_inputs: int = 50, seed: int = 0) -> CompareResult:
+def _run_in_arena(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """Every value per sample, computed inside one byte array at the planned offsets."""
+    from rlx_edge.ir.plan import plan
+    from rlx_edge.targets.reference.arena import run_program
+
+    program = plan(graph)
+    per = []
+    for s in samples:
+        outs, traced = run_program(program, s, trace=True)
+        per.append({**traced, **outs})
+    return per
+
+
+RUNNERS = {"interpreter": _run_reference, "arena": _run_in_arena}
+
+
+def compare_with_tflm(
+    model_path: str | Path, n_inputs: int = 50, seed: int = 0, *, runner: str = "interpreter"
+) -> CompareResult:
     """Compare the reference with TFLite Micro on ``n_inputs`` seeded inputs plus 3 edge inputs.
 
     Every graph output and every intermediate that maps to a TFLite tensor
     (``graph.metadata["tflite_tensor_index"]``) is compared exactly.
+    ``runner="arena"`` runs our side as a planned Program inside one byte
+    array, which also proves the arena plan.
     """
     from rlx_edge.frontends.tflite import load_tflite
 
@@ -232,7 +252,7 @@ def compare_with_tflm(model_path: str | Path, n_inputs: int = 50, seed: int = 0)
     computed = [o for node in graph.nodes for o in node.outputs]
     names = [v for v in dict.fromkeys(computed + list(graph.outputs)) if v in index_of]
     samples = make_inputs(graph, n_inputs, seed)
-    ours = _run_reference(graph, samples)
+    ours = RUNNERS[runner](graph, samples)
     theirs = _run_tflm(data, samples, graph, [index_of[v] for v in names])
 
     mismatches = 0
