@@ -179,3 +179,17 @@ def test_compare_exits_1_on_a_mismatch(monkeypatch, capsys):
 def test_compare_needs_a_tflite_model(model):
     r = cli("compare", str(model), "--against", "tflm")
     assert r.returncode == 2 and "needs a .tflite model" in r.stderr
+
+
+def test_run_int8_model_with_trace(tmp_path):
+    x = np.random.default_rng(0).integers(-128, 128, (1, 49, 10, 1)).astype(np.int8)
+    np.save(tmp_path / "x.npy", x)
+    args = ["run", str(MLPERF / "kws_ref_model.tflite"), "--input", str(tmp_path / "x.npy")]
+    assert main([*args, "-o", str(tmp_path / "y.npy"), "--trace", str(tmp_path / "trace")]) == 0
+    y = np.load(tmp_path / "y.npy")
+    assert y.dtype == np.int8 and y.shape == (1, 12)
+    traced = sorted((tmp_path / "trace").glob("*.npy"))
+    assert len(traced) == 13 and all(np.load(p).dtype == np.int8 for p in traced)
+    np.save(tmp_path / "xf.npy", x.astype(np.float32))
+    r = cli(*args[:3], str(tmp_path / "xf.npy"), "-o", str(tmp_path / "yf.npy"))
+    assert r.returncode == 2 and "must be i8" in r.stderr

@@ -233,9 +233,7 @@ def test_quantize_ops_round_trip_bit_exactly() -> None:
     assert to_tflite_bytes(back) == data
     x = np.random.default_rng(0).standard_normal((1, 4, 4, 2)).astype(np.float32)
     ours, theirs = run(g, x)[g.outputs[0]], TflmModel(data)(x)[0]
-    # Within one output step: the reference's requantize rounding is not yet
-    # TFLite's on exact ties (another module's concern; see the report).
-    assert np.all(np.abs(ours - theirs) <= 0.1 + 1e-6) and np.mean(ours == theirs) > 0.5
+    np.testing.assert_array_equal(ours, theirs)
 
 
 def test_export_names_every_unsupported_node() -> None:
