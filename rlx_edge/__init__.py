@@ -19,4 +19,26 @@ from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Tensor
 from rlx_edge.ir.types import QuantParams, TensorType
 
-__all__ = ["DType", "Graph", "QuantParams", "RlxError", "Tensor", "TensorType", "__version__"]
+
+def load(path):
+    """Load a ``.rlx``, ``.tflite`` or ``.onnx`` model as a Graph."""
+    from rlx_edge.frontends import load_model
+
+    return load_model(path)
+
+
+def save(graph: Graph, path):
+    """Save ``graph`` as an ``.rlx`` file (atomically)."""
+    from rlx_edge.ir.serialize import save as _save
+
+    return _save(graph, path)
+
+
+def run(graph: Graph, inputs, *, trace: bool = False):
+    """Run ``graph`` in the numpy reference (the oracle every target is checked against)."""
+    from rlx_edge.targets.reference import run as _run
+
+    return _run(graph, inputs, trace=trace)
+
+
+__all__ = ["DType", "Graph", "QuantParams", "RlxError", "Tensor", "TensorType", "__version__", "load", "run", "save"]

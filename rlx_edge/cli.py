@@ -79,6 +79,21 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from rlx_edge.ir import inspect
 
     graph = _load(args.model)
+    if args.passes:
+        from rlx_edge.ir.passes.manager import passes_report
+
+        if graph.stage == "hir":
+            from rlx_edge.ir.passes.lower_hir import lower_hir
+
+            graph = lower_hir(graph)
+        report = passes_report(graph, as_json=args.json)
+        if args.json:
+            _emit_json({**inspect.summary(graph), "passes": report})
+        else:
+            print(inspect.dump(graph))
+            print()
+            print(report)
+        return 0
     if args.json:
         _emit_json(inspect.summary(graph))
     else:
@@ -240,6 +255,44 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _float_mir(path: str):
+    graph = _load(path)
+    if graph.stage == "hir":
+        from rlx_edge.ir.passes.lower_hir import lower_hir
+
+        graph = lower_hir(graph)
+    return graph
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from rlx_edge.quant.calibrate import cli_calibrate
+
+    if not args.output.endswith(".json"):
+        raise UsageError("calibrate writes a JSON calibration record; name it like rec.json")
+    cli_calibrate(_float_mir(args.model), args.data, args.output, method=args.method, per_channel=args.per_channel)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from rlx_edge.quant.ptq import cli_quantize
+
+    if not args.output.endswith(".rlx"):
+        raise UsageError("quantize writes an .rlx file; name it like model_int8.rlx")
+    cli_quantize(
+        _float_mir(args.model),
+        args.output,
+        data=args.data,
+        record=args.record,
+        scheme=args.scheme,
+        method=args.method,
+        report=args.report,
+        float_interface=args.float_interface,
+    )
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -255,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("inspect", help="summary and per-node table of a model")
     s.add_argument("model", metavar="MODEL", help=".rlx, .tflite or .onnx file")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--passes", action="store_true", help="also show what the optimizer fuses, and why not")
     s.set_defaults(fn=cmd_inspect)
 
     s = sub.add_parser("convert", help="import a model and save it as .rlx")
@@ -282,6 +336,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_compare)
+
+    methods = ("minmax", "moving_average", "percentile", "entropy", "mse")
+    s = sub.add_parser("calibrate", help="observe activation ranges on calibration data")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--data", required=True, metavar="D.npz", help=".npy or .npz of float calibration inputs")
+    s.add_argument("-o", "--output", required=True, metavar="REC.json")
+    s.add_argument("--method", default="minmax", choices=methods)
+    s.add_argument("--per-channel", action="store_true", help="also record per-channel activation ranges")
+    s.set_defaults(fn=cmd_calibrate)
+
+    s = sub.add_parser("quantize", help="post-training quantization")
+    s.add_argument("model", metavar="MODEL")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", metavar="D.npz", help="calibrate on this data")
+    src.add_argument("--record", metavar="REC.json", help="use a saved calibration record")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx")
+    s.add_argument("--scheme", default="int8", choices=("int8", "int16x8", "int4w"))
+    s.add_argument("--method", default="minmax", choices=methods)
+    s.add_argument("--report", metavar="R.json", help="per-layer SQNR and output error (needs --data)")
+    s.add_argument("--float-interface", action="store_true", help="keep float input/output (quantize at the edges)")
+    s.set_defaults(fn=cmd_quantize)
 
     s = sub.add_parser("plan", help="static arena plan")
     s.add_argument("model", metavar="MODEL")

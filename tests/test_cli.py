@@ -193,3 +193,38 @@ def test_run_int8_model_with_trace(tmp_path):
     np.save(tmp_path / "xf.npy", x.astype(np.float32))
     r = cli(*args[:3], str(tmp_path / "xf.npy"), "-o", str(tmp_path / "yf.npy"))
     assert r.returncode == 2 and "must be i8" in r.stderr
+
+
+def test_calibrate_quantize_export_pipeline(tmp_path):
+    from rlx_edge.frontends._tflm import run_tflm
+    from rlx_edge.models.digits import digits_data
+    from rlx_edge.targets.reference import run
+
+    x, _ = digits_data("train")
+    np.savez(tmp_path / "calib.npz", image=x[:64])
+    bundled = Path(__file__).resolve().parents[1] / "rlx_edge" / "models" / "digits_cnn.rlx"
+    rec, q, tfl = tmp_path / "rec.json", tmp_path / "q.rlx", tmp_path / "q.tflite"
+    assert main(["calibrate", str(bundled), "--data", str(tmp_path / "calib.npz"), "-o", str(rec)]) == 0
+    assert main(["quantize", str(bundled), "--record", str(rec), "-o", str(q)]) == 0
+    assert main(["export", str(q), "-o", str(tfl)]) == 0
+    graph = load(q)
+    assert graph.types[graph.inputs[0]].dtype.value == "i8"
+    xi = np.random.default_rng(0).integers(-128, 128, (1, 8, 8, 1)).astype(np.int8)
+    np.testing.assert_array_equal(run(graph, xi)[graph.outputs[0]], run_tflm(tfl, [xi])[0])
+    r = cli("quantize", str(bundled), "-o", str(q))
+    assert r.returncode == 2 and "--data" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_inspect_passes_reports_fusions(tmp_path):
+    from rlx_edge.ir.graph import Graph
+
+    g = Graph("fuse")
+    x = g.input("x", (1, 4, 4, 2))
+    y = g.conv2d(x, g.param("w", np.ones((3, 1, 1, 2), np.float32)), name="conv")
+    g.output(g.relu(y, name="act"))
+    save(g, tmp_path / "f.rlx")
+    r = cli("inspect", str(tmp_path / "f.rlx"), "--passes")
+    assert r.returncode == 0, r.stderr
+    assert "fuse_activation" in r.stdout and "act" in r.stdout
+    obj = json.loads(cli("inspect", str(tmp_path / "f.rlx"), "--passes", "--json").stdout)
+    assert "passes" in obj

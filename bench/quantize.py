@@ -1,0 +1,153 @@
+"""Benchmark: our post-training quantization vs onnxruntime's ``quantize_static`` on the digits CNN.
+
+Both quantize the same float model (our bundled digits CNN, exported to ONNX
+in NCHW with ``onnx.helper``) from the same calibration samples, with MinMax
+and Entropy calibration; ONNX Runtime uses QDQ format with per-channel int8
+weights. Reported: held-out accuracy of each, and the calibration +
+quantization wall time. Prints one JSON line and appends it to
+``bench/results/quantize.jsonl``.
+
+    .venv/bin/python bench/quantize.py [--calib N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    quantize_static,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import record
+
+from rlx_edge.ir.ops.quant import affine_quantize
+from rlx_edge.models import build_digits_cnn, default_weights, digits_data
+from rlx_edge.quant.calibrate import calibrate
+from rlx_edge.quant.ptq import quantize
+from rlx_edge.targets.reference import run
+
+
+def digits_onnx(path: Path) -> Path:
+    """The bundled digits CNN as an NCHW ONNX model (opset 13), weights converted from TFLite layouts."""
+    w = default_weights()
+
+    def init(name: str, arr: np.ndarray):
+        return numpy_helper.from_array(np.ascontiguousarray(arr.astype(np.float32)), name)
+
+    # [O,KH,KW,I] -> [O,I,KH,KW]; fc columns from NHWC flatten order (h,w,c) to NCHW order (c,h,w)
+    inits = [
+        init("conv1.w", w["conv1.w"].transpose(0, 3, 1, 2)),
+        init("conv1.b", w["conv1.b"]),
+        init("conv2.w", w["conv2.w"].transpose(0, 3, 1, 2)),
+        init("conv2.b", w["conv2.b"]),
+        init("fc.w", w["fc.w"].reshape(10, 2, 2, 16).transpose(0, 3, 1, 2).reshape(10, 64)),
+        init("fc.b", w["fc.b"]),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "conv1.w", "conv1.b"], ["c1"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "conv2.w", "conv2.b"], ["c2"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p2"], ["flat"], axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "digits_cnn",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, x_nchw: np.ndarray) -> None:
+        self.items = iter([{"image": x_nchw[i : i + 1]} for i in range(len(x_nchw))])
+
+    def get_next(self):
+        return next(self.items, None)
+
+
+def ort_accuracy(path: Path, x_nchw: np.ndarray, y: np.ndarray) -> float:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return float((s.run(None, {"image": x_nchw})[0].argmax(1) == y).mean())
+
+
+def ours_accuracy(q, x: np.ndarray, y: np.ndarray) -> float:
+    t = q.types["image"]
+    return float((run(q, affine_quantize(x, t.quant, t.dtype))["probs"].argmax(1) == y).mean())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calib", type=int, default=200, help="calibration samples (from the train split)")
+    ap.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
+    args = ap.parse_args(argv)
+    (xtr, _), (xte, yte) = digits_data("train"), digits_data("test")
+    calib = xtr[: args.calib]
+    to_nchw = lambda a: np.ascontiguousarray(a.transpose(0, 3, 1, 2))  # noqa: E731
+    rec: dict = {"bench": "quantize", "model": "digits_cnn", "calib_samples": len(calib), "test_samples": len(yte)}
+    g = build_digits_cnn(batch="N")
+    rec["float_accuracy"] = float((run(g, xte)["probs"].argmax(1) == yte).mean())
+    with tempfile.TemporaryDirectory() as tmp:
+        fpath = digits_onnx(Path(tmp) / "digits.onnx")
+        rec["onnx_float_accuracy"] = ort_accuracy(fpath, to_nchw(xte), yte)
+        for method, ort_method in (("minmax", CalibrationMethod.MinMax), ("entropy", CalibrationMethod.Entropy)):
+            t0 = time.perf_counter()
+            q = quantize(g, calibrate(g, calib, method=method))
+            rec[f"rlx_{method}_seconds"] = round(time.perf_counter() - t0, 3)
+            rec[f"rlx_{method}_accuracy"] = ours_accuracy(q, xte, yte)
+            qpath = Path(tmp) / f"digits_{method}.onnx"
+            t0 = time.perf_counter()
+            quantize_static(
+                str(fpath),
+                str(qpath),
+                _Reader(to_nchw(calib)),
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QInt8,
+                weight_type=QuantType.QInt8,
+                calibrate_method=ort_method,
+            )
+            rec[f"ort_{method}_seconds"] = round(time.perf_counter() - t0, 3)
+            rec[f"ort_{method}_accuracy"] = ort_accuracy(qpath, to_nchw(xte), yte)
+        t0 = time.perf_counter()
+        q4 = quantize(g, calibrate(g, calib), scheme="int4w")
+        rec["rlx_int4w_seconds"] = round(time.perf_counter() - t0, 3)
+        rec["rlx_int4w_accuracy"] = ours_accuracy(q4, xte, yte)
+    rec["onnxruntime"] = ort.__version__
+    rec["python"] = platform.python_version()
+    if args.no_save:
+        print(json.dumps(rec, sort_keys=True))
+    else:
+        record("quantize", {k: v for k, v in rec.items() if k != "bench"})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

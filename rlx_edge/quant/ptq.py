@@ -1,0 +1,500 @@
+"""Post-training quantization: a float graph plus a calibration record -> a quantized graph.
+
+The result follows the numerics contract (ARCHITECTURE.md, the TFLite
+quantization spec):
+
+- activations per tensor, asymmetric int8, with the range nudged so that 0
+  is exactly representable (TFLite's ``ChooseQuantizationParams``);
+- conv / fully_connected weights per output channel along axis 0,
+  depthwise weights along axis 3, symmetric int8 in [-127, 127], zero point 0;
+- bias int32 with scale ``s_in * s_w[c]`` (int64 for 16x8);
+- softmax and logistic outputs fixed at scale 1/256, zero point -128; tanh at
+  1/128, 0; pooling, reshape and the other layout ops keep their input's
+  parameters.
+
+Schemes: ``int8``; ``int16x8`` (int16 activations, symmetric, zero point 0;
+int8 weights; int64 bias); ``int4w`` (int4 weights in [-7, 7], stored one per
+byte here and packed by targets; int8 activations).
+
+The graph interface is int8 by default, like the MLPerf Tiny int8 models;
+``float_interface=True`` keeps float inputs and outputs with quantize /
+dequantize nodes at the edges. ``keep_float`` names nodes that stay in float
+with dequantize / quantize around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.errors import RlxError
+from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.types import QuantParams
+from rlx_edge.quant.record import CalibrationRecord
+
+WEIGHTED = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0}  # op -> weight channel axis
+# ops with an integer reference that PTQ puts on the integer path
+QUANT_OPS = frozenset(
+    {
+        *WEIGHTED,
+        "add",
+        "sub",
+        "mul",
+        "relu",
+        "relu6",
+        "clamp",
+        "sigmoid",
+        "tanh",
+        "hard_swish",
+        "reshape",
+        "transpose",
+        "squeeze",
+        "unsqueeze",
+        "slice",
+        "split",
+        "concat",
+        "pad",
+        "avg_pool2d",
+        "max_pool2d",
+        "global_avg_pool",
+        "softmax",
+        "mean",
+    }
+)
+# outputs that must carry their input's parameters (TFLite requires it, the kernels assume it)
+PASS_THROUGH = frozenset(
+    {"reshape", "transpose", "squeeze", "unsqueeze", "slice", "split", "pad", "avg_pool2d", "max_pool2d"}
+)
+PASS_THROUGH_GAP = "global_avg_pool"
+INT8_ONLY = frozenset({"sigmoid", "tanh", "hard_swish"})  # integer references cover int8 only
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One quantization scheme of the contract."""
+
+    name: str
+    act: DType
+    symmetric_act: bool
+    weight: DType
+    weight_max: int
+    bias: DType
+
+    @property
+    def act_range(self) -> tuple[int, int]:
+        return self.act.min, self.act.max
+
+
+SCHEMES = {
+    "int8": Scheme("int8", DType.i8, False, DType.i8, 127, DType.i32),
+    "int16x8": Scheme("int16x8", DType.i16, True, DType.i8, 127, DType.i64),
+    "int4w": Scheme("int4w", DType.i8, False, DType.i4, 7, DType.i32),
+}
+
+
+def get_scheme(name: str | Scheme) -> Scheme:
+    if isinstance(name, Scheme):
+        return name
+    try:
+        return SCHEMES[name]
+    except KeyError:
+        raise RlxError(f"unknown quantization scheme {name!r}; use one of {', '.join(SCHEMES)}") from None
+
+
+# parameter choice ----------------------------------------------------------------------
+def choose_qparams(lo: float, hi: float, qmin: int, qmax: int) -> tuple[float, int]:
+    """Scale and zero point for real range [lo, hi], as TFLite's ``ChooseQuantizationParams``.
+
+    The range is widened to contain 0, and the zero point is rounded to an
+    integer in [qmin, qmax] so that real 0 is exactly representable (padding
+    and ReLU depend on it). The scale is rounded to float32, as stored.
+    """
+    rmin, rmax = min(float(lo), 0.0), max(float(hi), 0.0)
+    if rmax - rmin <= 1e-30:  # all zero (or below float32's range): any scale represents it
+        return float(np.float32(1.0 / (qmax - qmin))), qmin if rmin == 0.0 else 0
+    scale = (rmax - rmin) / (qmax - qmin)
+    zp_from_min = qmin - rmin / scale
+    zp_from_max = qmax - rmax / scale
+    err_min = abs(qmin) + abs(rmin / scale)
+    err_max = abs(qmax) + abs(rmax / scale)
+    zp = zp_from_min if err_min < err_max else zp_from_max
+    zp = int(min(max(float(_round_half_away(np.float64(zp))), qmin), qmax))  # std::round, as TFLite
+    return float(np.float32(scale)), zp
+
+
+def symmetric_qparams(lo: float, hi: float, qmax: int) -> tuple[float, int]:
+    """Symmetric (zero point 0) scale for range [lo, hi] over [-qmax, qmax]."""
+    amax = max(abs(float(lo)), abs(float(hi)))
+    return float(np.float32(amax / qmax if amax > 1e-30 else 1.0 / qmax)), 0
+
+
+def activation_qparams(lo: float, hi: float, scheme: Scheme) -> QuantParams:
+    if scheme.symmetric_act:
+        s, zp = symmetric_qparams(lo, hi, scheme.act.max)
+    else:
+        s, zp = choose_qparams(lo, hi, *scheme.act_range)
+    return QuantParams(s, zp, storage=scheme.act)
+
+
+def quantize_weights(
+    w: np.ndarray, axis: int, qmax: int, method: str = "minmax", steps: int = 50
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel symmetric quantization of ``w`` along ``axis``: (int8 values in [-qmax, qmax], float32 scales).
+
+    ``method="mse"`` shrinks each channel's range (down to half) where that
+    lowers the squared rounding error, which matters for 4-bit weights.
+    """
+    wc = np.moveaxis(w.astype(np.float64), axis, 0).reshape(w.shape[axis], -1)
+    amax = np.abs(wc).max(axis=1)
+    scale = np.where(amax > 0, amax / qmax, 1.0)
+    if method == "mse":
+        best = np.full(len(scale), np.inf)
+        chosen = scale.copy()
+        for a in np.linspace(0.5, 1.0, steps):
+            s = np.where(amax > 0, a * amax / qmax, 1.0)
+            err = ((np.clip(np.round(wc / s[:, None]), -qmax, qmax) * s[:, None] - wc) ** 2).sum(axis=1)
+            better = err < best
+            best[better], chosen[better] = err[better], s[better]
+        scale = chosen
+    elif method != "minmax":
+        raise RlxError(f"unknown weight quantization method {method!r}; use minmax or mse")
+    scale32 = scale.astype(np.float32)
+    bshape = [1] * w.ndim
+    bshape[axis] = -1
+    q = np.clip(_round_half_away(w.astype(np.float64) / scale32.astype(np.float64).reshape(bshape)), -qmax, qmax)
+    return q.astype(np.int8), scale32
+
+
+def _round_half_away(v: np.ndarray) -> np.ndarray:
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+def dequantize_weights(q: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
+    bshape = [1] * q.ndim
+    bshape[axis] = -1
+    return q.astype(np.float64) * scale.astype(np.float64).reshape(bshape)
+
+
+# the rewrite ------------------------------------------------------------------------------
+def quantize(
+    graph: Graph,
+    record: CalibrationRecord,
+    *,
+    scheme: str | Scheme = "int8",
+    float_interface: bool = False,
+    keep_float: Iterable[str] = (),
+    bias_correction: bool | None = None,
+    weight_method: str = "minmax",
+    optimize: bool = True,
+) -> Graph:
+    """Quantize ``graph`` with the ranges in ``record``; returns a new, verified graph.
+
+    Parameters
+    ----------
+    graph:
+        A float graph (HIR is lowered). With ``optimize`` (default) it first
+        goes through the default pass pipeline, the same one
+        :func:`rlx_edge.quant.calibrate.calibrate` runs, so value names match
+        the record.
+    record:
+        Calibration ranges of the graph's float values.
+    scheme:
+        ``int8``, ``int16x8`` or ``int4w``.
+    float_interface:
+        Keep float graph inputs/outputs (quantize / dequantize at the edges);
+        the default is an integer interface like the MLPerf int8 models.
+    keep_float:
+        Node names that stay float (dequantize / quantize are inserted around them).
+    bias_correction:
+        Subtract the mean output shift that weight rounding causes, computed
+        from the per-channel input means in the record. Default (None): on for
+        int4 weights, whose rounding error is large enough to shift outputs, off otherwise.
+    weight_method:
+        ``minmax`` or ``mse`` per-channel weight ranges.
+    """
+    from rlx_edge.ir.passes import optimize as run_passes
+    from rlx_edge.ir.passes.lower_hir import lower_hir
+    from rlx_edge.ir.verify import verify
+
+    sch = get_scheme(scheme)
+    g = lower_hir(graph) if graph.stage == "hir" else graph
+    if optimize:
+        g, _ = run_passes(g)
+    keep = set(keep_float)
+    unknown = keep - {n.name for n in g.nodes}
+    if unknown:
+        raise RlxError(f"keep_float names no node of graph {g.name!r}: {', '.join(sorted(unknown))}")
+    if bias_correction is None:
+        bias_correction = sch.weight == DType.i4
+    q = _Quantizer(g, record, sch, float_interface, keep, bias_correction, weight_method).run()
+    verify(q)
+    return q
+
+
+class _Quantizer:
+    def __init__(
+        self,
+        g: Graph,
+        record: CalibrationRecord,
+        scheme: Scheme,
+        float_interface: bool,
+        keep: set[str],
+        bias_correction: bool,
+        weight_method: str,
+    ) -> None:
+        self.g, self.rec, self.s = g, record, scheme
+        self.float_interface, self.keep = float_interface, keep
+        self.bias_correction, self.weight_method = bias_correction, weight_method
+        self.out = Graph(g.name, "mir")
+        self.out.metadata = dict(g.metadata)
+        self.qv: dict[str, str] = {}  # original value -> name of its quantized version
+        self.fv: dict[str, str] = {}  # original value -> name of its float version
+        self.prod = {o: n for n in g.nodes for o in n.outputs}
+        self._aq: dict[str, QuantParams] = {}
+        self.decisions: dict[str, str] = {}
+
+    # decisions -----------------------------------------------------------------------------
+    def is_float(self, v: str) -> bool:
+        return self.g.types[v].dtype.is_float
+
+    def quantized_node(self, node: Node) -> str | None:
+        """None when ``node`` runs on the integer path, else why it stays float."""
+        if node.name in self.keep:
+            return "kept in float (keep_float)"
+        if node.op not in QUANT_OPS:
+            return f"{node.op} has no integer kernel"
+        if node.op in INT8_ONLY and self.s.act != DType.i8:
+            return f"{node.op} has an integer kernel for int8 only"
+        if any(self.g.types[o].dtype != DType.f32 for o in node.outputs):
+            return "its output is not f32"
+        if node.op in WEIGHTED:
+            w = node.inputs[1]
+            b = node.inputs[2] if len(node.inputs) > 2 else None
+            if w not in self.g.params or (b is not None and b not in self.g.params):
+                return "its weights are computed at run time"
+        return None
+
+    def aq(self, v: str) -> QuantParams:
+        """Quantization parameters of float value ``v``."""
+        got = self._aq.get(v)
+        if got is not None:
+            return got
+        node = self.prod.get(v)
+        if v in self.g.params:
+            arr = self.g.params[v]
+            qp = activation_qparams(float(arr.min(initial=0.0)), float(arr.max(initial=0.0)), self.s)
+        elif node is not None and node.op in ("softmax", "sigmoid", "tanh") and node.name not in self.keep:
+            if self.s.act == DType.i16:
+                qp = QuantParams(1.0 / 32768, 0, storage=DType.i16)
+            elif node.op == "tanh":
+                qp = QuantParams(1.0 / 128, 0, storage=DType.i8)
+            else:
+                qp = QuantParams(1.0 / 256, -128, storage=DType.i8)
+        elif node is not None and node.op in PASS_THROUGH and self.quantized_node(node) is None:
+            qp = self.aq(node.inputs[0])
+        else:
+            lo, hi = self.rec[v].scalar()
+            qp = activation_qparams(lo, hi, self.s)
+        self._aq[v] = qp
+        return qp
+
+    # value access ------------------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        cand, k = base, 1
+        taken = self.out.types
+        while cand in taken or any(n.name == cand for n in self.out.nodes):
+            cand, k = f"{base}_{k}", k + 1
+        return cand
+
+    def qname(self, v: str) -> str:
+        """The quantized version of ``v`` in the output graph, made on demand."""
+        if not self.is_float(v):
+            return self.fv[v]
+        if v in self.qv:
+            return self.qv[v]
+        if v in self.g.params:
+            arr = self.g.params[v]
+            qp = self.aq(v)
+            from rlx_edge.ir.ops.quant import affine_quantize
+
+            name = self.out.param(self._fresh(f"{v}/quant"), affine_quantize(arr, qp, qp.storage), qp).name
+        else:
+            src = self.fv[v]
+            name = self._fresh(f"{v}/quant")
+            self.out.add_node("quantize", [src], {"dtype": self.s.act}, name=name, out_quant=self.aq(v))
+        self.qv[v] = name
+        return name
+
+    def fname(self, v: str) -> str:
+        """The float version of ``v`` in the output graph, made on demand."""
+        if v in self.fv:
+            return self.fv[v]
+        if v in self.g.params:
+            t = self.g.types[v]
+            name = self.out.param(self._fresh(v), self.g.params[v], t.quant, dtype=t.dtype).name
+        else:
+            name = self._fresh(f"{v}/dequant")
+            self.out.add_node("dequantize", [self.qv[v]], {"dtype": self.g.types[v].dtype}, name=name)
+        self.fv[v] = name
+        return name
+
+    # the walk ------------------------------------------------------------------------------
+    def run(self) -> Graph:
+        g, out = self.g, self.out
+        readers: dict[str, list[Node]] = {}
+        for n in g.nodes:
+            for v in n.inputs:
+                if v is not None:
+                    readers.setdefault(v, []).append(n)
+        for v in g.inputs:
+            t = g.types[v]
+            quant_readers = [r for r in readers.get(v, []) if self.quantized_node(r) is None]
+            if t.dtype.is_float and t.quant is None and not self.float_interface and quant_readers:
+                self.qv[v] = out.input(v, t.shape, self.s.act, self.aq(v)).name
+            else:
+                self.fv[v] = out.input(v, t.shape, t.dtype, t.quant).name
+        for node in g.nodes:
+            why = self.quantized_node(node)
+            self.decisions[node.name] = why or "quantized"
+            if why is None:
+                self._quantized(node)
+            else:
+                self._float(node)
+        for o in g.outputs:
+            if not self.is_float(o):
+                out.output(self.fv[o])
+            elif self.float_interface:
+                out.output(self._float_output(o))
+            else:
+                out.output(self.qv[o] if o in self.qv else self.fv[o])
+        out.metadata["quantization"] = {
+            "scheme": self.s.name,
+            "float_interface": self.float_interface,
+            "values": {k: v for k, v in sorted(self.qv.items())},
+            "float_nodes": {k: v for k, v in sorted(self.decisions.items()) if v != "quantized"},
+        }
+        return out
+
+    def _float_output(self, o: str) -> str:
+        """A float output keeps its name: its quantized producer's value is renamed first."""
+        if o in self.fv:
+            return self.fv[o]
+        qn = self.qv[o]
+        if qn == o:  # free the name for the dequantize node
+            new = self._fresh(f"{o}/q")
+            from rlx_edge.ir.passes._rewrite import rename_value
+
+            rename_value(self.out, o, new)
+            for n in self.out.nodes:  # a node may not carry the name of a value it does not produce
+                if n.name == o:
+                    n.name = new
+            self.qv[o] = new
+        self.out.add_node(
+            "dequantize", [self.qv[o]], {"dtype": self.g.types[o].dtype}, name=self._fresh(o), out_names=[o]
+        )
+        self.fv[o] = o
+        return o
+
+    def _float(self, node: Node) -> None:
+        ins = [None if v is None else self.fname(v) for v in node.inputs]
+        outs = [self._fresh(o) for o in node.outputs]
+        quants = [self.g.types[o].quant for o in node.outputs]
+        self.out.add_node(node.op, ins, node.attrs, name=self._fresh(node.name), out_names=outs, out_quant=quants)
+        self.fv.update(zip(node.outputs, outs))
+
+    def _quantized(self, node: Node) -> None:
+        if node.op in WEIGHTED:
+            ins = self._weighted_inputs(node)
+        else:
+            ins = [None if v is None else self.qname(v) for v in node.inputs]
+        outs = [self._fresh(o) for o in node.outputs]
+        quants = [self.aq(o) for o in node.outputs]
+        self.out.add_node(node.op, ins, node.attrs, name=self._fresh(node.name), out_names=outs, out_quant=quants)
+        self.qv.update(zip(node.outputs, outs))
+
+    def _weighted_inputs(self, node: Node) -> list[str | None]:
+        x, w = node.inputs[0], node.inputs[1]
+        b = node.inputs[2] if len(node.inputs) > 2 else None
+        xq = self.qname(x)
+        s_in = float(self.aq(x).scale[0])
+        axis = WEIGHTED[node.op]
+        warr = self.g.params[w]
+        wq, ws = quantize_weights(warr, axis, self.s.weight_max, self.weight_method)
+        out_ch = warr.shape[axis]
+        wqp = QuantParams(ws, np.zeros(out_ch, np.int64), axis=axis, storage=self.s.weight)
+        wname = self.out.param(self._fresh(f"{w}/quant"), wq, wqp, dtype=self.s.weight).name
+        bias = self.g.params[b].astype(np.float64) if b is not None else np.zeros(out_ch)
+        if self.bias_correction:
+            bias = bias - self._bias_shift(node, warr, dequantize_weights(wq, ws, axis) - warr)
+        if b is None and not self.bias_correction:
+            return [xq, wname]
+        bscale = (np.float32(s_in) * ws).astype(np.float32)
+        info = np.iinfo(self.s.bias.numpy)
+        bq = np.clip(_round_half_away(bias / bscale.astype(np.float64)), info.min, info.max).astype(self.s.bias.numpy)
+        bqp = QuantParams(bscale, np.zeros(out_ch, np.int64), axis=0, storage=self.s.bias)
+        bname = self.out.param(self._fresh(f"{b or node.name + '/bias'}/quant"), bq, bqp).name
+        return [xq, wname, bname]
+
+    def _bias_shift(self, node: Node, w: np.ndarray, dw: np.ndarray) -> np.ndarray:
+        """E[y_quantized_weights - y] per output channel, from the input's per-channel mean."""
+        x = node.inputs[0]
+        r = self.rec[x]
+        if r.mean is None:
+            raise RlxError(f"bias correction needs input means; the record has none for {x!r}")
+        mean = r.mean
+        if node.op == "conv2d":
+            groups = node.attrs["groups"]
+            o, _, _, ig = w.shape
+            m = mean.reshape(groups, 1, ig)  # channel means per group
+            dwg = dw.sum(axis=(1, 2)).reshape(groups, o // groups, ig)
+            return (dwg * m).sum(axis=2).reshape(o)
+        if node.op == "depthwise_conv2d":
+            mult = node.attrs["depth_multiplier"]
+            return dw[0].sum(axis=(0, 1)) * np.repeat(mean, mult)
+        return dw @ mean
+
+
+def quantization_summary(graph: Graph) -> dict[str, Any]:
+    """The ``quantization`` metadata :func:`quantize` leaves on its result (scheme, value map, float nodes)."""
+    return dict(graph.metadata.get("quantization", {}))
+
+
+def cli_quantize(
+    graph: Graph,
+    out: str,
+    *,
+    data: str | None = None,
+    record: str | None = None,
+    scheme: str = "int8",
+    method: str = "minmax",
+    report: str | None = None,
+    float_interface: bool = False,
+) -> Graph:
+    """``rlx-edge quantize MODEL (--data D.npz | --record REC.json) -o OUT.rlx [--scheme S] [--method M] [--report R]``.
+
+    Calibrates from ``data`` (with ``method``) unless a saved ``record`` is
+    given, quantizes, saves the ``.rlx`` file and, with ``report``, writes the
+    quantization report (which needs ``data``).
+    """
+    from rlx_edge.ir.serialize import save
+    from rlx_edge.quant.calibrate import calibrate, load_data
+    from rlx_edge.quant.report import quantization_report, save_report
+
+    if (data is None) == (record is None):
+        raise RlxError("give exactly one of --data and --record")
+    arrays = load_data(data) if data is not None else None
+    if record is not None:
+        rec = CalibrationRecord.load(record)
+    else:
+        rec = calibrate(graph, arrays, method=method, progress=True)
+    q = quantize(graph, rec, scheme=scheme, float_interface=float_interface)
+    save(q, out)
+    if report is not None:
+        if arrays is None:
+            raise RlxError("--report needs --data (the samples to compare float and quantized outputs on)")
+        save_report(quantization_report(graph, q, arrays), report)
+    return q

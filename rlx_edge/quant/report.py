@@ -1,0 +1,161 @@
+"""How much quantization changed a model: per-layer SQNR, output error, top-1 agreement.
+
+Both graphs run on the same float samples (the quantized one gets them
+quantized with its input parameters when its interface is integer); each
+quantized value is dequantized and compared with the float value of the same
+name. SQNR is ``10 log10(sum f^2 / sum (f - q)^2)`` over all samples, in dB
+(higher is better; int8 layers are typically 30-45 dB).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx_edge._io import atomic_write_text
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops.quant import affine_dequantize, affine_quantize
+
+
+def _sqnr(sig: float, err: float) -> float | None:
+    if err == 0.0:
+        return None  # exact: JSON has no infinity; None reads as "no error"
+    if sig == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(sig / err)
+
+
+def _real(graph: Graph, name: str, arr: np.ndarray) -> np.ndarray:
+    t = graph.types[name]
+    if t.quant is not None and t.dtype.is_int:
+        return affine_dequantize(arr, t.quant).astype(np.float64)
+    return arr.astype(np.float64)
+
+
+def quantization_report(
+    float_graph: Graph,
+    quant_graph: Graph,
+    data: Any,
+    *,
+    labels: np.ndarray | None = None,
+    max_samples: int | None = None,
+    batch_size: int = 32,
+    optimize: bool = True,
+) -> dict[str, Any]:
+    """Compare ``quant_graph`` (from :func:`~rlx_edge.quant.ptq.quantize`) with ``float_graph`` on ``data``.
+
+    ``labels`` (one class index per sample) adds float and quantized accuracy.
+    Returns a JSON-ready dict: ``layers`` (value, op, sqnr_db), ``outputs``
+    (per output: sqnr_db, max_abs_error, mean_abs_error, top1_agreement),
+    ``samples`` and, with labels, ``accuracy``.
+    """
+    from rlx_edge.ir.passes import optimize as run_passes
+    from rlx_edge.ir.passes.lower_hir import lower_hir
+    from rlx_edge.quant.calibrate import _runner, iter_batches
+
+    fg = lower_hir(float_graph) if float_graph.stage == "hir" else float_graph
+    if optimize:
+        fg, _ = run_passes(fg)
+    qmeta = quant_graph.metadata.get("quantization", {})
+    vmap: dict[str, str] = dict(qmeta.get("values", {}))
+    prod = {o: n for n in quant_graph.nodes for o in n.outputs}
+    run_f, run_q = _runner(fg), _runner(quant_graph)
+    sig: dict[str, float] = {}
+    err: dict[str, float] = {}
+    out_stats = {o: {"max": 0.0, "abs": 0.0, "n": 0, "agree": 0, "rows": 0} for o in fg.outputs}
+    correct = {"float": 0, "quantized": 0}
+    seen = 0
+    for batch in iter_batches(fg, data, batch_size):
+        n = len(next(iter(batch.values())))
+        if max_samples is not None:
+            n = min(n, max_samples - seen)
+            if n <= 0:
+                break
+            batch = {k: v[:n] for k, v in batch.items()}
+        qbatch = {}
+        for k, v in batch.items():
+            t = quant_graph.types[k]
+            qbatch[k] = affine_quantize(v, t.quant, t.dtype) if (t.quant is not None and t.dtype.is_int) else v
+        fvals_all = list(run_f(batch))
+        qvals_all = list(run_q(qbatch))
+        if len(fvals_all) != len(qvals_all):  # one graph batched, the other could not: compare per sample
+            fvals_all = list(_runner(fg, batched=False)(batch))
+            qvals_all = list(_runner(quant_graph, batched=False)(qbatch))
+        for fvals, qvals in zip(fvals_all, qvals_all):
+            for orig, qn in vmap.items():
+                if orig not in fvals or qn not in qvals:
+                    continue
+                f = fvals[orig].astype(np.float64)
+                q = _real(quant_graph, qn, qvals[qn]).reshape(f.shape)
+                sig[orig] = sig.get(orig, 0.0) + float(np.sum(f * f))
+                err[orig] = err.get(orig, 0.0) + float(np.sum((f - q) ** 2))
+            for o, qo in zip(fg.outputs, quant_graph.outputs):
+                f = fvals[o].astype(np.float64)
+                q = _real(quant_graph, qo, qvals[qo]).reshape(f.shape)
+                s = out_stats[o]
+                d = np.abs(f - q)
+                s["max"] = max(s["max"], float(d.max(initial=0.0)))
+                s["abs"] += float(d.sum())
+                s["n"] += d.size
+                sig[f"output:{o}"] = sig.get(f"output:{o}", 0.0) + float(np.sum(f * f))
+                err[f"output:{o}"] = err.get(f"output:{o}", 0.0) + float(np.sum((f - q) ** 2))
+                if f.ndim and f.shape[-1] > 1:
+                    fa, qa = f.reshape(-1, f.shape[-1]).argmax(1), q.reshape(-1, f.shape[-1]).argmax(1)
+                    s["agree"] += int((fa == qa).sum())
+                    s["rows"] += fa.size
+                    if labels is not None and o == fg.outputs[0]:
+                        lab = np.asarray(labels).reshape(-1)[seen : seen + fa.size]
+                        correct["float"] += int((fa == lab).sum())
+                        correct["quantized"] += int((qa == lab).sum())
+            seen += 1 if len(fvals_all) > 1 else 0
+        if len(fvals_all) == 1:
+            seen += n
+    layers = [
+        {"value": v, "op": prod[vmap[v]].op if vmap[v] in prod else "input", "sqnr_db": _sqnr(sig[v], err[v])}
+        for v in vmap
+        if v in sig
+    ]
+    outputs = {}
+    for o, s in out_stats.items():
+        outputs[o] = {
+            "sqnr_db": _sqnr(sig.get(f"output:{o}", 0.0), err.get(f"output:{o}", 0.0)),
+            "max_abs_error": s["max"],
+            "mean_abs_error": s["abs"] / max(s["n"], 1),
+            "top1_agreement": s["agree"] / s["rows"] if s["rows"] else None,
+        }
+    rep: dict[str, Any] = {
+        "graph": quant_graph.name,
+        "scheme": qmeta.get("scheme"),
+        "samples": seen,
+        "layers": layers,
+        "outputs": outputs,
+        "float_nodes": qmeta.get("float_nodes", {}),
+    }
+    if labels is not None:
+        rep["accuracy"] = {k: v / seen for k, v in correct.items()} if seen else None
+    return rep
+
+
+def save_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write a report as JSON, atomically."""
+    return atomic_write_text(path, json.dumps(report, indent=1, sort_keys=True) + "\n")
+
+
+def report_text(report: dict[str, Any]) -> str:
+    """A readable table of a report."""
+    lines = [f"quantization report: {report['graph']} ({report['scheme']}), {report['samples']} samples"]
+    for row in report["layers"]:
+        s = row["sqnr_db"]
+        lines.append(f"  {row['value']:<48} {row['op']:<18} {'exact' if s is None else f'{s:7.2f} dB'}")
+    for o, s in report["outputs"].items():
+        agree = "-" if s["top1_agreement"] is None else f"{100 * s['top1_agreement']:.2f} %"
+        lines.append(f"  output {o}: max |err| {s['max_abs_error']:.4g}, top-1 agreement {agree}")
+    if report.get("accuracy"):
+        a = report["accuracy"]
+        lines.append(f"  accuracy: float {100 * a['float']:.2f} %, quantized {100 * a['quantized']:.2f} %")
+    return "\n".join(lines)
