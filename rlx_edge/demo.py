@@ -1,8 +1,12 @@
 """``rlx-edge demo``: the main job on the bundled default model.
 
-Each capability joins this path once it works; today: build with the Python
-API, lower HIR -> MIR, save and reload the .rlx file, inspect, and run the
-reference, proving the reloaded file computes bit-identical outputs.
+The path grows with each capability: the trained digits CNN (float, built
+with the Python API) -> optimizer passes -> calibration and int8
+post-training quantization -> TFLite export checked bit-exactly against
+TFLite Micro -> static arena plan (drawn) -> and, where available, the
+Cortex-M C library, QEMU firmware and the FPGA simulation, each checked
+bit-exactly against the integer reference. It ends with one table of
+verdicts and sizes.
 """
 
 from __future__ import annotations
@@ -10,63 +14,159 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from rlx_edge.errors import RlxError
 
-def _step(i: int, n: int, what: str) -> None:
-    print(f"[{i}/{n}] {what}", file=sys.stderr, flush=True)
+
+class Demo:
+    """Runs named stages in order, printing progress and collecting a JSON report."""
+
+    def __init__(self, out_dir: Path, quiet: bool) -> None:
+        self.out = out_dir
+        self.quiet = quiet
+        self.report: dict[str, Any] = {"stages": {}}
+        self.verdicts: list[tuple[str, str, str]] = []  # stage, verdict, detail
+        self.failed = False
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+    def stage(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        print(f"[demo] {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        result = fn()
+        result["seconds"] = round(time.perf_counter() - t0, 3)
+        self.report["stages"][name] = result
+        verdict = result.get("verdict")
+        if verdict is not None:
+            self.verdicts.append((name, verdict, result.get("detail", "")))
+            self.failed |= verdict == "FAIL"
+        return result
+
+
+def verdict(ok: bool, detail: str, **extra: Any) -> dict[str, Any]:
+    return {**extra, "verdict": "PASS" if ok else "FAIL", "detail": detail}
+
+
+def _quantize_input(x: np.ndarray, graph) -> np.ndarray:
+    from rlx_edge.quant.fixedpoint import round_half_away
+
+    t = graph.types[graph.inputs[0]]
+    s, zp = float(t.quant.scale[0]), int(t.quant.zero_point[0])
+    q = round_half_away(x.astype(np.float32) / np.float32(s)) + zp
+    return np.clip(q, t.dtype.min, t.dtype.max).astype(t.dtype.numpy)
 
 
 def run_demo(out_dir: Path, as_json: bool = False) -> int:
+    from rlx_edge.frontends._tflm import TflmModel, tflm_arena_bytes
+    from rlx_edge.frontends.tflite import export_tflite
     from rlx_edge.ir import inspect
+    from rlx_edge.ir.passes import optimize
     from rlx_edge.ir.passes.lower_hir import lower_hir
-    from rlx_edge.ir.serialize import load, save
-    from rlx_edge.ir.verify import verify
+    from rlx_edge.ir.plan import plan
+    from rlx_edge.ir.plan.draw import draw_plan
+    from rlx_edge.ir.serialize import load, save, save_program
     from rlx_edge.models import build_digits_cnn
+    from rlx_edge.models.digits import digits_data
+    from rlx_edge.quant.calibrate import calibrate
+    from rlx_edge.quant.ptq import quantize
+    from rlx_edge.quant.report import quantization_report
     from rlx_edge.targets.reference import run
+    from rlx_edge.targets.reference.arena import run_program
 
-    t0 = time.perf_counter()
-    n = 4
-    report: dict = {}
     out_dir.mkdir(parents=True, exist_ok=True)
+    demo = Demo(out_dir, quiet=as_json)
+    x_train, _ = digits_data("train")
+    x_test, y_test = digits_data("test")
+    st: dict[str, Any] = {}
 
-    _step(1, n, "build the default model (digits_cnn) with the Python API")
-    hir = build_digits_cnn()
-    verify(hir)
-    hir_path = out_dir / "digits_cnn.hir.rlx"
-    save(hir, hir_path)
-    report["hir"] = inspect.one_line(hir)
+    def build():
+        hir = build_digits_cnn()
+        save(hir, out_dir / "digits_cnn.hir.rlx")
+        st["float"] = lower_hir(hir)
+        save(st["float"], out_dir / "digits_cnn.rlx")
+        again = load(out_dir / "digits_cnn.rlx")
+        same = np.array_equal(run(again, x_test[:1])["probs"], run(st["float"], x_test[:1])["probs"])
+        demo.say(f"model    {inspect.one_line(st['float'])}")
+        return verdict(same, ".rlx save/load round trip bit-identical", summary=inspect.one_line(st["float"]))
 
-    _step(2, n, "lower HIR -> MIR and save")
-    mir = lower_hir(hir)
-    verify(mir)
-    mir_path = out_dir / "digits_cnn.rlx"
-    save(mir, mir_path)
-    report["mir"] = inspect.one_line(mir)
-    report["files"] = {str(hir_path): hir_path.stat().st_size, str(mir_path): mir_path.stat().st_size}
+    def passes():
+        st["opt"], report = optimize(st["float"])
+        fired = report.to_json()
+        demo.say(f"passes   {len(st['float'].nodes)} -> {len(st['opt'].nodes)} nodes")
+        return {"nodes_before": len(st["float"].nodes), "nodes_after": len(st["opt"].nodes), "report": fired}
 
-    _step(3, n, "inspect")
-    reloaded = load(mir_path)
-    if not as_json:
-        print(inspect.dump(reloaded))
+    def quant():
+        record = calibrate(st["opt"], x_train[:200], method="minmax", progress=False)
+        st["q"] = quantize(st["opt"], record, scheme="int8")
+        save(st["q"], out_dir / "digits_cnn_int8.rlx")
+        rep = quantization_report(st["opt"], st["q"], x_test, labels=y_test)
+        acc = rep["accuracy"]
+        drop = 100 * (acc["float"] - acc["quantized"])
+        demo.say(
+            f"quantize int8: held-out accuracy float {100 * acc['float']:.2f} %, int8 {100 * acc['quantized']:.2f} %"
+            f" ({len(y_test)} images)"
+        )
+        return verdict(drop <= 1.0, f"int8 top-1 within 1 point of float ({drop:+.2f})", accuracy=acc)
 
-    _step(4, n, "run the float reference; reloaded file vs in-memory graph")
-    rng = np.random.default_rng(0)
-    xs = rng.random((8, 1, 8, 8, 1), dtype=np.float32)
-    ref = [run(hir, x)["probs"] for x in xs]
-    got = [run(reloaded, x)["probs"] for x in xs]
-    identical = all(np.array_equal(a, b) for a, b in zip(ref, got))
-    report["inputs"] = len(xs)
-    report["bit_identical_after_reload"] = identical
-    report["seconds"] = round(time.perf_counter() - t0, 3)
+    def tflm():
+        path = out_dir / "digits_cnn_int8.tflite"
+        export_tflite(st["q"], path)
+        xq = _quantize_input(x_test, st["q"])
+        st["xq"] = xq
+        model = TflmModel(path)
+        out = st["q"].outputs[0]
+        bad = sum(
+            not np.array_equal(run(st["q"], xq[i : i + 1])[out], model([xq[i : i + 1]])[0]) for i in range(len(xq))
+        )
+        demo.say(f"tflm     reference vs TFLite Micro: {len(xq) - bad}/{len(xq)} bit-exact")
+        detail = f"{len(xq) - bad}/{len(xq)} outputs equal to TFLite Micro"
+        return verdict(bad == 0, detail, inputs=len(xq), mismatches=bad)
+
+    def arena():
+        program = plan(st["q"])
+        st["program"] = program
+        save_program(program, out_dir / "digits_cnn_int8.program.rlx")
+        draw_plan(program, out_dir / "arena.png")
+        theirs = tflm_arena_bytes(out_dir / "digits_cnn_int8.tflite")
+        out = st["q"].outputs[0]
+        xq = st["xq"][:50]
+        bad = sum(
+            not np.array_equal(run_program(program, xq[i : i + 1])[out], run(st["q"], xq[i : i + 1])[out])
+            for i in range(len(xq))
+        )
+        demo.say(
+            f"plan     arena {program.arena_bytes:,} B (lower bound {program.lower_bound_bytes:,} B), "
+            f"TFLite Micro {theirs:,} B; weights {program.weight_bytes:,} B; drawn to {out_dir / 'arena.png'}"
+        )
+        detail = f"arena {program.arena_bytes} B vs TFLite Micro {theirs} B; in-arena run bit-exact"
+        return verdict(bad == 0, detail, tflm_arena_bytes=theirs, **program.summary())
+
+    try:
+        for name, fn in [("build", build), ("passes", passes), ("quantize", quant), ("tflm", tflm), ("plan", arena)]:
+            demo.stage(name, fn)
+        for name, fn in _target_stages(st, demo):
+            demo.stage(name, fn)
+    except RlxError:
+        raise
+    demo.report["verdicts"] = [{"stage": s, "verdict": v, "detail": d} for s, v, d in demo.verdicts]
     if as_json:
-        print(json.dumps(report, sort_keys=True))
+        print(json.dumps(demo.report, sort_keys=True, default=str))
     else:
-        print(f"HIR : {report['hir']}")
-        print(f"MIR : {report['mir']}")
-        for f, size in report["files"].items():
-            print(f"file: {f} ({size} bytes)")
-        print(f"run : {len(xs)} inputs, reloaded .rlx bit-identical to the built graph: {identical}")
-    return 0 if identical else 1
+        print()
+        print(f"{'stage':<10} {'verdict':<8} detail")
+        for s, v, d in demo.verdicts:
+            print(f"{s:<10} {v:<8} {d}")
+        print(f"\nfiles in {out_dir}/: " + ", ".join(sorted(p.name for p in out_dir.iterdir())))
+    return 1 if demo.failed else 0
+
+
+def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """Stages of the targets that exist in this installation (Cortex-M, QEMU, FPGA)."""
+    return []

@@ -115,8 +115,13 @@ def test_demo_json(tmp_path):
     r = cli("demo", "-o", str(tmp_path), "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert report["bit_identical_after_reload"] is True
-    assert (tmp_path / "digits_cnn.rlx").exists()
+    verdicts = {v["stage"]: v["verdict"] for v in report["verdicts"]}
+    assert {"build", "quantize", "tflm", "plan"} <= set(verdicts)
+    assert set(verdicts.values()) == {"PASS"}
+    assert report["stages"]["tflm"]["mismatches"] == 0 and report["stages"]["tflm"]["inputs"] == 359
+    assert report["stages"]["plan"]["arena_bytes"] < report["stages"]["plan"]["tflm_arena_bytes"]
+    for f in ("digits_cnn.rlx", "digits_cnn_int8.rlx", "digits_cnn_int8.tflite", "arena.png"):
+        assert (tmp_path / f).exists()
 
 
 MLPERF = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny"

@@ -1,0 +1,407 @@
+"""Program -> a self-contained C library (model.h, model.c, weights.c, kernels, Makefile).
+
+The generated code has no interpreter and no heap: ``model.c`` is one kernel
+call per scheduled node with every parameter a ``static const`` struct and
+every activation an arena offset known at compile time; ``weights.c`` holds
+the constant arrays (re-laid out by the rules in :mod:`.rules`) in flash.
+
+Entry points declared in ``model.h`` (documented there)::
+
+    int rlx_model_invoke(const void *input, void *output, uint8_t *arena);
+    int rlx_model_invoke_multi(const void *const *inputs, void *const *outputs, uint8_t *arena);
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.errors import RlxError
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.plan import Program, plan
+from rlx_edge.targets.cortexm.rules import Const, Layer, layer_for, scratch_bytes
+
+__all__ = ["CORES", "EmittedModel", "compile_project", "emit", "kernel_sources", "lower"]
+
+# compiler flags per core (the C is the same; __ARM_FEATURE_DSP picks the SIMD path)
+CORES: dict[str, str] = {
+    "cortex-m0": "-mcpu=cortex-m0 -mthumb",
+    "cortex-m0plus": "-mcpu=cortex-m0plus -mthumb",
+    "cortex-m3": "-mcpu=cortex-m3 -mthumb",
+    "cortex-m4": "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16",
+    "cortex-m7": "-mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16",
+    "cortex-m33": "-mcpu=cortex-m33 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16",
+    "host": "",
+}
+
+_CTYPES = {
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t",
+    np.dtype(np.float32): "float",
+}
+
+
+def lower(graph_or_program: Graph | Program) -> Program:
+    """Plan a graph for this target (its scratch declared by the rules), or check a given Program."""
+    if isinstance(graph_or_program, Program):
+        prog = graph_or_program
+        if prog.target != "cortexm":
+            raise RlxError(f"program was planned for target {prog.target!r}, not cortexm")
+        return prog
+    for node in graph_or_program.nodes:  # every op must have a rule: one clear error, before planning
+        layer_for(graph_or_program, node)
+    return plan(graph_or_program, target="cortexm", scratch=scratch_bytes)
+
+
+def kernel_sources() -> dict[str, str]:
+    """The kernel library shipped as package data: file name -> text."""
+    root = resources.files("rlx_edge.targets.cortexm") / "kernels"
+    out = {}
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith((".c", ".h")):
+            out[entry.name] = entry.read_text(encoding="utf-8")
+    return out
+
+
+# C rendering ---------------------------------------------------------------------------------
+def _c_float(v: float) -> str:
+    f = float(np.float32(v))
+    if not math.isfinite(f):
+        raise RlxError(f"non-finite constant {f} cannot be emitted")
+    return f"{f.hex()}f" if f != 0 else "0.0f"
+
+
+def _c_int(v: int) -> str:
+    v = int(v)
+    if v == -(2**31):
+        return "INT32_MIN"
+    return str(v)
+
+
+def _render(value: Any, names: dict[str, str]) -> str:
+    if isinstance(value, Const):
+        return names[value.key]
+    if isinstance(value, dict):
+        return "{" + ", ".join(f".{k} = {_render(v, names)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "{" + ", ".join(_render(v, names) for v in value) + "}"
+    if isinstance(value, (float, np.floating)):
+        return _c_float(value)
+    return _c_int(value)
+
+
+def _array_text(arr: np.ndarray) -> str:
+    flat = arr.reshape(-1)
+    if flat.dtype == np.float32:
+        items = [_c_float(v) for v in flat]
+    else:
+        items = [_c_int(v) for v in flat.tolist()]
+    lines = []
+    for i in range(0, len(items), 16):
+        lines.append("    " + ", ".join(items[i : i + 16]) + ",")
+    return "\n".join(lines) if lines else "    0,"
+
+
+def _comment(text: str) -> str:
+    return text.replace("*/", "* /").replace("\n", " ")
+
+
+@dataclass
+class EmittedModel:
+    """The generated sources and the numbers a build reports."""
+
+    files: dict[str, str]  # relative path -> text (kernels under kernels/)
+    arena_bytes: int
+    weight_bytes: int  # const bytes in weights.c
+    program: Program
+    model_hash: str
+
+
+def _io_macros(prefix: str, graph: Graph, value: str) -> list[str]:
+    t = graph.types[value]
+    shape = [int(d) for d in t.shape]
+    nbytes = math.prod(shape) * t.dtype.storage_bytes
+    lines = [
+        f"#define {prefix}_SIZE {nbytes}u /* bytes */",
+        f"#define {prefix}_ELEMS {math.prod(shape)}u",
+        f"#define {prefix}_RANK {len(shape)}",
+        f"#define {prefix}_SHAPE {{{', '.join(map(str, shape)) or '1'}}}",
+        f'#define {prefix}_DTYPE "{t.dtype.value}"',
+    ]
+    if t.quant is not None and t.quant.scale.size == 1:
+        lines.append(f"#define {prefix}_SCALE {_c_float(float(t.quant.scale[0]))}")
+        lines.append(f"#define {prefix}_ZERO_POINT {int(t.quant.zero_point[0])}")
+    return lines
+
+
+def emit(graph_or_program: Graph | Program) -> EmittedModel:
+    """Generate the C library for a quantized graph (or its cortexm Program)."""
+    prog = lower(graph_or_program)
+    g = prog.graph
+    nodes = prog.nodes()
+    layers: list[tuple[int, Any, Layer]] = [(i, n, layer_for(g, n)) for i, n in enumerate(nodes)]
+
+    # constants -> weights.c / weights.h
+    weight_defs: list[str] = []
+    weight_decls: list[str] = []
+    weight_bytes = 0
+    const_names: list[dict[str, str]] = []
+    for i, _node, layer in layers:
+        names = {}
+        for key in sorted(layer.consts):
+            arr = np.ascontiguousarray(layer.consts[key])
+            ctype = _CTYPES.get(arr.dtype)
+            if ctype is None:
+                raise RlxError(f"layer {i}: constant {key} has unsupported type {arr.dtype}")
+            name = f"rlx_l{i}_{key}"
+            names[key] = name
+            n = max(arr.size, 1)
+            weight_decls.append(f"extern const {ctype} {name}[{n}];")
+            weight_defs.append(f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n")
+            weight_bytes += n * arr.dtype.itemsize
+        const_names.append(names)
+
+    # model.c: one call per scheduled node
+    structs: list[str] = []
+    calls: list[str] = []
+    for (i, node, layer), names in zip(layers, const_names):
+        what = f"/* {i}: {_comment(node.name)} ({node.op}) */"
+        if layer.kernel == "rlx_copy" and prog.offsets[node.inputs[0]] == prog.offsets[node.outputs[0]]:
+            calls.append(f"    {what} /* a view: same arena bytes, no code */")
+            continue
+        args = []
+        pre = ""
+        for a in layer.args:
+            kind = a[0]
+            if kind == "in":
+                v = node.inputs[a[1]]
+                args.append(f"({_ptr_type(g, v, const=True)})(arena + {prog.offsets[v]}u)")
+            elif kind == "out":
+                v = node.outputs[a[1]]
+                args.append(f"({_ptr_type(g, v, const=False)})(arena + {prog.offsets[v]}u)")
+            elif kind == "scratch":
+                off, _size = prog.scratch[node.name]
+                args.append(f"({a[1]} *)(void *)(arena + {off}u)")
+            elif kind == "ins":
+                ptrs = ", ".join(f"arena + {prog.offsets[v]}u" for v in node.inputs)
+                pre = f"const void *const ins{i}[] = {{{ptrs}}};\n        "
+                args.append(f"ins{i}")
+            elif kind == "bytes":
+                args.append(str(a[1]))
+            else:
+                raise AssertionError(kind)
+        if layer.struct is not None:
+            structs.append(f"static const {layer.struct} rlx_l{i} = {_render(layer.fields, names)};")
+            args.insert(0, f"&rlx_l{i}")
+        call = f"{layer.kernel}({', '.join(args)});"
+        calls.append(f"    {what}\n    {{\n        {pre}{call}\n    }}" if pre else f"    {what}\n    {call}")
+
+    ins = [(k, v) for k, v in enumerate(g.inputs)]
+    outs = [(k, v) for k, v in enumerate(g.outputs)]
+    copy_in = [f"    memcpy(arena + {prog.offsets[v]}u, inputs[{k}], RLX_INPUT{k}_SIZE);" for k, v in ins]
+    copy_out = [f"    memcpy(outputs[{k}], arena + {prog.offsets[v]}u, RLX_OUTPUT{k}_SIZE);" for k, v in outs]
+
+    kernels = kernel_sources()
+    body_for_hash = "\n".join(weight_defs + structs + calls + copy_in + copy_out) + "".join(kernels.values())
+    model_hash = hashlib.sha256(body_for_hash.encode()).hexdigest()[:16]
+
+    header = _model_h(g, prog, model_hash)
+    model_c = _model_c(structs, calls, copy_in, copy_out, len(ins) == 1 and len(outs) == 1)
+    weights_h = _WEIGHTS_H.format(decls="\n".join(weight_decls))
+    weights_c = _WEIGHTS_C.format(defs="\n".join(weight_defs))
+    files = {"model.h": header, "model.c": model_c, "weights.h": weights_h, "weights.c": weights_c}
+    for name, text in kernels.items():
+        files[f"kernels/{name}"] = text
+    return EmittedModel(files, prog.arena_bytes, weight_bytes, prog, model_hash)
+
+
+def _ptr_type(g: Graph, v: str, const: bool) -> str:
+    dt = g.types[v].dtype.numpy
+    c = _CTYPES.get(np.dtype(dt), "uint8_t")
+    return f"{'const ' if const else ''}{c} *"
+
+
+def _model_h(g: Graph, prog: Program, model_hash: str) -> str:
+    lines = [
+        "/* model.h - generated by rlx-edge (cortexm target). Do not edit. */",
+        "#ifndef RLX_MODEL_H",
+        "#define RLX_MODEL_H",
+        "",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+        f'#define RLX_MODEL_NAME "{_comment(g.name)}"',
+        f'#define RLX_MODEL_HASH "{model_hash}" /* changes with any weight, parameter or kernel */',
+        "",
+        "/* The arena: every activation and kernel scratch buffer lives inside one",
+        " * caller-provided block of RLX_ARENA_SIZE bytes aligned to RLX_ARENA_ALIGN:",
+        " *     static uint8_t arena[RLX_ARENA_SIZE] __attribute__((aligned(RLX_ARENA_ALIGN)));",
+        " * Its contents need no initialization and are garbage between calls. */",
+        f"#define RLX_ARENA_SIZE {prog.arena_bytes}u",
+        f"#define RLX_ARENA_ALIGN {prog.alignment}u",
+        f"#define RLX_NUM_INPUTS {len(g.inputs)}",
+        f"#define RLX_NUM_OUTPUTS {len(g.outputs)}",
+        "",
+    ]
+    for k, v in enumerate(g.inputs):
+        lines += [f"/* input {k}: {_comment(v)} */", *_io_macros(f"RLX_INPUT{k}", g, v), ""]
+    for k, v in enumerate(g.outputs):
+        lines += [f"/* output {k}: {_comment(v)} */", *_io_macros(f"RLX_OUTPUT{k}", g, v), ""]
+    if len(g.inputs) == 1 and len(g.outputs) == 1:
+        lines += [
+            "#define RLX_INPUT_SIZE RLX_INPUT0_SIZE",
+            "#define RLX_OUTPUT_SIZE RLX_OUTPUT0_SIZE",
+            "",
+            "/* Run the model once: copies RLX_INPUT_SIZE bytes from input, writes",
+            " * RLX_OUTPUT_SIZE bytes to output. Returns 0, or -1 when arena is NULL or",
+            " * not aligned to RLX_ARENA_ALIGN. Reentrant given separate arenas; no heap. */",
+            "int rlx_model_invoke(const void *input, void *output, uint8_t *arena);",
+            "",
+        ]
+    lines += [
+        "/* Any number of inputs/outputs, in the order of the RLX_INPUTk / RLX_OUTPUTk macros. */",
+        "int rlx_model_invoke_multi(const void *const *inputs, void *const *outputs, uint8_t *arena);",
+        "",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        "#endif /* RLX_MODEL_H */",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _model_c(structs, calls, copy_in, copy_out, single: bool) -> str:
+    parts = [
+        "/* model.c - generated by rlx-edge (cortexm target). Do not edit.",
+        " * One kernel call per scheduled layer; parameters are compile-time",
+        " * constants and every tensor is a fixed offset into the arena. */",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "#include <string.h>",
+        "",
+        '#include "model.h"',
+        '#include "rlx_nn.h"',
+        '#include "weights.h"',
+        "",
+        *structs,
+        "",
+        "int rlx_model_invoke_multi(const void *const *inputs, void *const *outputs, uint8_t *arena)",
+        "{",
+        "    if (arena == NULL || ((uintptr_t)arena & (RLX_ARENA_ALIGN - 1u)) != 0u) {",
+        "        return -1;",
+        "    }",
+        *copy_in,
+        *calls,
+        *copy_out,
+        "    return 0;",
+        "}",
+        "",
+    ]
+    if single:
+        parts += [
+            "int rlx_model_invoke(const void *input, void *output, uint8_t *arena)",
+            "{",
+            "    const void *const ins[1] = {input};",
+            "    void *const outs[1] = {output};",
+            "    return rlx_model_invoke_multi(ins, outs, arena);",
+            "}",
+            "",
+        ]
+    return "\n".join(parts)
+
+
+_WEIGHTS_H = """/* weights.h - generated by rlx-edge (cortexm target). Do not edit. */
+#ifndef RLX_WEIGHTS_H
+#define RLX_WEIGHTS_H
+
+#include <stdint.h>
+
+{decls}
+
+#endif /* RLX_WEIGHTS_H */
+"""
+
+_WEIGHTS_C = """/* weights.c - generated by rlx-edge (cortexm target). Do not edit.
+ * Constant arrays in flash, already in the layout their kernels read:
+ * weights in blocks of 4 output channels, biases with the input zero point
+ * folded in, per-channel Q31 multipliers and shifts, lookup tables. */
+#include <stdint.h>
+
+#include "weights.h"
+
+#if defined(__GNUC__)
+#define RLX_WEIGHT_ALIGN __attribute__((aligned(8)))
+#else
+#define RLX_WEIGHT_ALIGN
+#endif
+
+{defs}"""
+
+
+_MAKEFILE = """# Makefile - generated by rlx-edge for {core}. Builds libmodel.a.
+CC ?= arm-none-eabi-gcc
+AR ?= arm-none-eabi-ar
+ifeq ($(origin CC),default)
+CC = arm-none-eabi-gcc
+endif
+ifeq ($(origin AR),default)
+AR = arm-none-eabi-ar
+endif
+CPUFLAGS ?= {cpuflags}
+CFLAGS ?= -std=c99 -O2 -Wall -Wextra -Werror -ffunction-sections -fdata-sections
+SRCS = model.c weights.c {kernel_srcs}
+OBJS = $(SRCS:.c=.o)
+
+all: libmodel.a
+
+libmodel.a: $(OBJS)
+\t$(AR) rcs $@ $(OBJS)
+
+%.o: %.c
+\t$(CC) $(CPUFLAGS) $(CFLAGS) -I. -Ikernels -c $< -o $@
+
+clean:
+\trm -f $(OBJS) libmodel.a
+
+.PHONY: all clean
+"""
+
+
+def compile_project(graph: Graph | Program, out_dir: str | Path, core: str = "cortex-m4") -> dict[str, Any]:
+    """Write model.h, model.c, weights.{c,h}, kernels/ and a Makefile into ``out_dir``.
+
+    Deterministic: the same graph gives byte-identical files. Returns
+    ``files`` (relative paths), ``arena_bytes``, ``weight_bytes``,
+    ``model_hash``, ``core``.
+    """
+    if core not in CORES:
+        raise RlxError(f"unknown core {core!r}; use one of {', '.join(CORES)}")
+    em = emit(graph)
+    out = Path(out_dir)
+    files = dict(em.files)
+    kernel_srcs = " ".join(sorted(f for f in files if f.startswith("kernels/") and f.endswith(".c")))
+    files["Makefile"] = _MAKEFILE.format(core=core, cpuflags=CORES[core], kernel_srcs=kernel_srcs)
+    for rel, text in sorted(files.items()):
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return {
+        "files": sorted(files),
+        "arena_bytes": em.arena_bytes,
+        "weight_bytes": em.weight_bytes,
+        "model_hash": em.model_hash,
+        "core": core,
+    }

@@ -1,0 +1,169 @@
+/*
+ * rlx_nn.h - the rlx-edge int8 kernel library (CMSIS-NN-style naming).
+ *
+ * Every kernel takes one const parameter struct, built at compile time by the
+ * rlx-edge emitter (model.c), plus the activation pointers it reads and
+ * writes inside the arena and, where declared, a scratch buffer. Nothing
+ * allocates; nothing keeps state between calls.
+ *
+ * Layout conventions:
+ *  - activations are NHWC int8;
+ *  - convolution / fully connected weights are re-laid out at compile time
+ *    into blocks of 4 output channels: for block b, quad q (4 consecutive
+ *    reduction elements) and row r in 0..3, the 4 bytes w[4b+r][4q..4q+3]
+ *    follow each other (rows and reduction padded with zeros), so the inner
+ *    loop walks one pointer forward;
+ *  - their bias already holds bias - input_zero_point * sum(weights), so the
+ *    inner loop multiplies raw input bytes and never adds the offset;
+ *  - the reduction buffer (im2col / expanded input) is int16 and, per quad,
+ *    ordered x0, x2, x1, x3: the halves SXTB16 gives for a weight word.
+ */
+#ifndef RLX_NN_H
+#define RLX_NN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The matrix product behind convolution and fully connected layers. */
+typedef struct {
+    int32_t out_c;           /* output channels (rows of the weight matrix) */
+    int32_t k_quads;         /* reduction length / 4, rounded up */
+    int32_t out_zp;          /* output zero point */
+    int32_t act_min;         /* fused activation clamp, in output units */
+    int32_t act_max;
+    const int8_t *weights;   /* [ceil(out_c/4)][k_quads][4][4] */
+    const int32_t *bias;     /* [ceil(out_c/4)*4], zero point folded in */
+    const int32_t *mult;     /* [ceil(out_c/4)*4] Q31 multipliers */
+    const int32_t *shift;    /* [ceil(out_c/4)*4] shifts (positive: left) */
+} rlx_gemm_params;
+
+typedef struct {
+    rlx_gemm_params gemm;
+    int32_t batches, in_h, in_w, in_c;
+    int32_t out_h, out_w;
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;
+    int32_t pad_top, pad_left;
+    int32_t in_zp;           /* written into padded taps: (x - zp) is then 0 */
+} rlx_conv_params;
+
+typedef struct {
+    rlx_gemm_params gemm;
+    int32_t batches;         /* rows of the input */
+    int32_t in_features;
+} rlx_fc_params;
+
+typedef struct {
+    int32_t batches, in_h, in_w, in_c;
+    int32_t out_h, out_w, out_c;
+    int32_t ch_mult;         /* depth multiplier */
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;
+    int32_t pad_top, pad_left;
+    int32_t in_offset;       /* -input zero point; padded taps are skipped */
+    int32_t out_zp, act_min, act_max;
+    const int8_t *weights;   /* TFLite layout [k_h][k_w][out_c] */
+    const int32_t *bias;     /* [out_c] */
+    const int32_t *mult;
+    const int32_t *shift;
+} rlx_dw_conv_params;
+
+typedef struct {
+    int32_t batches, in_h, in_w, ch;
+    int32_t out_h, out_w;
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t pad_top, pad_left;
+    int32_t act_min, act_max;
+} rlx_pool_params;
+
+/* Broadcasting binary ops over up to 4 dimensions (shapes right-aligned). */
+typedef struct {
+    int32_t size;            /* output elements */
+    int32_t broadcast;       /* 0: both inputs have the output's shape */
+    int32_t out_shape[4];
+    int32_t a_strides[4];    /* element strides, 0 along broadcast axes */
+    int32_t b_strides[4];
+    int32_t a_offset, b_offset;   /* -zero points */
+    int32_t left_shift;           /* add: headroom shift (20) */
+    int32_t a_mult, a_shift, b_mult, b_shift;
+    int32_t out_mult, out_shift;
+    int32_t out_zp, act_min, act_max;
+    int32_t subtract;
+} rlx_binary_params;
+
+/* Any elementwise map of a byte type: the table is the integer reference
+ * evaluated on all 256 inputs at compile time (requantize, relu, clamp,
+ * logistic, tanh, hard_swish, dequantize). Indexed by the input's bit pattern. */
+typedef struct {
+    int32_t size;
+    const void *table;       /* 256 entries of out_bytes each */
+    int32_t out_bytes;       /* 1, 2 or 4 */
+} rlx_lut_params;
+
+typedef struct {
+    int32_t rows, depth;
+    /* exp(beta * s * (x - max)) in Q0.31 for x - max = i - 255 (i in 0..255);
+     * 0 below TFLite's diff_min, where an input no longer contributes. */
+    const int32_t *exp_table;
+    int32_t out_zp;          /* -128 for int8 outputs */
+    int32_t out_bits;        /* 8 */
+} rlx_softmax_params;
+
+typedef struct {
+    int32_t elem_bytes;
+    int32_t in_shape[6];     /* left-padded with 1s to rank 6 */
+    int32_t out_shape[6];
+    int32_t before[6];
+    const void *fill;        /* one element */
+} rlx_pad_params;
+
+typedef struct {
+    int32_t n_inputs;
+    int32_t outer;           /* product of dimensions before the axis */
+    const int32_t *chunk;    /* bytes each input contributes per outer step */
+    const int32_t *mapped;   /* per input: 0 copies, 1 maps bytes through its table */
+    const uint8_t *tables;   /* 256 bytes per input (requantization to the output) */
+} rlx_concat_params;
+
+typedef struct {
+    int32_t shape[4];        /* input, left-padded with 1s */
+    int32_t reduce[4];       /* 1 where the axis is reduced */
+    int32_t sum_offset;      /* -input zero point * reduced elements */
+    int32_t mult, shift;     /* s_in / s_out with 1/count folded in */
+    int32_t out_zp, out_min, out_max;
+} rlx_mean_params;
+
+typedef struct {
+    int32_t size;
+    float scale;             /* output scale: q = round(x / scale) + zp */
+    int32_t zp, out_min, out_max;
+} rlx_quantize_params;
+
+void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
+void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
+void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);
+void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
+void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
+void rlx_mul_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
+void rlx_lut_8(const rlx_lut_params *p, const void *in, void *out);
+void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, int8_t *out);
+void rlx_pad(const rlx_pad_params *p, const void *in, void *out);
+void rlx_concat(const rlx_concat_params *p, const void *const *ins, void *out);
+void rlx_mean_s8(const rlx_mean_params *p, const int8_t *in, int8_t *out);
+void rlx_quantize_f32_s8(const rlx_quantize_params *p, const float *in, int8_t *out);
+void rlx_copy(const void *in, void *out, int32_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RLX_NN_H */

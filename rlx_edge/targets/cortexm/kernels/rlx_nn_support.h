@@ -1,0 +1,188 @@
+/*
+ * rlx_nn_support.h - fixed-point helpers and DSP intrinsics shared by the
+ * rlx-edge int8 kernels.
+ *
+ * Numerics follow TFLite Micro's reference kernels (double rounding), which
+ * the Python integer reference (rlx_edge/quant/fixedpoint.py) defines bit for
+ * bit. Every multiplier and shift is computed in Python and arrives here as a
+ * constant; nothing in C re-derives one.
+ *
+ * Three builds of the same source:
+ *  - __ARM_FEATURE_DSP (Cortex-M4/M7/M33): SXTB16/SMLAD from <arm_acle.h>;
+ *  - RLX_DSP_EMULATE (host tests): the same DSP code path with the
+ *    instructions written in C, so the SIMD loops are checked bit-exactly on
+ *    the host;
+ *  - neither (Cortex-M0/M0+/M3, host default): portable scalar C.
+ */
+#ifndef RLX_NN_SUPPORT_H
+#define RLX_NN_SUPPORT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1)
+#include <arm_acle.h>
+#define RLX_USE_DSP 1
+#elif defined(RLX_DSP_EMULATE)
+#define RLX_USE_DSP 1
+#else
+#define RLX_USE_DSP 0
+#endif
+
+#if defined(__GNUC__)
+#define RLX_INLINE static inline __attribute__((always_inline))
+#else
+#define RLX_INLINE static inline
+#endif
+
+/* Unaligned-safe 32-bit access: memcpy lets the compiler emit one LDR/STR
+ * on cores that allow unaligned word access, and stay correct elsewhere. */
+RLX_INLINE uint32_t rlx_rd32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+RLX_INLINE void rlx_wr32(void *p, uint32_t v) { memcpy(p, &v, 4); }
+
+#if RLX_USE_DSP
+/* GCC folds this rotate into the ROR operand of SXTB16 / SXTAB16. */
+RLX_INLINE uint32_t rlx_ror(uint32_t x, uint32_t n) { return (x >> n) | (x << (32u - n)); }
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1)
+RLX_INLINE uint32_t rlx_sxtb16(uint32_t x) { return (uint32_t)__sxtb16((int32_t)x); }
+/* GCC 12 does not fold the rotate into SXTB16's operand: say it directly. */
+RLX_INLINE uint32_t rlx_sxtb16_ror8(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+RLX_INLINE uint32_t rlx_sxtab16_ror8(uint32_t acc, uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(acc), "r"(x));
+    return r;
+}
+RLX_INLINE uint32_t rlx_sxtab16(uint32_t acc, uint32_t x) { return (uint32_t)__sxtab16((int32_t)acc, (int32_t)x); }
+RLX_INLINE int32_t rlx_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlad((int16x2_t)a, (int16x2_t)b, acc);
+}
+RLX_INLINE int32_t rlx_smlabb(uint32_t a, uint32_t b, int32_t acc) { return __smlabb((int32_t)a, (int32_t)b, acc); }
+RLX_INLINE int32_t rlx_smlatt(uint32_t a, uint32_t b, int32_t acc) { return __smlatt((int32_t)a, (int32_t)b, acc); }
+#else
+/* C models of the instructions, exact for the values the kernels feed them
+ * (the accumulations never leave int32, as on the core). */
+RLX_INLINE uint32_t rlx_pack16(int32_t lo, int32_t hi) { return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16); }
+RLX_INLINE uint32_t rlx_sxtb16(uint32_t x)
+{
+    return rlx_pack16((int8_t)(x & 0xFFu), (int8_t)((x >> 16) & 0xFFu));
+}
+RLX_INLINE uint32_t rlx_sxtb16_ror8(uint32_t x) { return rlx_sxtb16(rlx_ror(x, 8)); }
+RLX_INLINE uint32_t rlx_sxtab16(uint32_t acc, uint32_t x)
+{
+    int32_t lo = (int16_t)(acc & 0xFFFFu) + (int8_t)(x & 0xFFu);
+    int32_t hi = (int16_t)(acc >> 16) + (int8_t)((x >> 16) & 0xFFu);
+    return rlx_pack16(lo, hi);
+}
+RLX_INLINE uint32_t rlx_sxtab16_ror8(uint32_t acc, uint32_t x) { return rlx_sxtab16(acc, rlx_ror(x, 8)); }
+RLX_INLINE int32_t rlx_lo16(uint32_t a) { return (int16_t)(a & 0xFFFFu); }
+RLX_INLINE int32_t rlx_hi16(uint32_t a) { return (int16_t)(a >> 16); }
+RLX_INLINE int32_t rlx_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(rlx_lo16(a) * rlx_lo16(b)) + (uint32_t)(rlx_hi16(a) * rlx_hi16(b)));
+}
+RLX_INLINE int32_t rlx_smlabb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(rlx_lo16(a) * rlx_lo16(b)));
+}
+RLX_INLINE int32_t rlx_smlatt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(rlx_hi16(a) * rlx_hi16(b)));
+}
+#endif
+/* A compiler barrier: memory is re-read after it. The GEMM uses it to load a
+ * weight word twice instead of keeping it live in a scarce register. */
+#define RLX_REUSE_BARRIER() __asm__ volatile("" ::: "memory")
+#endif /* RLX_USE_DSP */
+
+/* ---- fixed point (gemmlowp / TFLite reference semantics) ---------------- */
+
+/* SaturatingRoundingDoublingHighMul: round(a*b / 2**31). gemmlowp's nudge
+ * followed by truncating division equals floor((a*b + 2**30) / 2**31) for
+ * both signs, which is one add and one arithmetic shift of the product. */
+RLX_INLINE int32_t rlx_srdhm(int32_t a, int32_t b)
+{
+    if (a == INT32_MIN && b == INT32_MIN) {
+        return INT32_MAX;
+    }
+    return (int32_t)(((int64_t)a * b + ((int64_t)1 << 30)) >> 31);
+}
+
+/* RoundingDivideByPOT: x / 2**e rounded half away from zero, 0 <= e <= 31. */
+RLX_INLINE int32_t rlx_rdbpot(int32_t x, int32_t e)
+{
+    const int32_t mask = (int32_t)((1u << e) - 1u);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+}
+
+/* MultiplyByQuantizedMultiplier (int32, double rounding): a positive shift is
+ * a left shift before the multiply (wrapping like the C++ kernel), a negative
+ * one a rounding right shift after it. */
+RLX_INLINE int32_t rlx_requantize(int32_t x, int32_t mult, int32_t shift)
+{
+    if (shift > 0) {
+        return rlx_srdhm((int32_t)((uint32_t)x << shift), mult);
+    }
+    return rlx_rdbpot(rlx_srdhm(x, mult), -shift);
+}
+
+RLX_INLINE int32_t rlx_clamp(int32_t v, int32_t lo, int32_t hi)
+{
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+
+/* SaturatingRoundingMultiplyByPOT for a positive exponent. */
+RLX_INLINE int32_t rlx_sat_mul_pot(int32_t x, int32_t exponent)
+{
+    const int32_t threshold = (int32_t)((1u << (31 - exponent)) - 1u);
+    if (x > threshold) {
+        return INT32_MAX;
+    }
+    if (x < -threshold) {
+        return INT32_MIN;
+    }
+    return (int32_t)((uint32_t)x << exponent);
+}
+
+RLX_INLINE int32_t rlx_clz32(uint32_t x)
+{
+#if defined(__GNUC__)
+    return x == 0u ? 32 : __builtin_clz(x);
+#else
+    int32_t n = 0;
+    if (x == 0u) {
+        return 32;
+    }
+    while ((x & 0x80000000u) == 0u) {
+        x <<= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+/* float32 round half away from zero for |v| well inside int32 (callers clamp
+ * first), computed as numpy's floor(|v| + 0.5) with copysign. */
+RLX_INLINE int32_t rlx_round_half_away_f32(float v)
+{
+    volatile float a = (v < 0.0f ? -v : v) + 0.5f; /* volatile: no contraction or reassociation */
+    int32_t r = (int32_t)a;                        /* truncation == floor for a >= 0 */
+    return v < 0.0f ? -r : r;
+}
+
+#endif /* RLX_NN_SUPPORT_H */

@@ -1,0 +1,79 @@
+/*
+ * Average and max pooling (TFLite semantics: padded taps never take part;
+ * the average divides by the number of real taps, rounding half away from
+ * zero as C division after adding half the count).
+ */
+#include "rlx_nn.h"
+#include "rlx_nn_support.h"
+
+/* The scratch holds one int32 sum per channel, so the taps are visited in
+ * memory order (channels innermost) rather than one channel at a time. */
+void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch)
+{
+    const int32_t ch = p->ch;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * p->in_h * p->in_w * ch;
+        for (int32_t oy = 0; oy < p->out_h; oy++) {
+            const int32_t y0 = oy * p->stride_h - p->pad_top;
+            const int32_t i_lo = y0 < 0 ? 0 : y0;
+            const int32_t i_hi = y0 + p->k_h > p->in_h ? p->in_h : y0 + p->k_h;
+            for (int32_t ox = 0; ox < p->out_w; ox++) {
+                const int32_t x0 = ox * p->stride_w - p->pad_left;
+                const int32_t j_lo = x0 < 0 ? 0 : x0;
+                const int32_t j_hi = x0 + p->k_w > p->in_w ? p->in_w : x0 + p->k_w;
+                const int32_t count = (i_hi - i_lo) * (j_hi - j_lo);
+                int8_t *dst = out + ((n * p->out_h + oy) * p->out_w + ox) * ch;
+                for (int32_t c = 0; c < ch; c++) {
+                    scratch[c] = 0;
+                }
+                for (int32_t i = i_lo; i < i_hi; i++) {
+                    for (int32_t j = j_lo; j < j_hi; j++) {
+                        const int8_t *src = img + (i * p->in_w + j) * ch;
+                        for (int32_t c = 0; c < ch; c++) {
+                            scratch[c] += src[c];
+                        }
+                    }
+                }
+                for (int32_t c = 0; c < ch; c++) {
+                    const int32_t acc = scratch[c];
+                    const int32_t num = acc > 0 ? acc + count / 2 : acc - count / 2;
+                    dst[c] = (int8_t)rlx_clamp(num / count, p->act_min, p->act_max);
+                }
+            }
+        }
+    }
+}
+
+void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out)
+{
+    const int32_t ch = p->ch;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * p->in_h * p->in_w * ch;
+        for (int32_t oy = 0; oy < p->out_h; oy++) {
+            const int32_t y0 = oy * p->stride_h - p->pad_top;
+            const int32_t i_lo = y0 < 0 ? 0 : y0;
+            const int32_t i_hi = y0 + p->k_h > p->in_h ? p->in_h : y0 + p->k_h;
+            for (int32_t ox = 0; ox < p->out_w; ox++) {
+                const int32_t x0 = ox * p->stride_w - p->pad_left;
+                const int32_t j_lo = x0 < 0 ? 0 : x0;
+                const int32_t j_hi = x0 + p->k_w > p->in_w ? p->in_w : x0 + p->k_w;
+                int8_t *dst = out + ((n * p->out_h + oy) * p->out_w + ox) * ch;
+                /* the output row is the running maximum: no scratch needed */
+                for (int32_t c = 0; c < ch; c++) {
+                    dst[c] = INT8_MIN;
+                }
+                for (int32_t i = i_lo; i < i_hi; i++) {
+                    for (int32_t j = j_lo; j < j_hi; j++) {
+                        const int8_t *src = img + (i * p->in_w + j) * ch;
+                        for (int32_t c = 0; c < ch; c++) {
+                            dst[c] = src[c] > dst[c] ? src[c] : dst[c];
+                        }
+                    }
+                }
+                for (int32_t c = 0; c < ch; c++) {
+                    dst[c] = (int8_t)rlx_clamp(dst[c], p->act_min, p->act_max);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,574 @@
+"""The Cortex-M rule table: one rule per op, each returning a :class:`Layer`.
+
+A rule reads one node of a quantized graph and decides, at compile time,
+everything its kernel call needs: which kernel (fast path or general), the
+parameter struct's fields, the constant arrays (weights re-laid out for the
+kernel's access order, biases with the input zero point folded in, Q31
+multipliers and shifts, lookup tables) and the scratch bytes the kernel uses.
+Every constant comes from :mod:`rlx_edge.quant.fixedpoint` /
+:mod:`rlx_edge.quant.intkernels` or from running the op's own integer
+reference, so the C computes exactly what the reference computes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.ops import QContext, get_op
+from rlx_edge.ir.ops._common import window_shape
+from rlx_edge.ir.types import TensorType
+from rlx_edge.quant import fixedpoint as fp
+from rlx_edge.quant import intkernels as ik
+from rlx_edge.targets._rules import RuleTable
+
+RULES = RuleTable("cortexm")
+
+__all__ = ["RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
+
+
+@dataclass(frozen=True)
+class Const:
+    """A reference to one of the layer's constant arrays inside a struct initializer."""
+
+    key: str
+
+
+@dataclass
+class Layer:
+    """What one scheduled node becomes in model.c.
+
+    ``kernel`` is the C function (None: no code, a view). ``fields`` is the
+    parameter struct's initializer (ints, floats, :class:`Const`, lists,
+    nested dicts); ``consts`` the arrays it points to; ``args`` the call's
+    pointer arguments after the struct: ``("in", k)``, ``("out", k)``,
+    ``("scratch", ctype)``, ``("ins",)`` (an array of every input) or
+    ``("bytes", n)``.
+    """
+
+    kernel: str | None
+    struct: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+    args: list[tuple] = field(default_factory=list)
+    scratch: int = 0
+
+
+def layer_for(graph: Graph, node: Node) -> Layer:
+    if node.op not in RULES:
+        raise UnsupportedOpError(
+            f"node {node.name!r}: op {node.op} has no cortexm kernel (cortexm supports: {', '.join(RULES.ops())})"
+        )
+    return RULES[node.op](graph, node)
+
+
+def scratch_bytes(graph: Graph, node: Node) -> int:
+    """The planner's scratch callback: bytes of kernel scratch ``node`` needs."""
+    return layer_for(graph, node).scratch
+
+
+# helpers ---------------------------------------------------------------------------------
+def _t(graph: Graph, v: str) -> TensorType:
+    return graph.types[v]
+
+
+def _shape(t: TensorType) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
+def _need(cond: bool, node: Node, why: str) -> None:
+    if not cond:
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op}): the cortexm target {why}")
+
+
+def _int8(graph: Graph, node: Node, *values: str) -> None:
+    for v in values:
+        t = _t(graph, v)
+        _need(
+            t.dtype.numpy == np.int8 and t.quant is not None, node, f"needs quantized int8 tensors ({v} is {t.dtype})"
+        )
+        _need(not t.quant.per_channel, node, f"needs per-tensor quantization of activation {v}")
+
+
+def _ctx(graph: Graph, node: Node) -> QContext:
+    ins = tuple(None if v is None else graph.types[v] for v in node.inputs)
+    return QContext(node.name, ins, tuple(graph.types[o] for o in node.outputs))
+
+
+def _act(node: Node, graph: Graph) -> tuple[int, int]:
+    yt = _t(graph, node.outputs[0])
+    return ik._act_range(node.attrs.get("activation", "none"), yt.quant, yt.dtype.numpy)
+
+
+def _pad4(a: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=a.dtype)
+    out[: a.size] = a
+    return out
+
+
+def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None) -> tuple[dict, dict, int]:
+    """Fields and constants of an int8 GEMM: weights [O, K] re-laid out, folded bias, multipliers."""
+    xt, wt, yt = _t(graph, node.inputs[0]), _t(graph, node.inputs[1]), _t(graph, node.outputs[0])
+    s_x, zp_x = ik.scalar_params(xt.quant, "input")
+    s_y, zp_y = ik.scalar_params(yt.quant, "output")
+    _need(wt.dtype.numpy == np.int8, node, "needs int8 weights")
+    _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
+    o, k = w2.shape
+    kq = -(-k // 4)
+    ob = -(-o // 4)
+    wp = np.zeros((ob * 4, kq * 4), dtype=np.int8)
+    wp[:o, :k] = w2
+    # [block][quad][row][4]: one pointer walks forward through a 4-row block
+    relaid = wp.reshape(ob, 4, kq, 4).transpose(0, 2, 1, 3).reshape(-1)
+    bias = np.zeros(o, dtype=np.int64) if b is None else b.astype(np.int64)
+    # the input offset folded in: sum (x - zp) w + b = sum x w + (b - zp sum w)
+    folded = fp.wrap_int32(bias - zp_x * w2.astype(np.int64).sum(axis=1)).astype(np.int32)
+    mult, shift = ik._conv_multipliers(s_x, wt.quant.scale, s_y, o)
+    lo, hi = _act(node, graph)
+    fields = {
+        "out_c": o,
+        "k_quads": kq,
+        "out_zp": zp_y,
+        "act_min": lo,
+        "act_max": hi,
+        "weights": Const("weights"),
+        "bias": Const("bias"),
+        "mult": Const("mult"),
+        "shift": Const("shift"),
+    }
+    consts = {
+        "weights": relaid,
+        "bias": _pad4(folded, ob * 4),
+        "mult": _pad4(mult.astype(np.int32), ob * 4),
+        "shift": _pad4(shift.astype(np.int32), ob * 4),
+    }
+    return fields, consts, 2 * kq * 4 * 2  # two pixels of int16
+
+
+def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int, int]:
+    a = node.attrs
+    _, _, p = window_shape(x, kh, kw, a["strides"], a.get("dilations", (1, 1)), a["padding"], a["pads"])
+    return p
+
+
+# convolutions ----------------------------------------------------------------------------
+@RULES.rule("conv2d")
+def _conv2d(graph: Graph, node: Node) -> Layer:
+    x, w, b = (node.inputs + [None])[:3]
+    _int8(graph, node, x, node.outputs[0])
+    _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
+    wv = graph.params.get(w)
+    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    xt, yt = _t(graph, x), _t(graph, node.outputs[0])
+    o, kh, kw, c = wv.shape
+    pt, _pb, pl, _pr = _window(node, xt, kh, kw)
+    gemm, consts, scratch = _gemm(graph, node, wv.reshape(o, -1), None if b is None else graph.params[b])
+    n, h, wd, _ = _shape(xt)
+    _, oh, ow, _ = _shape(yt)
+    sh, sw = node.attrs["strides"]
+    dh, dw = node.attrs["dilations"]
+    pads = _window(node, xt, kh, kw)
+    one_by_one = kh == 1 and kw == 1 and not any(pads)
+    fields = {
+        "gemm": gemm,
+        "batches": n,
+        "in_h": h,
+        "in_w": wd,
+        "in_c": c,
+        "out_h": oh,
+        "out_w": ow,
+        "k_h": kh,
+        "k_w": kw,
+        "stride_h": sh,
+        "stride_w": sw,
+        "dil_h": dh,
+        "dil_w": dw,
+        "pad_top": pt,
+        "pad_left": pl,
+        "in_zp": ik.scalar_params(xt.quant, "input")[1],
+    }
+    kernel = "rlx_convolve_1x1_s8" if one_by_one else "rlx_convolve_s8"
+    return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
+
+
+@RULES.rule("depthwise_conv2d")
+def _depthwise(graph: Graph, node: Node) -> Layer:
+    x, w, b = (node.inputs + [None])[:3]
+    _int8(graph, node, x, node.outputs[0])
+    wv = graph.params.get(w)
+    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    wt = _t(graph, w)
+    _need(wt.dtype.numpy == np.int8 and not np.any(wt.quant.zero_point), node, "needs symmetric int8 weights")
+    xt, yt = _t(graph, x), _t(graph, node.outputs[0])
+    s_x, zp_x = ik.scalar_params(xt.quant, "input")
+    s_y, zp_y = ik.scalar_params(yt.quant, "output")
+    _, kh, kw, cm = wv.shape
+    m = node.attrs["depth_multiplier"]
+    pt, _pb, pl, _pr = _window(node, xt, kh, kw)
+    n, h, wd, c = _shape(xt)
+    _, oh, ow, _ = _shape(yt)
+    mult, shift = ik._conv_multipliers(s_x, wt.quant.scale, s_y, cm)
+    bias = np.zeros(cm, np.int32) if b is None else graph.params[b].astype(np.int32)
+    lo, hi = _act(node, graph)
+    sh, sw = node.attrs["strides"]
+    dh, dw = node.attrs["dilations"]
+    fields = {
+        "batches": n,
+        "in_h": h,
+        "in_w": wd,
+        "in_c": c,
+        "out_h": oh,
+        "out_w": ow,
+        "out_c": cm,
+        "ch_mult": m,
+        "k_h": kh,
+        "k_w": kw,
+        "stride_h": sh,
+        "stride_w": sw,
+        "dil_h": dh,
+        "dil_w": dw,
+        "pad_top": pt,
+        "pad_left": pl,
+        "in_offset": -zp_x,
+        "out_zp": zp_y,
+        "act_min": lo,
+        "act_max": hi,
+        "weights": Const("weights"),
+        "bias": Const("bias"),
+        "mult": Const("mult"),
+        "shift": Const("shift"),
+    }
+    consts = {
+        "weights": np.ascontiguousarray(wv.reshape(-1)),
+        "bias": bias,
+        "mult": mult.astype(np.int32),
+        "shift": shift.astype(np.int32),
+    }
+    fast = kh == 3 and kw == 3 and m == 1 and (dh, dw) == (1, 1)
+    kernel = "rlx_depthwise_conv_3x3_s8" if fast else "rlx_depthwise_conv_s8"
+    return Layer(kernel, "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("fully_connected")
+def _fc(graph: Graph, node: Node) -> Layer:
+    x, w, b = (node.inputs + [None])[:3]
+    _int8(graph, node, x, node.outputs[0])
+    wv = graph.params.get(w)
+    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    gemm, consts, scratch = _gemm(graph, node, wv, None if b is None else graph.params[b])
+    xs = _shape(_t(graph, x))
+    fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
+    return Layer(
+        "rlx_fully_connected_s8",
+        "rlx_fc_params",
+        fields,
+        consts,
+        [("in", 0), ("out", 0), ("scratch", "int16_t")],
+        scratch,
+    )
+
+
+# pooling -----------------------------------------------------------------------------------
+def _pool(graph: Graph, node: Node, kernel_hw, strides, pads, activation: str, avg: bool) -> Layer:
+    x = node.inputs[0]
+    _int8(graph, node, x, node.outputs[0])
+    xt, yt = _t(graph, x), _t(graph, node.outputs[0])
+    n, h, w, c = _shape(xt)
+    _, oh, ow, _ = _shape(yt)
+    lo, hi = ik._act_range(activation, yt.quant, yt.dtype.numpy)
+    fields = {
+        "batches": n,
+        "in_h": h,
+        "in_w": w,
+        "ch": c,
+        "out_h": oh,
+        "out_w": ow,
+        "k_h": kernel_hw[0],
+        "k_w": kernel_hw[1],
+        "stride_h": strides[0],
+        "stride_w": strides[1],
+        "pad_top": pads[0],
+        "pad_left": pads[2],
+        "act_min": lo,
+        "act_max": hi,
+    }
+    if avg:
+        return Layer(
+            "rlx_avgpool_s8", "rlx_pool_params", fields, {}, [("in", 0), ("out", 0), ("scratch", "int32_t")], 4 * c
+        )
+    return Layer("rlx_maxpool_s8", "rlx_pool_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("avg_pool2d", "max_pool2d")
+def _pool2d(graph: Graph, node: Node) -> Layer:
+    a = node.attrs
+    xt = _t(graph, node.inputs[0])
+    p = _window(node, xt, *a["kernel"])
+    return _pool(graph, node, a["kernel"], a["strides"], p, a["activation"], node.op == "avg_pool2d")
+
+
+@RULES.rule("global_avg_pool")
+def _gap(graph: Graph, node: Node) -> Layer:
+    _, h, w, _ = _shape(_t(graph, node.inputs[0]))
+    return _pool(graph, node, (h, w), (h, w), (0, 0, 0, 0), "none", True)
+
+
+# elementwise ---------------------------------------------------------------------------------
+def _broadcast_fields(graph: Graph, node: Node) -> dict:
+    out = _shape(_t(graph, node.outputs[0]))
+    _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
+    o4 = (1,) * (4 - len(out)) + out
+
+    def strides(v: str) -> list[int]:
+        s = _shape(_t(graph, v))
+        s4 = (1,) * (4 - len(s)) + s
+        st, acc = [0] * 4, 1
+        for d in range(3, -1, -1):
+            st[d] = 0 if s4[d] == 1 and o4[d] != 1 else acc
+            acc *= s4[d]
+        return st
+
+    a, b = node.inputs
+    same = _shape(_t(graph, a)) == out and _shape(_t(graph, b)) == out
+    return {
+        "size": math.prod(out),
+        "broadcast": 0 if same else 1,
+        "out_shape": list(o4),
+        "a_strides": strides(a),
+        "b_strides": strides(b),
+    }
+
+
+@RULES.rule("add", "sub")
+def _add(graph: Graph, node: Node) -> Layer:
+    a, b = node.inputs
+    y = node.outputs[0]
+    _int8(graph, node, a, b, y)
+    s1, zp1 = ik.scalar_params(_t(graph, a).quant, "first input")
+    s2, zp2 = ik.scalar_params(_t(graph, b).quant, "second input")
+    s_y, zp_y = ik.scalar_params(_t(graph, y).quant, "output")
+    # exactly intkernels.add_sub's Prepare arithmetic (int8 output: 20 bits of headroom)
+    left_shift = 20
+    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
+    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
+    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
+    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << left_shift) * float(s_y)))
+    lo, hi = _act(node, graph)
+    fields = _broadcast_fields(graph, node)
+    fields.update(
+        a_offset=-zp1,
+        b_offset=-zp2,
+        left_shift=left_shift,
+        a_mult=m1,
+        a_shift=e1,
+        b_mult=m2,
+        b_shift=e2,
+        out_mult=mo,
+        out_shift=eo,
+        out_zp=zp_y,
+        act_min=lo,
+        act_max=hi,
+        subtract=1 if node.op == "sub" else 0,
+    )
+    return Layer("rlx_add_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+
+
+@RULES.rule("mul")
+def _mul(graph: Graph, node: Node) -> Layer:
+    a, b = node.inputs
+    y = node.outputs[0]
+    _int8(graph, node, a, b, y)
+    s1, zp1 = ik.scalar_params(_t(graph, a).quant, "first input")
+    s2, zp2 = ik.scalar_params(_t(graph, b).quant, "second input")
+    s_y, zp_y = ik.scalar_params(_t(graph, y).quant, "output")
+    m, e = fp.quantize_multiplier(float(s1) * float(s2) / float(s_y))  # as intkernels.mul
+    lo, hi = _act(node, graph)
+    fields = _broadcast_fields(graph, node)
+    fields.update(a_offset=-zp1, b_offset=-zp2, out_mult=m, out_shift=e, out_zp=zp_y, act_min=lo, act_max=hi)
+    return Layer("rlx_mul_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+
+
+def _byte_table(graph: Graph, node: Node, attrs: dict | None = None) -> np.ndarray:
+    """The op's integer reference on all 256 values of its byte input, indexed by bit pattern."""
+    xt = _t(graph, node.inputs[0])
+    yt = _t(graph, node.outputs[0])
+    _need(xt.dtype.numpy.itemsize == 1 and xt.dtype.is_int, node, f"needs a byte input, got {xt.dtype}")
+    _need(xt.quant is None or not xt.quant.per_channel, node, "needs per-tensor quantization")
+    _need(yt.quant is None or not yt.quant.per_channel, node, "needs per-tensor output quantization")
+    values = np.arange(256, dtype=np.uint8).view(xt.dtype.numpy)
+    ctx = QContext(node.name, (TensorType((256,), xt.dtype, xt.quant),), (TensorType((256,), yt.dtype, yt.quant),))
+    opdef = get_op(node.op)
+    (out,) = opdef.run_int_reference(ctx, [values], node.attrs if attrs is None else attrs)
+    return np.asarray(out).astype(yt.dtype.numpy).reshape(256)
+
+
+@RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "requantize", "dequantize")
+def _lut(graph: Graph, node: Node) -> Layer:
+    table = _byte_table(graph, node)
+    size = math.prod(_shape(_t(graph, node.outputs[0])))
+    _need(table.dtype.itemsize in (1, 2, 4), node, f"cannot map bytes to {table.dtype}")
+    fields = {"size": size, "table": Const("table"), "out_bytes": table.dtype.itemsize}
+    return Layer("rlx_lut_8", "rlx_lut_params", fields, {"table": table}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("softmax")
+def _softmax(graph: Graph, node: Node) -> Layer:
+    x, y = node.inputs[0], node.outputs[0]
+    _int8(graph, node, x)
+    xt, yt = _t(graph, x), _t(graph, y)
+    _need(yt.dtype.numpy == np.int8, node, "supports int8 softmax outputs")
+    shape = _shape(xt)
+    axis = node.attrs["axis"] % len(shape)
+    _need(axis == len(shape) - 1, node, "normalizes the innermost axis only")
+    s_x, _ = ik.scalar_params(xt.quant, "softmax input")
+    # intkernels.softmax_int8's constants, and its exp for every difference to the row max
+    bits = 5
+    mult, left_shift = fp.preprocess_softmax_scaling(node.attrs["beta"], s_x, bits)
+    diff_min = -fp.calculate_input_radius(bits, left_shift)
+    diff = np.arange(-255, 1, dtype=np.int64)
+    rescaled = fp.multiply_by_quantized_multiplier_greater_than_one(diff, mult, left_shift)
+    exps = fp.exp_on_negative_values(rescaled, bits)
+    table = np.where(diff >= diff_min, exps, 0).astype(np.int32)
+    depth = shape[-1]
+    fields = {
+        "rows": math.prod(shape) // max(depth, 1),
+        "depth": depth,
+        "exp_table": Const("exp"),
+        "out_zp": -128,
+        "out_bits": 8,
+    }
+    return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), ("out", 0)])
+
+
+# layout ------------------------------------------------------------------------------------
+@RULES.rule("reshape", "squeeze", "unsqueeze")
+def _view(graph: Graph, node: Node) -> Layer:
+    # the planner gives a view the offset of its input; emit() checks that and
+    # falls back to a copy where it does not hold (quantization changed)
+    nbytes = math.prod(_shape(_t(graph, node.outputs[0]))) * _t(graph, node.outputs[0]).dtype.storage_bytes
+    return Layer("rlx_copy", None, {}, {}, [("in", 0), ("out", 0), ("bytes", nbytes)])
+
+
+@RULES.rule("pad")
+def _pad(graph: Graph, node: Node) -> Layer:
+    xt, yt = _t(graph, node.inputs[0]), _t(graph, node.outputs[0])
+    xs, ys = _shape(xt), _shape(yt)
+    _need(len(xs) <= 6, node, "pads tensors of rank <= 6")
+    _need(xt.quant is None or not xt.quant.per_channel, node, "needs per-tensor quantization")
+    rank = len(xs)
+    pads = node.attrs["pads"]
+    # the fill value, as the op's reference computes it: pad one element
+    probe = np.zeros((1,) * rank, dtype=xt.dtype.numpy)
+    probe_pads = tuple([1, 0] + [0, 0] * (rank - 1)) if rank else ()
+    ctx = QContext(
+        node.name,
+        (TensorType((1,) * rank, xt.dtype, xt.quant),),
+        (TensorType((2,) + (1,) * (rank - 1) if rank else (), yt.dtype, yt.quant),),
+    )
+    opdef = get_op("pad")
+    run = opdef.run_int_reference if xt.quant is not None else (lambda c, i, a: opdef.run_reference(i, a))
+    (filled,) = run(ctx, [probe], {"pads": probe_pads, "value": node.attrs["value"]})
+    fill = np.asarray(filled).reshape(-1)[:1].astype(yt.dtype.numpy) if rank else probe.reshape(1)
+    lead = 6 - rank
+    fields = {
+        "elem_bytes": yt.dtype.storage_bytes,
+        "in_shape": [1] * lead + list(xs),
+        "out_shape": [1] * lead + list(ys),
+        "before": [0] * lead + [pads[2 * i] for i in range(rank)],
+        "fill": Const("fill"),
+    }
+    return Layer("rlx_pad", "rlx_pad_params", fields, {"fill": fill}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("concat")
+def _concat(graph: Graph, node: Node) -> Layer:
+    yt = _t(graph, node.outputs[0])
+    ys = _shape(yt)
+    axis = node.attrs["axis"] % len(ys)
+    eb = yt.dtype.storage_bytes
+    chunks, mapped, tables = [], [], []
+    ident = np.arange(256, dtype=np.uint8)
+    for v in node.inputs:
+        t = _t(graph, v)
+        chunks.append(math.prod(_shape(t)[axis:]) * eb)
+        table = ident
+        if t.quant is not None and t.quant != yt.quant:
+            _need(eb == 1, node, "requantizes byte tensors only")
+            ctx = QContext(
+                node.name, (TensorType((256,), t.dtype, t.quant),), (TensorType((256,), yt.dtype, yt.quant),)
+            )
+            values = ident.view(t.dtype.numpy)
+            (out,) = get_op("concat").run_int_reference(ctx, [values], {"axis": 0})
+            table = np.asarray(out).astype(yt.dtype.numpy).view(np.uint8)
+        mapped.append(0 if np.array_equal(table, ident) else 1)
+        tables.append(table)
+    fields = {
+        "n_inputs": len(node.inputs),
+        "outer": math.prod(ys[:axis]),
+        "chunk": Const("chunk"),
+        "mapped": Const("mapped"),
+        "tables": Const("tables"),
+    }
+    consts = {
+        "chunk": np.array(chunks, np.int32),
+        "mapped": np.array(mapped, np.int32),
+        "tables": np.concatenate(tables).astype(np.uint8),
+    }
+    return Layer("rlx_concat", "rlx_concat_params", fields, consts, [("ins",), ("out", 0)])
+
+
+@RULES.rule("mean")
+def _mean(graph: Graph, node: Node) -> Layer:
+    x, y = node.inputs[0], node.outputs[0]
+    _int8(graph, node, x, y)
+    xt, yt = _t(graph, x), _t(graph, y)
+    xs = _shape(xt)
+    _need(len(xs) <= 4, node, "reduces tensors of rank <= 4")
+    axes = sorted({a % len(xs) for a in node.attrs["axes"]})
+    s_x, zp_x = ik.scalar_params(xt.quant, "mean input")
+    s_y, zp_y = ik.scalar_params(yt.quant, "mean output")
+    count = math.prod(xs[a] for a in axes)
+    # exactly intkernels.mean's constants: 1/count folded into the multiplier
+    m, e = fp.quantize_multiplier(float(s_x) / float(s_y))
+    if count > 0:
+        shift = min(count.bit_length() - 1, 32, 31 + e)
+        m = (m << shift) // count
+        e = e - shift
+    lead = 4 - len(xs)
+    lo, hi = ik.storage_range(yt.dtype.numpy)
+    fields = {
+        "shape": [1] * lead + list(xs),
+        "reduce": [0] * lead + [1 if d in axes else 0 for d in range(len(xs))],
+        "sum_offset": int(fp.wrap_int32(-zp_x * count)),
+        "mult": m,
+        "shift": e,
+        "out_zp": zp_y,
+        "out_min": lo,
+        "out_max": hi,
+    }
+    return Layer("rlx_mean_s8", "rlx_mean_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("quantize")
+def _quantize(graph: Graph, node: Node) -> Layer:
+    xt, yt = _t(graph, node.inputs[0]), _t(graph, node.outputs[0])
+    _need(xt.dtype.numpy == np.float32, node, "quantizes float32 inputs only")
+    _need(
+        yt.dtype.numpy == np.int8 and yt.quant is not None and not yt.quant.per_channel,
+        node,
+        "quantizes to per-tensor int8",
+    )
+    lo, hi = ik.storage_range(np.int8)
+    fields = {
+        "size": math.prod(_shape(yt)),
+        "scale": np.float32(yt.quant.scale[0]),
+        "zp": int(yt.quant.zero_point[0]),
+        "out_min": lo,
+        "out_max": hi,
+    }
+    return Layer("rlx_quantize_f32_s8", "rlx_quantize_params", fields, {}, [("in", 0), ("out", 0)])
