@@ -132,13 +132,24 @@ def _run_many(graph, run_one: Callable, x: np.ndarray | dict[str, np.ndarray]) -
 def cmd_run(args: argparse.Namespace) -> int:
     graph = _load(args.model)
     x = _read_array_file(args.input)
-    if args.target != "reference":
-        raise UsageError(f"target {args.target!r} is not available yet; use --target reference")
-    from rlx_edge.targets.reference import run
+    if args.trace and args.target != "reference":
+        raise UsageError("--trace needs --target reference (targets return outputs only)")
+    if graph.stage == "hir":
+        from rlx_edge.ir.passes.lower_hir import lower_hir
 
+        graph = lower_hir(graph)
+    from rlx_edge.targets.reference import run
+    from rlx_edge.targets.registry import prepare
+
+    options = {"device": args.device} if args.target == "jax" else {}
+    run_target = None if args.target == "reference" else prepare(args.target, graph, **options)
     traces: list[dict[str, np.ndarray]] = []
 
     def run_one(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if run_target is not None:
+            from rlx_edge.targets.reference.interpreter import bind_inputs
+
+            return run_target(bind_inputs(graph, inputs))
         if args.trace:
             out, tr = run(graph, inputs, trace=True)
             traces.append(tr)
@@ -223,6 +234,46 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare_target(graph, target: str, n: int, seed: int):
+    """Outputs of ``target`` against the reference on seeded and edge inputs, exactly."""
+    from rlx_edge.targets.reference import run
+    from rlx_edge.targets.reference.compare import CompareResult, Mismatch, make_inputs
+    from rlx_edge.targets.registry import prepare
+
+    if graph.stage == "hir":
+        from rlx_edge.ir.passes.lower_hir import lower_hir
+
+        graph = lower_hir(graph)
+    runner = prepare(target, graph)
+    samples = make_inputs(graph, n, seed)
+    first = None
+    bad_inputs: set[int] = set()
+    mismatches = 0
+    for k, sample in enumerate(samples):
+        want = run(graph, sample)
+        got = runner(sample)
+        for name in graph.outputs:
+            a, b = np.asarray(got[name]), want[name]
+            if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b):
+                continue
+            mismatches += 1
+            bad_inputs.add(k)
+            if first is None:
+                pos = tuple(int(i) for i in np.argwhere(a != b)[0]) if a.shape == b.shape else ()
+                ours = a[pos].item() if pos else float("nan")
+                theirs = b[pos].item() if pos else float("nan")
+                first = Mismatch(name, -1, k, pos, ours, theirs, int((a != b).sum()) if a.shape == b.shape else a.size)
+    return CompareResult(
+        model=graph.name,
+        inputs=len(samples),
+        tensors=len(graph.outputs),
+        compared=len(samples) * len(graph.outputs),
+        mismatches=mismatches,
+        mismatched_inputs=len(bad_inputs),
+        first_mismatch=first,
+    )
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Bit-exact check of every output and intermediate; exit 1 on any difference."""
     if args.inputs < 0:
@@ -241,7 +292,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report["against"] = "tflm"
         report["ours"] = "reference" if runner == "interpreter" else "reference (planned arena)"
     else:
-        raise UsageError(f"comparison against {args.against!r} is not available yet; use --against tflm")
+        from rlx_edge.targets.registry import TARGETS
+
+        if args.against not in TARGETS:
+            raise UsageError(f"--against must be tflm, reference or a target ({', '.join(TARGETS)})")
+        result = _compare_target(_load(args.model), args.against, args.inputs, args.seed)
+        report = result.to_json()
+        report["against"] = "reference"
+        report["ours"] = args.against
     if args.json:
         _emit_json(report)
     elif result.ok:
@@ -250,7 +308,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         m = result.first_mismatch
         print(
             f"MISMATCH: {result.mismatched_inputs}/{result.inputs} inputs differ; first at {m.node} "
-            f"(tensor {m.tensor_index}) input {m.input} index {list(m.index)}: ours {m.ours}, theirs {m.theirs}"
+            f"(tensor {m.tensor_index}) input {m.input} index {list(m.index)}: {report['ours']} {m.ours}, "
+            f"{report['against']} {m.theirs}"
         )
     return 0 if result.ok else 1
 
@@ -322,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, metavar="Y.npy", help=".npy, or .npz for several outputs")
     s.add_argument("--target", default="reference", choices=TARGETS)
     s.add_argument("--trace", metavar="DIR", help="write every intermediate as DIR/<value>.npy")
+    s.add_argument("--device", default="cpu", help="jax device: cpu, gpu or tpu")
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("compare", help="bit-exact check of outputs and intermediates")

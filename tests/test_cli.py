@@ -233,3 +233,31 @@ def test_inspect_passes_reports_fusions(tmp_path):
     assert "fuse_activation" in r.stdout and "act" in r.stdout
     obj = json.loads(cli("inspect", str(tmp_path / "f.rlx"), "--passes", "--json").stdout)
     assert "passes" in obj
+
+
+def test_run_and_compare_on_cortexm_host(tmp_path):
+    x = np.random.default_rng(3).integers(-128, 128, (4, 1, 640)).astype(np.int8)
+    np.save(tmp_path / "x.npy", x)
+    model = str(MLPERF / "ad01_int8.tflite")
+    assert (
+        main(
+            [
+                "run",
+                model,
+                "--input",
+                str(tmp_path / "x.npy"),
+                "-o",
+                str(tmp_path / "c.npy"),
+                "--target",
+                "cortexm-host",
+            ]
+        )
+        == 0
+    )
+    assert main(["run", model, "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "r.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), np.load(tmp_path / "r.npy"))
+    r = cli("compare", model, "--against", "cortexm-host", "--inputs", "4", "--json")
+    obj = json.loads(r.stdout)
+    assert r.returncode == 0 and obj["inputs"] == 7 and obj["mismatches"] == 0
+    r = cli("compare", model, "--against", "gpu-magic")
+    assert r.returncode == 2 and "--against must be" in r.stderr
