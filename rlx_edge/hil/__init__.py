@@ -1,0 +1,1 @@
+"""Host side of hardware-in-the-loop: running firmware under QEMU and on boards."""
