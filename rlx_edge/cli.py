@@ -352,6 +352,52 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_BOARD = {
+    "cortex-m3": "qemu-mps2-an385",
+    "cortex-m4": "qemu-mps2-an386",
+    "cortex-m7": "qemu-mps2-an500",
+    "cortex-m33": "qemu-mps2-an505",
+    "cortex-m0plus": "rpi-pico",
+}
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """C project for a core; with --firmware also the ELF; sizes from the linked image."""
+    import tempfile
+
+    from rlx_edge.targets.cortexm import compile_project
+    from rlx_edge.targets.cortexm_fw.boards import get_board
+    from rlx_edge.targets.cortexm_fw.build import build_firmware, size_report
+
+    graph = _float_mir(args.model)
+    board = get_board(args.board or DEFAULT_BOARD[args.target])
+    out = Path(args.output)
+    info = compile_project(graph, out, core=args.target)
+    report: dict[str, Any] = {
+        "target": args.target,
+        "board": board.name,
+        "arena_bytes": info["arena_bytes"],
+        "weight_bytes": info.get("weight_bytes"),
+        "files": sorted(info["files"]),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        fw_dir = out / "firmware" if args.firmware else Path(tmp)
+        elf = build_firmware(out, board.name, fw_dir, opt=args.opt)
+        sizes = size_report(elf, board.name)
+        report.update(flash_bytes=sizes["flash_bytes"], ram_bytes=sizes["ram_bytes"])
+        if args.firmware:
+            report["elf"] = str(elf)
+    if args.json:
+        _emit_json(report)
+    else:
+        print(
+            f"{graph.name}: {len(report['files'])} files in {out}/; flash {report['flash_bytes']:,} B, "
+            f"RAM {report['ram_bytes']:,} B (arena {report['arena_bytes']:,} B) on {board.name}"
+            + (f"; firmware {report['elf']}" if args.firmware else "")
+        )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -417,6 +463,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--report", metavar="R.json", help="per-layer SQNR and output error (needs --data)")
     s.add_argument("--float-interface", action="store_true", help="keep float input/output (quantize at the edges)")
     s.set_defaults(fn=cmd_quantize)
+
+    s = sub.add_parser("compile", help="Cortex-M C project (and firmware ELF)")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--target", default="cortex-m4", choices=tuple(DEFAULT_BOARD), help="the core to compile for")
+    s.add_argument("-o", "--output", required=True, metavar="DIR")
+    s.add_argument("--board", help="board to link for (default: the QEMU board of the core)")
+    s.add_argument("--firmware", action="store_true", help="also write the linked ELF (and .hex, .map)")
+    s.add_argument("--opt", default="-O2", help="optimization level for the firmware (-O2, -Os, -Ofast, ...)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_compile)
 
     s = sub.add_parser("plan", help="static arena plan")
     s.add_argument("model", metavar="MODEL")

@@ -261,3 +261,21 @@ def test_run_and_compare_on_cortexm_host(tmp_path):
     assert r.returncode == 0 and obj["inputs"] == 7 and obj["mismatches"] == 0
     r = cli("compare", model, "--against", "gpu-magic")
     assert r.returncode == 2 and "--against must be" in r.stderr
+
+
+def test_compile_reports_sizes_and_is_deterministic(tmp_path):
+    model = str(MLPERF / "ad01_int8.tflite")
+    r = cli("compile", model, "--target", "cortex-m4", "-o", str(tmp_path / "a"), "--firmware", "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["flash_bytes"] > obj["weight_bytes"] > 260_000 and obj["ram_bytes"] >= obj["arena_bytes"]
+    assert {"model.c", "model.h", "weights.c", "Makefile"} <= set(obj["files"]) and Path(obj["elf"]).exists()
+    assert main(["compile", model, "-o", str(tmp_path / "b")]) == 0
+    for f in obj["files"]:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+def test_compare_against_qemu(tmp_path):
+    r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "qemu-m3", "--inputs", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("bit-exact: 5/5 inputs")

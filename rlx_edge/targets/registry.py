@@ -45,10 +45,8 @@ def _jax(graph: Graph, workdir: Path | None, device: str = "cpu") -> Runner:
 
 def _qemu(core: str) -> Callable[[Graph, Path | None], Runner]:
     def prepare(graph: Graph, workdir: Path | None) -> Runner:
-        try:
-            from rlx_edge.hil.qemu import QEMU_TARGETS, qemu_runner
-        except ImportError as e:
-            raise RlxError(f"target qemu-{core} is not available in this installation ({e})") from None
+        from rlx_edge.targets.cortexm_fw.flow import QEMU_TARGETS, qemu_runner
+
         return qemu_runner(graph, QEMU_TARGETS[f"qemu-{core}"], workdir)
 
     return prepare
