@@ -86,15 +86,18 @@ class TflmModel:
         self.interp = rt.Interpreter.from_bytes(
             self.data, arena_size=arena_size or default_arena_size(self.data), intrepreter_config=config
         )
-        self.n_inputs = self._count_io("input")
-        self.n_outputs = self._count_io("output")
+        self.input_indices = self._io_indices("input")
+        self.output_indices = self._io_indices("output")
+        self.n_inputs = len(self.input_indices)
+        self.n_outputs = len(self.output_indices)
 
-    def _count_io(self, kind: str) -> int:
+    def _io_indices(self, kind: str) -> list[int]:
+        """Tensor indices of the subgraph's inputs or outputs, read off the flatbuffer."""
         from rlx_edge.frontends.tflite import _Reader
 
         r = _Reader(self.data, "<model>")
         v = r.vector(r.sg, 6 if kind == "input" else 8, 4, f"subgraph {kind}s")
-        return 0 if v is None else int(v.size)
+        return [] if v is None else [int(i) for i in v]
 
     def __call__(self, inputs: Sequence[np.ndarray] | np.ndarray) -> list[np.ndarray]:
         """Run one inference; returns the outputs in model order (copies)."""

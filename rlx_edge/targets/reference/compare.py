@@ -172,47 +172,18 @@ def _run_reference(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[d
 
 
 # TFLite Micro side ----------------------------------------------------------------------------
-def _tflite_tensor_info(data: bytes) -> tuple[int, int, list[int], list[int]]:
-    """(tensor count, total tensor bytes, input indices, output indices) of subgraph 0, read off the flatbuffer."""
-    from tflite.Model import Model
-
-    model = Model.GetRootAs(data, 0)
-    sg = model.Subgraphs(0)
-    count = sg.TensorsLength()
-    sizes = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8, 16: 4}  # by TFLite TensorType code
-    total = 0
-    for i in range(count):
-        t = sg.Tensors(i)
-        elems = int(np.prod(t.ShapeAsNumpy())) if t.ShapeLength() else 1
-        total += elems * sizes.get(t.Type(), 8)
-    return count, total, [int(v) for v in sg.InputsAsNumpy()], [int(v) for v in sg.OutputsAsNumpy()]
-
-
 def _run_tflm(data: bytes, samples: list[dict[str, np.ndarray]], graph: Graph, indices: list[int]):
     """TFLite Micro's value of every tensor in ``indices`` for each sample (one invoke per sample)."""
-    from tflite_micro import runtime
+    from rlx_edge.frontends._tflm import TflmModel
 
-    count, total, in_idx, _ = _tflite_tensor_info(data)
-    bad = [i for i in indices if not 0 <= i < count]
-    if bad:  # GetTensor past the count crashes the process: never ask
-        raise ValueError(f"tensor indices {bad} are outside the model's {count} tensors")
-    arena = 2 * total + (1 << 20)
-    interp = runtime.Interpreter.from_bytes(
-        data, arena_size=arena, intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors
-    )
+    model = TflmModel(data, preserve=True)
     index_of = graph.metadata.get("tflite_tensor_index", {})
-    # TFLite input k is the tensor in_idx[k]; match it to our input by tensor index
+    # TFLite input k is tensor in_idx[k]; match it to our input by tensor index
     by_index = {index_of.get(n): n for n in graph.inputs}
     results = []
     for s in samples:
-        for k, t_idx in enumerate(in_idx):
-            interp.set_input(s[by_index.get(t_idx, graph.inputs[k])], k)
-        interp.invoke()
-        got = {}
-        for i in indices:
-            d = interp.GetTensor(i, 0)
-            got[i] = np.asarray(d["tensor_data"]).reshape(d["shape"])
-        results.append(got)
+        model([s[by_index.get(t, graph.inputs[k])] for k, t in enumerate(model.input_indices)])
+        results.append({i: model.tensor(i) for i in indices})
     return results
 
 
