@@ -29,6 +29,24 @@ def need_rank(t: TensorType, rank: int, what: str) -> None:
         fail(f"{what} must have rank {rank}, got shape {list(t.shape)}")
 
 
+def norm_axis(axis: int, rank: int, what: str) -> int:
+    """``axis`` in [0, rank), accepting negatives counted from the end."""
+    if not -rank <= axis < rank:
+        fail(f"{what}: axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def norm_axes(axes: tuple[int, ...], rank: int, what: str) -> tuple[int, ...]:
+    """Sorted distinct axes in [0, rank); an empty list is an error, not 'all axes'."""
+    if not axes:
+        # ONNX reads an absent axes list as "every axis"; frontends must spell that out
+        fail(f"{what}: axes must name at least one axis")
+    out = tuple(norm_axis(a, rank, what) for a in axes)
+    if len(set(out)) != len(out):
+        fail(f"{what}: axes {list(axes)} name the same axis twice")
+    return tuple(sorted(out))
+
+
 def need_float(t: TensorType, what: str) -> None:
     if not t.dtype.is_float:
         fail(f"{what} must be a float tensor, got {t.dtype}")

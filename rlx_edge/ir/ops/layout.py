@@ -12,9 +12,8 @@ import math
 
 import numpy as np
 
-from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, fail, rand_float, rand_shape
+from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, fail, norm_axes, norm_axis, rand_float, rand_shape
 from rlx_edge.ir.ops._registry import Attr, defop
-from rlx_edge.ir.ops.reduce import norm_axes, norm_axis
 from rlx_edge.ir.shape import Dim, format_shape, is_static
 from rlx_edge.ir.types import QuantParams, TensorType
 

@@ -11,28 +11,19 @@ import math
 import numpy as np
 
 from rlx_edge.ir.dtype import DType, from_numpy
-from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, compute_dtype, fail, finish, rand_float, rand_shape
+from rlx_edge.ir.ops._common import (
+    FLOAT_SAMPLE_DTYPES,
+    compute_dtype,
+    fail,
+    finish,
+    norm_axes,
+    norm_axis,
+    rand_float,
+    rand_shape,
+)
 from rlx_edge.ir.ops._registry import Attr, defop
 from rlx_edge.ir.shape import Dim
 from rlx_edge.ir.types import TensorType
-
-
-def norm_axis(axis: int, rank: int, what: str) -> int:
-    """``axis`` in [0, rank), accepting negatives counted from the end."""
-    if not -rank <= axis < rank:
-        fail(f"{what}: axis {axis} is out of range for rank {rank}")
-    return axis % rank
-
-
-def norm_axes(axes: tuple[int, ...], rank: int, what: str) -> tuple[int, ...]:
-    """Sorted distinct axes in [0, rank); an empty list is an error, not 'all axes'."""
-    if not axes:
-        # ONNX reads an absent axes list as "every axis"; frontends must spell that out
-        fail(f"{what}: axes must name at least one axis")
-    out = tuple(norm_axis(a, rank, what) for a in axes)
-    if len(set(out)) != len(out):
-        fail(f"{what}: axes {list(axes)} name the same axis twice")
-    return tuple(sorted(out))
 
 
 def _reduced_shape(shape: tuple[Dim, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[Dim, ...]:
