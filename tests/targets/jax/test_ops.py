@@ -1,0 +1,97 @@
+"""Every op with a jax rule against the reference, on calls drawn from the op's own sampler.
+
+Float results are compared with a tolerance because XLA and numpy order
+float additions differently and use different exp/tanh/erf approximations,
+so float32 results differ in the last bits: float32 within 1e-5
+(relative and absolute), float64 within 1e-12, and float16 within one
+half-precision step (2**-10 relative), since a last-bit difference of the
+float32 computation can move the final rounding to float16 by one step.
+Integer results (plain or quantized) must be identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx_edge.ir.dtype import from_numpy
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops import REGISTRY
+from rlx_edge.targets.jax import RULES, compile_jax
+from rlx_edge.targets.reference import run
+
+DRAWS = 4
+TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 2.0**-10}
+
+
+def single_node_graph(op: str, inputs: list, attrs: dict, out_quant=None, in_quant=None, params=()) -> Graph:
+    """One node fed by graph inputs (or parameters, for the input positions in ``params``)."""
+    g = Graph(f"{op}_under_test")
+    in_quant = in_quant or [None] * len(inputs)
+    names: list[str | None] = []
+    for i, (a, q) in enumerate(zip(inputs, in_quant)):
+        if a is None:
+            names.append(None)
+        elif i in params:
+            names.append(g.param(f"p{i}", a, quant=q).name)
+        else:
+            a = np.asarray(a)
+            names.append(g.input(f"x{i}", a.shape, from_numpy(a.dtype), quant=q).name)
+    outs = g.add_node(op, names, attrs, out_quant=out_quant)
+    g.output(*outs)
+    return g
+
+
+def feed(g: Graph, inputs: list, params=()) -> list[np.ndarray]:
+    return [np.asarray(a) for i, a in enumerate(inputs) if a is not None and i not in params]
+
+
+def assert_matches(g: Graph, arrays: list[np.ndarray], **options) -> None:
+    """The jax target gives the reference's outputs, or fails where the reference fails."""
+    try:
+        want = run(g, arrays)
+    except Exception as e:
+        with pytest.raises(Exception):  # noqa: B017 - whatever the reference rejects, jax must not accept
+            compile_jax(g, batch="exact", **options)(arrays)
+        return e
+    got = compile_jax(g, batch="exact", **options)(arrays)
+    for name in g.outputs:
+        w, o = want[name], got[name]
+        assert o.dtype == w.dtype and o.shape == w.shape, f"{name}: {o.dtype}{o.shape} vs {w.dtype}{w.shape}"
+        if w.dtype.kind == "f":
+            tol = TOL[w.dtype]
+            np.testing.assert_allclose(o, w, rtol=tol, atol=tol, err_msg=f"{g.name}")
+        else:
+            np.testing.assert_array_equal(o, w, err_msg=f"{g.name}")
+    return None
+
+
+@pytest.mark.parametrize("name", RULES.ops())
+def test_op_matches_reference(name: str) -> None:
+    op = REGISTRY[name]
+    failures = 0
+    for seed in range(DRAWS):
+        rng = np.random.default_rng(seed)
+        inputs, attrs, out_quant, in_quant = op.draw(rng)
+        g = single_node_graph(name, inputs, attrs, out_quant, in_quant)
+        failures += assert_matches(g, feed(g, inputs)) is not None
+    assert failures < DRAWS, f"the reference rejected every draw of {name}"
+
+
+def test_every_mir_op_has_a_rule() -> None:
+    mir = {n for n, op in REGISTRY.items() if op.stage == "mir"}
+    assert mir <= set(RULES.ops()), sorted(mir - set(RULES.ops()))
+
+
+def test_a_wrong_rule_is_caught(monkeypatch) -> None:
+    # the comparison above is sensitive: a rule that rounds differently fails it
+    from rlx_edge.targets.jax import _lazy
+
+    original = RULES._rules["relu6"]
+    monkeypatch.setitem(RULES._rules, "relu6", lambda ctx: lambda x: _lazy.jnp.clip(x, 0, 6.001))
+    x = np.array([[7.0, 1.0]], np.float32)
+    g = single_node_graph("relu6", [x], {})
+    with pytest.raises(AssertionError):
+        assert_matches(g, [x])
+    monkeypatch.setitem(RULES._rules, "relu6", original)
+    assert_matches(g, [x])
