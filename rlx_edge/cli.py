@@ -398,6 +398,39 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Accuracy (and agreement with a float model) over a whole dataset, batched."""
+    from rlx_edge.targets.jax.evaluate import eval_dataset
+
+    graph = _float_mir(args.model)
+    float_graph = _float_mir(args.float_model) if args.float_model else None
+    labels: Any = None
+    if args.labels is not None:
+        labels = True if args.labels == "" else args.labels
+    result = eval_dataset(
+        graph,
+        args.data,
+        labels,
+        target=args.target,
+        device=args.device,
+        batch_size=args.batch_size,
+        progress=not args.json,
+        float_graph=float_graph,
+    )
+    if args.json:
+        _emit_json(result)
+    else:
+        parts = [f"{result['count']} samples"]
+        if result.get("accuracy") is not None:
+            parts.append(f"accuracy {100 * result['accuracy']:.2f} %")
+        if result.get("agreement") is not None:
+            parts.append(f"agreement with the float model {100 * result['agreement']:.2f} %")
+        if result.get("samples_per_s") is not None:
+            parts.append(f"{result['samples_per_s']:,.0f} samples/s on {args.target}")
+        print(", ".join(parts))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -486,6 +519,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model", metavar="MODEL")
     s.add_argument("-o", "--output", required=True, metavar="OUT.tflite")
     s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("eval", help="accuracy and agreement over a dataset (batched)")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--data", required=True, metavar="D.npz", help="inputs (and labels, under 'labels' or 'y')")
+    s.add_argument(
+        "--labels", nargs="?", const="", default=None, metavar="L.npy", help="labels file, or alone: read from D.npz"
+    )
+    s.add_argument("--float-model", metavar="F", help="float model to measure top-1 agreement against")
+    s.add_argument("--target", default="jax", choices=("jax", "reference"))
+    s.add_argument("--device", default="cpu", help="jax device: cpu, gpu, tpu or gpu:N")
+    s.add_argument("--batch-size", type=int, default=256)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_eval)
 
     s = sub.add_parser("demo", help="the main job on the bundled default model")
     s.add_argument("-o", "--output", default="out/demo", metavar="DIR")

@@ -279,3 +279,17 @@ def test_compare_against_qemu(tmp_path):
     r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "qemu-m3", "--inputs", "2")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("bit-exact: 5/5 inputs")
+
+
+def test_eval_and_jax_target(tmp_path):
+    from rlx_edge.models.digits import digits_data
+
+    x, y = digits_data("test")
+    np.savez(tmp_path / "test.npz", image=x[:64], labels=y[:64])
+    bundled = Path(__file__).resolve().parents[1] / "rlx_edge" / "models" / "digits_cnn.rlx"
+    r = cli("eval", str(bundled), "--data", str(tmp_path / "test.npz"), "--labels", "--target", "jax", "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["count"] == 64 and obj["accuracy"] > 0.9
+    r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "jax", "--inputs", "3")
+    assert r.returncode == 0 and r.stdout.startswith("bit-exact: 6/6"), r.stderr

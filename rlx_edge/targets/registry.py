@@ -35,12 +35,7 @@ def _jax(graph: Graph, workdir: Path | None, device: str = "cpu") -> Runner:
         from rlx_edge.targets.jax import compile_jax
     except ImportError as e:
         raise RlxError(f"the JAX target is not available here ({e}); pip install 'rlx-edge[jax]'") from None
-    model = compile_jax(graph, device=device)
-
-    def run_one(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v)[0] for k, v in model({k: v[None] for k, v in inputs.items()}).items()}
-
-    return run_one
+    return compile_jax(graph, device=device)  # a batch-1 model takes its own shapes unchanged
 
 
 def _qemu(core: str) -> Callable[[Graph, Path | None], Runner]:
