@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
+# RLX_EDGE_MODELS points elsewhere when ../shared is not beside the checkout (e.g. on the GPU machine)
+MODELS = Path(os.environ.get("RLX_EDGE_MODELS", ROOT.parent / "shared" / "models"))
 MLPERF_INT8 = {
     "kws": MODELS / "mlperf-tiny" / "kws_ref_model.tflite",
     "vww": MODELS / "mlperf-tiny" / "vww_96_int8.tflite",

@@ -19,7 +19,7 @@ from rlx_edge.ir.graph import Graph
 from rlx_edge.targets.jax import compile_jax
 from rlx_edge.targets.reference import run
 
-from .conftest import MODELS
+from .conftest import DEVICE, MODELS
 
 INT8_MODELS = ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"]
 FLOAT_MODELS = ["kws_ref_model_float32", "pretrainedResnet", "vww_96_float"]
@@ -43,7 +43,7 @@ def _reference(g: Graph, x: np.ndarray) -> np.ndarray:
 def test_int8_model_is_bit_exact(name: str) -> None:
     g = load_tflite(MODELS / f"{name}.tflite")
     x = _inputs(g, COUNT, seed=sum(map(ord, name)))
-    got = compile_jax(g)(x)[g.outputs[0]]
+    got = compile_jax(g, DEVICE)(x)[g.outputs[0]]
     want = _reference(g, x)
     assert got.dtype == want.dtype == np.int8
     assert got.shape == want.shape == (COUNT, *g.types[g.outputs[0]].shape[1:])
@@ -56,7 +56,7 @@ def test_int8_model_is_bit_exact(name: str) -> None:
 def test_other_integer_matmuls_are_bit_exact(mode: str) -> None:
     g = load_tflite(MODELS / "ad01_int8.tflite")
     x = _inputs(g, 16, seed=5)
-    model = compile_jax(g, int_matmul=mode)
+    model = compile_jax(g, DEVICE, int_matmul=mode)
     assert {n["int_matmul"] for n in model.notes.values()} == {mode}
     np.testing.assert_array_equal(model(x)[g.outputs[0]], _reference(g, x))
 
@@ -65,7 +65,7 @@ def test_other_integer_matmuls_are_bit_exact(mode: str) -> None:
 def test_float_model_within_tolerance(name: str) -> None:
     g = load_tflite(MODELS / f"{name}.tflite")
     x = _inputs(g, 8, seed=1)
-    got = compile_jax(g)(x)[g.outputs[0]]
+    got = compile_jax(g, DEVICE)(x)[g.outputs[0]]
     want = _reference(g, x)
     assert got.dtype == want.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
