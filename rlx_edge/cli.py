@@ -431,6 +431,48 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fpga(args: argparse.Namespace) -> int:
+    """Verilog for the datapath; optionally simulate (bit-exact check, cycles) and synthesize."""
+    from rlx_edge.targets.fpga import FpgaConfigError, build_fpga
+
+    graph = _float_mir(args.model)
+    data = None
+    if args.data:
+        x = _read_array_file(args.data)
+        if isinstance(x, dict):
+            x = x[graph.inputs[0]] if graph.inputs[0] in x else next(iter(x.values()))
+        data = [x if x.ndim == graph.types[graph.inputs[0]].rank + 1 else x[None]]
+    if data is not None and not args.simulate:
+        raise UsageError("--data goes with --simulate")
+    parallelism: Any = int(args.parallelism) if args.parallelism.isdigit() else args.parallelism
+    try:
+        res = build_fpga(
+            graph,
+            args.output,
+            parallelism=parallelism,
+            simulate=args.simulate,
+            data=data,
+            synth=args.synth,
+            simulator=args.simulator,
+        )
+    except FpgaConfigError as e:
+        raise UsageError(str(e)) from None
+    res.pop("outputs", None)
+    if args.json:
+        _emit_json(res)
+    else:
+        print(
+            f"{graph.name}: Verilog in {args.output}/ ({', '.join(res['files'])}); ideal {res['ideal_cycles']:,} cycles"
+        )
+        if args.simulate:
+            n = res["inferences"]
+            print(f"simulated {n} inferences on {args.simulator}: {n - res['mismatches']}/{n} bit-exact, "
+                  f"{res['cycles']:,.0f} cycles per inference")  # fmt: skip
+        if args.synth:
+            print(f"{args.synth} resources: {res['resources']}")
+    return 1 if args.simulate and res["mismatches"] else 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -506,6 +548,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--opt", default="-O2", help="optimization level for the firmware (-O2, -Os, -Ofast, ...)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_compile)
+
+    s = sub.add_parser("fpga", help="FPGA datapath: Verilog, simulation, synthesis")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("-o", "--output", required=True, metavar="DIR")
+    s.add_argument("--parallelism", default="latency", help="area, balanced, latency, or PE x SIMD per layer")
+    s.add_argument("--simulate", action="store_true", help="simulate and compare with the reference bit-exactly")
+    s.add_argument("--data", metavar="X.npy", help="inputs for --simulate (default: seeded random)")
+    s.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
+    s.add_argument("--synth", choices=("ice40", "ecp5", "xilinx"), help="Yosys resource counts")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_fpga)
 
     s = sub.add_parser("plan", help="static arena plan")
     s.add_argument("model", metavar="MODEL")

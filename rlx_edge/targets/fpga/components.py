@@ -1,0 +1,1001 @@
+"""Amaranth components, one per layer kind, and the requantizer they share.
+
+Every layer component runs once per ``start`` pulse and pulses ``done`` after
+its last output is written. It reads its input tensor(s) through synchronous
+read ports of on-chip buffers and writes its output through one write port
+with per-lane write enables; the top level (:mod:`.design`) owns the buffers
+and multiplexes their ports between layers.
+
+Buffers hold NHWC tensors in words of ``word_lanes`` int8 lanes. A layer
+reads ``lanes`` elements per cycle: word ``e // word_lanes``, lane group
+``(e % word_lanes) // lanes``; it writes its results as groups of lanes in
+increasing element order, so every writer is a word/lane-group counter and no
+layer ever stalls on a buffer port.
+
+Pipelines carry a ``valid`` bit per stage; loop counters advance one step per
+cycle, so a layer with ``T`` steps finishes in ``T`` plus its pipeline depth
+cycles (see :attr:`LayerComponent.latency`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from rlx_edge.targets.fpga.arith import (
+    INT32_MAX,
+    clamp,
+    count_leading_zeros32,
+    rounding_divide_by_pot,
+    saturating_rounding_multiply_by_pot,
+    srdhm,
+    srdhm_finish,
+    srdhm_product,
+    tree_sum,
+    wrap32,
+)
+
+
+# helpers -----------------------------------------------------------------------------
+def pack_words(values: np.ndarray, lane_bits: int) -> list[int]:
+    """Rows of ``values`` (one word per row, lane 0 first) as little-endian integers."""
+    rows = np.asarray(values, dtype=np.int64)
+    mask = (1 << lane_bits) - 1
+    words = []
+    for row in rows.reshape(rows.shape[0], -1):
+        w = 0
+        for i, v in enumerate(row.tolist()):
+            w |= (int(v) & mask) << (i * lane_bits)
+        words.append(w)
+    return words
+
+
+def lane(v, i: int, bits: int = 8):
+    """Lane ``i`` of a packed word as a signed value."""
+    return v[i * bits : (i + 1) * bits].as_signed()
+
+
+def _addr_bits(depth: int) -> int:
+    return max(1, (max(depth, 1) - 1).bit_length())
+
+
+def _counters(m: Module, step, dims: list[tuple[str, int]]) -> tuple[dict, object]:
+    """Nested loop counters (outermost first) advancing on ``step``.
+
+    Returns the counter signals by name and a signal-expression that is true
+    on the last step of the whole nest. Counters wrap to zero after their last
+    value, so a finished nest is ready for the next run without a reset.
+    """
+    ctrs: dict = {}
+    carry = step
+    all_max = Const(1, 1)
+    for name, count in reversed(dims):
+        c = Signal(range(max(count, 2)), name=f"c_{name}")
+        at_max = c == count - 1
+        with m.If(carry):
+            m.d.sync += c.eq(Mux(at_max, 0, c + 1))
+        carry = carry & at_max
+        all_max = all_max & at_max
+        ctrs[name] = c
+        ctrs[f"{name}_max"] = at_max
+    return ctrs, all_max
+
+
+@dataclass
+class BufferPort:
+    """Geometry of one buffer as a layer sees it: word width in lanes and depth in words."""
+
+    word_lanes: int
+    depth: int
+
+    @property
+    def addr_bits(self) -> int:
+        return _addr_bits(self.depth)
+
+
+class _Writer:
+    """Writes groups of ``lanes`` results in element order into a buffer of ``word_lanes``-lane words."""
+
+    def __init__(self, m: Module, comp, lanes: int, port: BufferPort, valid, data, final):
+        ratio = port.word_lanes // lanes
+        word = Signal(range(max(port.depth, 2)), name="wr_word")
+        group = Signal(range(max(ratio, 2)), name="wr_group")
+        m.d.comb += [
+            comp.wr_addr.eq(word),
+            comp.wr_data.eq(data.replicate(ratio) if ratio > 1 else data),
+        ]
+        lane_mask = (1 << lanes) - 1
+        with m.If(valid):
+            m.d.comb += comp.wr_en.eq(Const(lane_mask, port.word_lanes) << (group * lanes))
+            with m.If((group == ratio - 1) | final):
+                m.d.sync += [group.eq(0), word.eq(Mux(final, 0, word + 1))]
+            with m.Else():
+                m.d.sync += group.eq(group + 1)
+        # done is registered so that the last write has landed when the next layer starts
+        m.d.sync += comp.done.eq(valid & final)
+
+
+class _Reader:
+    """Sequential reads of ``lanes``-element groups from a buffer (elementwise layers)."""
+
+    def __init__(self, m: Module, addr, lanes: int, port: BufferPort, step, name: str):
+        ratio = port.word_lanes // lanes
+        self.word = Signal(range(max(port.depth, 2)), name=f"{name}_word")
+        self.group = Signal(range(max(ratio, 2)), name=f"{name}_group")
+        m.d.comb += addr.eq(self.word)
+        with m.If(step):
+            with m.If(self.group == ratio - 1):
+                m.d.sync += [self.group.eq(0), self.word.eq(self.word + 1)]
+            with m.Else():
+                m.d.sync += self.group.eq(self.group + 1)
+        self.ratio = ratio
+
+    def reset(self, m: Module) -> None:
+        m.d.sync += [self.word.eq(0), self.group.eq(0)]
+
+
+# requantizer --------------------------------------------------------------------------
+class Requantizer(wiring.Component):
+    """Lane-parallel TFLite requantization: int32 accumulators to int8.
+
+    ``y = clamp(MultiplyByQuantizedMultiplier(acc, m, shift) + zero_point, lo, hi)``
+    with TFLite's double rounding (saturating rounding doubling high multiply,
+    then rounding divide by a power of two), bit-exact with
+    :func:`rlx_edge.quant.fixedpoint.multiply_by_quantized_multiplier`.
+    Four pipeline stages: left shift, 32x32 multiply, high-word rounding,
+    rounding shift with zero point and clamp.
+
+    Parameters
+    ----------
+    lanes:
+        Accumulators processed per cycle.
+    zero_point, lo, hi:
+        Output zero point and clamp bounds (activation range).
+    const_params:
+        ``(multiplier, shift)`` shared by every lane and channel; ``None`` to
+        take per-lane parameters from the ``i_mult``/``i_left``/``i_right`` ports.
+    tag_bits:
+        Width of a side-band tag carried through the pipeline unchanged.
+
+    Ports
+    -----
+    i_valid : In(1)
+        An input group is present this cycle.
+    i_acc : In(32 * lanes)
+        Signed int32 accumulators, lane 0 in the low bits.
+    i_mult : In(31 * lanes)
+        Per-lane Q31 multipliers (non-negative); unused with ``const_params``.
+    i_left, i_right : In(5 * lanes)
+        Per-lane left shift ``max(shift, 0)`` and right shift ``max(-shift, 0)``.
+    i_tag : In(tag_bits)
+        Side band (for example "last group of the layer").
+    o_valid : Out(1)
+        The group entered four cycles earlier is on ``o_data``.
+    o_data : Out(8 * lanes)
+        Signed int8 results.
+    o_tag : Out(tag_bits)
+        The tag that entered with the group.
+    """
+
+    latency = 4
+
+    def __init__(self, lanes: int, *, zero_point: int, lo: int, hi: int, const_params=None, tag_bits: int = 1):
+        self.lanes = lanes
+        self.zero_point, self.lo, self.hi = int(zero_point), int(lo), int(hi)
+        self.const_params = const_params
+        super().__init__(
+            {
+                "i_valid": In(1),
+                "i_acc": In(32 * lanes),
+                "i_mult": In(31 * lanes),
+                "i_left": In(5 * lanes),
+                "i_right": In(5 * lanes),
+                "i_tag": In(tag_bits),
+                "o_valid": Out(1),
+                "o_data": Out(8 * lanes),
+                "o_tag": Out(tag_bits),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.lanes
+        valid = [Signal(name=f"v{i}") for i in range(4)]
+        tags = [Signal(len(self.i_tag), name=f"t{i}") for i in range(4)]
+        m.d.sync += [valid[0].eq(self.i_valid), tags[0].eq(self.i_tag)]
+        for i in range(1, 4):
+            m.d.sync += [valid[i].eq(valid[i - 1]), tags[i].eq(tags[i - 1])]
+        m.d.comb += [self.o_valid.eq(valid[3]), self.o_tag.eq(tags[3])]
+        outs = []
+        for k in range(n):
+            acc = self.i_acc[32 * k : 32 * (k + 1)].as_signed()
+            if self.const_params is not None:
+                mult, shift = self.const_params
+                left, right = max(shift, 0), max(-shift, 0)
+                s_left = wrap32(acc << left) if left else acc
+                m_1 = mult
+                r_3 = right
+            else:
+                left_sig = self.i_left[5 * k : 5 * (k + 1)]
+                s_left = wrap32(acc << left_sig)
+                m_in = self.i_mult[31 * k : 31 * (k + 1)]
+                m_1 = Signal(31, name=f"m1_{k}")
+                r_1, r_2, r_3 = (Signal(5, name=f"r{j}_{k}") for j in (1, 2, 3))
+                m.d.sync += [
+                    m_1.eq(m_in),
+                    r_1.eq(self.i_right[5 * k : 5 * (k + 1)]),
+                    r_2.eq(r_1),
+                    r_3.eq(r_2),
+                ]
+            x1 = Signal(signed(32), name=f"x1_{k}")
+            ab2 = Signal(signed(64), name=f"ab2_{k}")
+            hi3 = Signal(signed(32), name=f"hi3_{k}")
+            y4 = Signal(signed(8), name=f"y4_{k}")
+            m.d.sync += [
+                x1.eq(s_left),
+                ab2.eq(srdhm_product(x1, m_1)),
+                hi3.eq(srdhm_finish(ab2)),
+                y4.eq(clamp(rounding_divide_by_pot(hi3, r_3) + self.zero_point, self.lo, self.hi)),
+            ]
+            outs.append(y4)
+
+        m.d.comb += self.o_data.eq(Cat(*outs))
+        return m
+
+
+# layer components -----------------------------------------------------------------------
+@dataclass
+class Window:
+    """The loop geometry of a windowed layer over an NHWC tensor."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    oh: int
+    ow: int
+    kh: int = 1
+    kw: int = 1
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
+
+
+@dataclass
+class ChannelQuant:
+    """Per-output-channel integer quantization of a MAC layer (from the fixed-point module)."""
+
+    bias: np.ndarray  # int32 [O]
+    mult: np.ndarray  # Q31 [O]
+    shift: np.ndarray  # [O], positive = left
+    zp_in: int
+    zp_out: int
+    lo: int
+    hi: int
+
+    @property
+    def uniform(self) -> bool:
+        return bool(np.all(self.mult == self.mult[0]) and np.all(self.shift == self.shift[0]))
+
+
+def _layer_signature(inputs: list[BufferPort], output: BufferPort) -> dict:
+    sig = {"start": In(1), "done": Out(1)}
+    for k, p in enumerate(inputs):
+        sig[f"rd{k}_addr"] = Out(p.addr_bits)
+        sig[f"rd{k}_data"] = In(8 * p.word_lanes)
+    sig["wr_addr"] = Out(output.addr_bits)
+    sig["wr_en"] = Out(output.word_lanes)
+    sig["wr_data"] = Out(8 * output.word_lanes)
+    return sig
+
+
+class LayerComponent(wiring.Component):
+    """Common ports of every layer.
+
+    Ports
+    -----
+    start : In(1)
+        One-cycle pulse: run the layer once.
+    done : Out(1)
+        One-cycle pulse after the last output word has been written.
+    rd{k}_addr : Out(addr bits of input buffer k)
+        Word address of input buffer ``k`` (synchronous read, one cycle latency).
+    rd{k}_data : In(8 * word lanes of input buffer k)
+        The word read in the previous cycle.
+    wr_addr : Out(addr bits of the output buffer)
+        Word address written when any ``wr_en`` bit is set.
+    wr_en : Out(word lanes of the output buffer)
+        Per-lane (byte) write enables.
+    wr_data : Out(8 * word lanes of the output buffer)
+        Data, the layer's lane group replicated across the word.
+    """
+
+    #: cycles from the last loop step to ``done`` (for cycle estimates)
+    latency = 0
+
+    def __init__(self, inputs: list[BufferPort], output: BufferPort):
+        self.in_ports = inputs
+        self.out_port = output
+        super().__init__(_layer_signature(inputs, output))
+
+    def steps(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class _MacLayer(LayerComponent):
+    """Shared tail of the MAC layers: accumulate, add bias, requantize, write."""
+
+    def _params_rom(self, m: Module, q: ChannelQuant, groups: int, lanes: int):
+        """ROM of per-group bias (and multiplier/shift when per-channel); returns per-lane views at stage 2."""
+        uniform = q.uniform
+        fields = 32 if uniform else 32 + 31 + 5 + 5
+        rows = []
+        for g in range(groups):
+            row = 0
+            for k in range(lanes):
+                ch = g * lanes + k
+                v = int(q.bias[ch]) & 0xFFFFFFFF
+                if not uniform:
+                    sh = int(q.shift[ch])
+                    v |= int(q.mult[ch]) << 32
+                    v |= max(sh, 0) << 63
+                    v |= max(-sh, 0) << 68
+                row |= v << (k * fields)
+            rows.append(row)
+        rom = Memory(shape=unsigned(fields * lanes), depth=max(groups, 1), init=rows)
+        m.submodules.params = rom
+        return rom.read_port(), fields, uniform
+
+    def _tail(self, m: Module, q: ChannelQuant, lanes: int, s1, dots, params_data, fields: int, uniform: bool):
+        """Stages 2.. from the stage-1 signals ``s1`` (valid, first, last, final) and per-lane dot products."""
+        v2, first2, last2, final2 = (Signal(name=f"{n}2") for n in ("valid", "first", "last", "final"))
+        m.d.sync += [v2.eq(s1["valid"]), first2.eq(s1["first"]), last2.eq(s1["last"]), final2.eq(s1["final"])]
+        params2 = Signal(len(params_data), name="params2")
+        m.d.sync += params2.eq(params_data)
+        rq = Requantizer(
+            lanes,
+            zero_point=q.zp_out,
+            lo=q.lo,
+            hi=q.hi,
+            const_params=(int(q.mult[0]), int(q.shift[0])) if uniform else None,
+        )
+        m.submodules.requant = rq
+        accs = []
+        for k in range(lanes):
+            dot2 = Signal(signed(32), name=f"dot2_{k}")
+            m.d.sync += dot2.eq(dots[k])
+            acc = Signal(signed(32), name=f"acc_{k}")
+            acc_next = wrap32(Mux(first2, 0, acc) + dot2)
+            with m.If(v2):
+                m.d.sync += acc.eq(acc_next)
+            p = params2[k * fields : (k + 1) * fields]
+            accs.append(wrap32(acc_next + p[:32].as_signed()))
+            if not uniform:
+                m.d.comb += [
+                    rq.i_mult[31 * k : 31 * (k + 1)].eq(p[32:63]),
+                    rq.i_left[5 * k : 5 * (k + 1)].eq(p[63:68]),
+                    rq.i_right[5 * k : 5 * (k + 1)].eq(p[68:73]),
+                ]
+
+        m.d.comb += [rq.i_valid.eq(v2 & last2), rq.i_acc.eq(Cat(*accs)), rq.i_tag.eq(final2)]
+        _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
+
+
+def _window_addresses(m: Module, win: Window, ctrs: dict, in_port: BufferPort, lanes: int):
+    """Input word address, lane group and in-bounds flag of the current tap."""
+    iy = ctrs["oy"] * win.stride[0] + ctrs["ky"] * win.dilation[0] - win.pads[0]
+    ix = ctrs["ox"] * win.stride[1] + ctrs["kx"] * win.dilation[1] - win.pads[2]
+    inside = (iy >= 0) & (iy < win.h) & (ix >= 0) & (ix < win.w)
+    words_per_pixel = win.c // in_port.word_lanes
+    addr = ((ctrs["n"] * win.h + iy) * win.w + ix) * words_per_pixel + ctrs["cw"]
+    addr_sig = Signal(in_port.addr_bits, name="in_addr")
+    m.d.comb += addr_sig.eq(addr.as_unsigned()[: in_port.addr_bits])
+    return addr_sig, inside
+
+
+class Conv2d(_MacLayer):
+    """Dense 2-D convolution (and fully connected), FINN-style PE x SIMD.
+
+    Per cycle, ``simd`` input channels of one kernel tap meet the weights of
+    ``pe`` output channels: ``pe * simd`` int8 multiplies, ``pe`` adder trees,
+    ``pe`` int32 accumulators. Loop order: pixel, output-channel group, kernel
+    row, kernel column, input-channel group; a pixel group of ``pe`` outputs
+    takes ``KH*KW*C/simd`` cycles and the next one starts right behind it.
+    Padded taps contribute zero, as TFLite skips them. Weights live in a ROM
+    of ``pe*simd`` lanes; biases (and per-channel multipliers) in a ROM
+    indexed by output-channel group.
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    latency = 2 + Requantizer.latency + 1
+
+    def __init__(self, win: Window, weights: np.ndarray, q: ChannelQuant, *, pe: int, simd: int, inp, out):
+        super().__init__([inp], out)
+        self.win, self.q, self.pe, self.simd = win, q, pe, simd
+        self.o = weights.shape[0]
+        self.weights = np.asarray(weights, dtype=np.int8)  # [O, KH, KW, C]
+
+    def steps(self) -> int:
+        w = self.win
+        return w.n * w.oh * w.ow * (self.o // self.pe) * w.kh * w.kw * (w.c // self.simd)
+
+    def _weight_words(self) -> list[int]:
+        w, pe, simd = self.win, self.pe, self.simd
+        arr = self.weights.reshape(self.o // pe, pe, w.kh, w.kw, w.c // simd, simd)
+        arr = arr.transpose(0, 2, 3, 4, 1, 5).reshape(-1, pe * simd)  # (og, ky, kx, icg) x (pe, simd)
+        return pack_words(arr, 8)
+
+    def elaborate(self, platform):
+        m = Module()
+        w, pe, simd, inp = self.win, self.pe, self.simd, self.in_ports[0]
+        run = Signal()
+        ratio = inp.word_lanes // simd
+        dims = [
+            ("n", w.n),
+            ("oy", w.oh),
+            ("ox", w.ow),
+            ("og", self.o // pe),
+            ("ky", w.kh),
+            ("kx", w.kw),
+            ("cw", w.c // inp.word_lanes),
+            ("g", ratio),
+        ]
+        ctrs, all_max = _counters(m, run, dims)
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run & all_max):
+            m.d.sync += run.eq(0)
+        addr, inside = _window_addresses(m, w, ctrs, inp, simd)
+        m.d.comb += self.rd0_addr.eq(addr)
+        inner = ("ky", "kx", "cw", "g")
+        first = Const(1, 1)
+        last = Const(1, 1)
+        for name in inner:
+            first = first & (ctrs[name] == 0)
+            last = last & ctrs[f"{name}_max"]
+
+        words = self._weight_words()
+        wrom = Memory(shape=unsigned(8 * pe * simd), depth=len(words), init=words)
+        m.submodules.weights = wrom
+        wport = wrom.read_port()
+        waddr = Signal(range(max(len(words), 2)))
+        with m.If(run):
+            m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
+        m.d.comb += wport.addr.eq(waddr)
+        pport, fields, uniform = self._params_rom(m, self.q, self.o // pe, pe)
+        m.d.comb += pport.addr.eq(ctrs["og"])
+
+        # stage 1: the words read for this tap arrive
+        s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
+        g1 = Signal(range(max(ratio, 2)))
+        m.d.sync += [
+            s1["valid"].eq(run),
+            s1["first"].eq(first),
+            s1["last"].eq(last),
+            s1["final"].eq(all_max),
+            s1["inside"].eq(inside),
+            g1.eq(ctrs["g"]),
+        ]
+        xword = self.rd0_data.word_select(g1, 8 * simd) if ratio > 1 else self.rd0_data
+        xs = [Mux(s1["inside"], lane(xword, s) - self.q.zp_in, 0) for s in range(simd)]
+        dots = []
+        for p in range(pe):
+            prods = [xs[s] * lane(wport.data, p * simd + s) for s in range(simd)]
+            dots.append(tree_sum(prods))
+        self._tail(m, self.q, pe, s1, dots, pport.data, fields, uniform)
+        return m
+
+
+class FullyConnected(Conv2d):
+    """Fully connected layer: a 1x1 convolution over ``N`` "pixels" of ``I`` channels.
+
+    ``x`` [N, I] times ``w`` [O, I]; ``pe`` outputs per cycle group, ``simd``
+    input features per cycle. See :class:`Conv2d` for the datapath and
+    :class:`LayerComponent` for the ports.
+    """
+
+    def __init__(self, batch: int, weights: np.ndarray, q: ChannelQuant, *, pe: int, simd: int, inp, out):
+        o, i = weights.shape
+        win = Window(n=batch, h=1, w=1, c=i, oh=1, ow=1)
+        super().__init__(win, np.asarray(weights).reshape(o, 1, 1, i), q, pe=pe, simd=simd, inp=inp, out=out)
+
+
+class DepthwiseConv2d(_MacLayer):
+    """Depthwise 2-D convolution (depth multiplier 1), ``lanes`` channels per cycle.
+
+    One kernel tap per cycle for ``lanes`` channels (FINN's vector unit with
+    SIMD over channels): loop order pixel, channel group, kernel row, kernel
+    column. Weights in a ROM of ``lanes`` lanes indexed by (group, tap).
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    latency = 2 + Requantizer.latency + 1
+
+    def __init__(self, win: Window, weights: np.ndarray, q: ChannelQuant, *, lanes: int, inp, out):
+        super().__init__([inp], out)
+        self.win, self.q, self.lanes = win, q, lanes
+        self.weights = np.asarray(weights, dtype=np.int8).reshape(win.kh, win.kw, win.c)
+
+    def steps(self) -> int:
+        w = self.win
+        return w.n * w.oh * w.ow * (w.c // self.lanes) * w.kh * w.kw
+
+    def elaborate(self, platform):
+        m = Module()
+        w, lanes, inp = self.win, self.lanes, self.in_ports[0]
+        ratio = inp.word_lanes // lanes
+        run = Signal()
+        dims = [
+            ("n", w.n),
+            ("oy", w.oh),
+            ("ox", w.ow),
+            ("cw", w.c // inp.word_lanes),
+            ("g", ratio),
+            ("ky", w.kh),
+            ("kx", w.kw),
+        ]
+        ctrs, all_max = _counters(m, run, dims)
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run & all_max):
+            m.d.sync += run.eq(0)
+        addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
+        m.d.comb += self.rd0_addr.eq(addr)
+        first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
+        last = ctrs["ky_max"] & ctrs["kx_max"]
+        groups = w.c // lanes
+        arr = self.weights.reshape(w.kh * w.kw, groups, lanes).transpose(1, 0, 2).reshape(-1, lanes)
+        words = pack_words(arr, 8)
+        wrom = Memory(shape=unsigned(8 * lanes), depth=len(words), init=words)
+        m.submodules.weights = wrom
+        wport = wrom.read_port()
+        waddr = Signal(range(max(len(words), 2)))
+        with m.If(run):
+            m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
+        m.d.comb += wport.addr.eq(waddr)
+        pport, fields, uniform = self._params_rom(m, self.q, groups, lanes)
+        m.d.comb += pport.addr.eq(ctrs["cw"] * ratio + ctrs["g"])
+
+        s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
+        g1 = Signal(range(max(ratio, 2)))
+        m.d.sync += [
+            s1["valid"].eq(run),
+            s1["first"].eq(first),
+            s1["last"].eq(last),
+            s1["final"].eq(all_max),
+            s1["inside"].eq(inside),
+            g1.eq(ctrs["g"]),
+        ]
+        xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
+        dots = [Mux(s1["inside"], lane(xword, k) - self.q.zp_in, 0) * lane(wport.data, k) for k in range(lanes)]
+        self._tail(m, self.q, lanes, s1, dots, pport.data, fields, uniform)
+        return m
+
+
+def _division_magic(counts: set[int], max_abs: int) -> tuple[int, dict[int, int]]:
+    """A shift ``k`` and per-divisor multipliers with ``(x * magic[d]) >> k == x // d`` for 0 <= x <= max_abs.
+
+    Checked exhaustively here, so the hardware division is exact by construction.
+    """
+    bits = max(max_abs, 1).bit_length()
+    k = 2 * bits + 2
+    magic = {d: -(-(1 << k) // d) for d in counts}
+    xs = np.arange(max_abs + 1, dtype=object)
+    for d, mg in magic.items():
+        got = [(int(x) * mg) >> k for x in xs]
+        want = [int(x) // d for x in xs]
+        if got != want:  # pragma: no cover - the bound above is generous
+            raise AssertionError(f"division magic for {d} is inexact")
+    return k, magic
+
+
+def window_counts(win: Window) -> np.ndarray:
+    """Number of in-bounds taps of each output window (OH, OW), as TFLite's average pool divides by."""
+    counts = np.zeros((win.oh, win.ow), dtype=np.int64)
+    for oy in range(win.oh):
+        for ox in range(win.ow):
+            rows = [oy * win.stride[0] + ky - win.pads[0] for ky in range(win.kh)]
+            cols = [ox * win.stride[1] + kx - win.pads[2] for kx in range(win.kw)]
+            counts[oy, ox] = sum(0 <= r < win.h for r in rows) * sum(0 <= c < win.w for c in cols)
+    return counts
+
+
+class Pool2d(LayerComponent):
+    """Average or max pooling, ``lanes`` channels per cycle, one window tap per cycle.
+
+    Average: the integer sum of the in-bounds taps divided by their count,
+    rounded half away from zero (TFLite's AveragePool); the division is a
+    multiply by a reciprocal chosen per count and verified exact over the
+    whole input range when the design is built. Max: the largest in-bounds
+    tap. Both clamp to the fused activation range.
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    latency = 2 + 2 + 1
+
+    def __init__(self, win: Window, *, kind: str, lo: int, hi: int, lanes: int, inp, out):
+        super().__init__([inp], out)
+        if kind not in ("avg", "max"):
+            raise ValueError(f"pool kind must be avg or max, not {kind!r}")
+        self.win, self.kind, self.lo, self.hi, self.lanes = win, kind, int(lo), int(hi), lanes
+
+    def steps(self) -> int:
+        w = self.win
+        return w.n * w.oh * w.ow * (w.c // self.lanes) * w.kh * w.kw
+
+    def elaborate(self, platform):
+
+        m = Module()
+        w, lanes, inp = self.win, self.lanes, self.in_ports[0]
+        ratio = inp.word_lanes // lanes
+        run = Signal()
+        dims = [
+            ("n", w.n),
+            ("oy", w.oh),
+            ("ox", w.ow),
+            ("cw", w.c // inp.word_lanes),
+            ("g", ratio),
+            ("ky", w.kh),
+            ("kx", w.kw),
+        ]
+        ctrs, all_max = _counters(m, run, dims)
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run & all_max):
+            m.d.sync += run.eq(0)
+        addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
+        m.d.comb += self.rd0_addr.eq(addr)
+        first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
+        last = ctrs["ky_max"] & ctrs["kx_max"]
+        v1, first1, last1, final1, in1 = (Signal(name=n) for n in ("v1", "first1", "last1", "final1", "in1"))
+        g1 = Signal(range(max(ratio, 2)))
+        m.d.sync += [v1.eq(run), first1.eq(first), last1.eq(last), final1.eq(all_max), in1.eq(inside)]
+        m.d.sync += g1.eq(ctrs["g"])
+        xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
+
+        taps = w.kh * w.kw
+        cnt = Signal(range(taps + 1))
+        cnt_next = Mux(first1, 0, cnt) + in1
+        with m.If(v1):
+            m.d.sync += cnt.eq(cnt_next)
+        # stage 2: the finished window (sum or max) and its count
+        v2, final2 = Signal(), Signal()
+        cnt2 = Signal(range(taps + 1))
+        m.d.sync += [v2.eq(v1 & last1), final2.eq(final1 & last1), cnt2.eq(cnt_next)]
+        # stage 3: rounded quotient (avg) or the max, clamped
+        v3, final3 = Signal(), Signal()
+        m.d.sync += [v3.eq(v2), final3.eq(final2)]
+        counts = {int(c) for c in np.unique(window_counts(w)) if c > 0}
+        max_abs = 128 * taps + taps
+        k, magic = _division_magic(counts, max_abs) if self.kind == "avg" else (0, {})
+        outs = []
+        for i in range(lanes):
+            x = lane(xword, i)
+            if self.kind == "avg":
+                acc = Signal(signed(32), name=f"acc_{i}")
+                acc_next = Mux(first1, 0, acc) + Mux(in1, x, 0)
+            else:
+                acc = Signal(signed(9), name=f"acc_{i}")
+                cand = Mux(in1, x, -128)
+                acc_next = Mux(first1 | (cand > acc), cand, acc)
+            with m.If(v1):
+                m.d.sync += acc.eq(acc_next)
+            acc2 = Signal(signed(32), name=f"win_{i}")
+            m.d.sync += acc2.eq(acc_next)
+            y3 = Signal(signed(8), name=f"y_{i}")
+            if self.kind == "avg":
+                half = Array(Const(c // 2, 16) for c in range(taps + 1))[cnt2]
+                num = Mux(acc2 > 0, acc2 + half, acc2 - half)
+                mag = Mux(num < 0, -num, num).as_unsigned()
+                mg = Array(Const(magic.get(c, 0), k + 2) for c in range(taps + 1))[cnt2]
+                quo = ((mag * mg) >> k)[:16]
+                q = Mux(num < 0, -quo.as_signed(), quo.as_signed())
+                m.d.sync += y3.eq(clamp(q, self.lo, self.hi))
+            else:
+                m.d.sync += y3.eq(clamp(acc2, self.lo, self.hi))
+            outs.append(y3)
+        _Writer(m, self, lanes, self.out_port, v3, Cat(*outs), final3)
+        return m
+
+
+@dataclass
+class AddQuant:
+    """TFLite quantized ADD parameters (from the fixed-point module)."""
+
+    zp_a: int
+    zp_b: int
+    m_a: int
+    e_a: int
+    m_b: int
+    e_b: int
+    m_out: int
+    e_out: int
+    zp_out: int
+    lo: int
+    hi: int
+    left_shift: int = 20
+
+
+class Add(LayerComponent):
+    """Quantized elementwise add (TFLite's ADD), ``lanes`` elements per cycle.
+
+    Both inputs are offset, shifted left 20 bits, rescaled onto twice the
+    larger input scale by Q31 multipliers (double rounding each), summed and
+    rescaled to the output; six pipeline stages, constant multipliers.
+
+    See :class:`LayerComponent` for the ports (two inputs).
+    """
+
+    latency = 1 + 6
+
+    def __init__(self, size: int, q: AddQuant, *, lanes: int, in_a, in_b, out):
+        super().__init__([in_a, in_b], out)
+        self.size, self.q, self.lanes = size, q, lanes
+
+    def steps(self) -> int:
+        return self.size // self.lanes
+
+    def elaborate(self, platform):
+
+        m = Module()
+        q, lanes = self.q, self.lanes
+        n = self.steps()
+        run = Signal()
+        count = Signal(range(max(n, 2)))
+        last = count == n - 1
+        readers = [_Reader(m, getattr(self, f"rd{k}_addr"), lanes, self.in_ports[k], run, f"r{k}") for k in (0, 1)]
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run):
+            m.d.sync += count.eq(Mux(last, 0, count + 1))
+            with m.If(last):
+                m.d.sync += run.eq(0)
+                for r in readers:
+                    r.reset(m)
+        valid = [Signal(name=f"v{i}") for i in range(7)]
+        final = [Signal(name=f"f{i}") for i in range(7)]
+        m.d.sync += [valid[0].eq(run), final[0].eq(run & last)]
+        for i in range(1, 7):
+            m.d.sync += [valid[i].eq(valid[i - 1]), final[i].eq(final[i - 1])]
+        g1 = [Signal(range(max(r.ratio, 2)), name=f"g1_{k}") for k, r in enumerate(readers)]
+        m.d.sync += [g1[k].eq(r.group) for k, r in enumerate(readers)]
+        words = [
+            self.rd0_data.word_select(g1[0], 8 * lanes) if readers[0].ratio > 1 else self.rd0_data,
+            self.rd1_data.word_select(g1[1], 8 * lanes) if readers[1].ratio > 1 else self.rd1_data,
+        ]
+        outs = []
+        for i in range(lanes):
+            a = (lane(words[0], i) - q.zp_a) << q.left_shift
+            b = (lane(words[1], i) - q.zp_b) << q.left_shift
+            ab_a, ab_b = Signal(signed(64), name=f"pa_{i}"), Signal(signed(64), name=f"pb_{i}")
+            h_a, h_b = Signal(signed(32), name=f"ha_{i}"), Signal(signed(32), name=f"hb_{i}")
+            raw = Signal(signed(32), name=f"raw_{i}")
+            ab_o = Signal(signed(64), name=f"po_{i}")
+            h_o = Signal(signed(32), name=f"ho_{i}")
+            y = Signal(signed(8), name=f"y_{i}")
+            m.d.sync += [
+                ab_a.eq(srdhm_product(wrap32(a), q.m_a)),
+                ab_b.eq(srdhm_product(wrap32(b), q.m_b)),
+                h_a.eq(srdhm_finish(ab_a)),
+                h_b.eq(srdhm_finish(ab_b)),
+                raw.eq(wrap32(rounding_divide_by_pot(h_a, -q.e_a) + rounding_divide_by_pot(h_b, -q.e_b))),
+                ab_o.eq(srdhm_product(raw, q.m_out)),
+                h_o.eq(srdhm_finish(ab_o)),
+                y.eq(clamp(rounding_divide_by_pot(h_o, -q.e_out) + q.zp_out, q.lo, q.hi)),
+            ]
+            outs.append(y)
+        _Writer(m, self, lanes, self.out_port, valid[6], Cat(*outs), final[6])
+        return m
+
+
+class Requantize(LayerComponent):
+    """Elementwise requantization (TFLite's QUANTIZE int8 -> int8, and quantized relu/clamp).
+
+    ``y = clamp(zp_out + MultiplyByQuantizedMultiplier(x - zp_in, m, shift), lo, hi)``
+    through a :class:`Requantizer`, ``lanes`` elements per cycle.
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    latency = 1 + Requantizer.latency + 1
+
+    def __init__(self, size: int, *, zp_in: int, mult: int, shift: int, zp_out: int, lo: int, hi: int, lanes, inp, out):
+        super().__init__([inp], out)
+        self.size, self.lanes = size, lanes
+        self.zp_in, self.mult, self.shift, self.zp_out, self.lo, self.hi = zp_in, mult, shift, zp_out, lo, hi
+
+    def steps(self) -> int:
+        return self.size // self.lanes
+
+    def elaborate(self, platform):
+
+        m = Module()
+        lanes, n = self.lanes, self.steps()
+        run = Signal()
+        count = Signal(range(max(n, 2)))
+        last = count == n - 1
+        reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], run, "r0")
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run):
+            m.d.sync += count.eq(Mux(last, 0, count + 1))
+            with m.If(last):
+                m.d.sync += run.eq(0)
+                reader.reset(m)
+        v1, f1 = Signal(), Signal()
+        g1 = Signal(range(max(reader.ratio, 2)))
+        m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group)]
+        word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+        rq = Requantizer(lanes, zero_point=self.zp_out, lo=self.lo, hi=self.hi, const_params=(self.mult, self.shift))
+        m.submodules.requant = rq
+        offsets = []
+        for i in range(lanes):
+            # a 32-bit signal sign-extends the narrow difference (a slice would zero-extend it)
+            d = Signal(signed(32), name=f"x_{i}")
+            m.d.comb += d.eq(lane(word, i) - self.zp_in)
+            offsets.append(d)
+        m.d.comb += [rq.i_valid.eq(v1), rq.i_tag.eq(f1), rq.i_acc.eq(Cat(*offsets))]
+        _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
+        return m
+
+
+class Softmax(LayerComponent):
+    """TFLite's int8 softmax over rows of ``length`` elements, a sequential unit.
+
+    Per row: a pass for the maximum; a pass summing ``exp`` of the scaled
+    differences, looked up in a 256-entry ROM computed from the reference's
+    integer math (differences below ``diff_min`` hold 0, which the reference
+    masks the same way); the reciprocal of the sum by gemmlowp's three
+    Newton-Raphson steps on one shared 32x32 multiplier; a pass writing
+    ``exp * reciprocal`` rounded to the 1/256 output grid.
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    def __init__(self, rows: int, length: int, exp_table: np.ndarray, *, lo: int, hi: int, inp, out):
+        super().__init__([inp], out)
+        self.rows, self.length, self.lo, self.hi = rows, length, int(lo), int(hi)
+        self.exp_table = np.asarray(exp_table, dtype=np.int64)  # index: max - x (0..255)
+
+    def steps(self) -> int:
+        return self.rows * (3 * (self.length + 3) + 12)
+
+    def elaborate(self, platform):
+        m = Module()
+        inp, n = self.in_ports[0], self.length
+        rom = Memory(shape=unsigned(32), depth=256, init=[int(v) & 0xFFFFFFFF for v in self.exp_table])
+        m.submodules.exp = rom
+        eport = rom.read_port()
+        row = Signal(range(max(self.rows, 2)))
+        idx = Signal(range(n + 4))  # element being addressed in a pass
+        rd_word = Signal(inp.addr_bits)
+        rd_group = Signal(range(max(inp.word_lanes, 2)))
+        base_word = Signal(inp.addr_bits)
+        base_group = Signal(range(max(inp.word_lanes, 2)))
+        m.d.comb += self.rd0_addr.eq(rd_word)
+        g_rd = Signal.like(rd_group)
+        m.d.sync += g_rd.eq(rd_group)
+        x = (self.rd0_data.word_select(g_rd, 8) if inp.word_lanes > 1 else self.rd0_data[:8]).as_signed()
+        vmax = Signal(signed(8))
+        total = Signal(32)
+        scale = Signal(signed(32))
+        shift = Signal(range(64))
+        hd = Signal(signed(32))  # half denominator
+        xr = Signal(signed(32))  # Newton iterate
+        t = Signal(signed(32))
+        it = Signal(range(4))
+        v1, v2 = Signal(), Signal()  # element read issued 1 / 2 cycles ago
+        out_valid = Signal()
+        out_final = Signal()
+        out_data = Signal(signed(8))
+
+        def advance_read():
+            with m.If(rd_group == inp.word_lanes - 1):
+                m.d.sync += [rd_group.eq(0), rd_word.eq(rd_word + 1)]
+            with m.Else():
+                m.d.sync += rd_group.eq(rd_group + 1)
+
+        def rewind():
+            m.d.sync += [rd_word.eq(base_word), rd_group.eq(base_group), idx.eq(0)]
+
+        m.d.comb += eport.addr.eq((vmax - x).as_unsigned()[:8])
+        m.d.sync += [v1.eq(0), v2.eq(v1)]
+        mul_a = Signal(signed(32))
+        mul_b = Signal(signed(32))
+        prod = srdhm(mul_a, mul_b)
+        headroom = count_leading_zeros32(total)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [rd_word.eq(0), rd_group.eq(0), base_word.eq(0), base_group.eq(0), idx.eq(0)]
+                    m.d.sync += [row.eq(0), vmax.eq(-128)]
+                    m.next = "MAX"
+            with m.State("MAX"):
+                with m.If(idx < n):
+                    m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
+                    advance_read()
+                with m.If(v1 & (x > vmax)):
+                    m.d.sync += vmax.eq(x)
+                with m.If((idx == n) & ~v1):
+                    rewind()
+                    m.d.sync += total.eq(0)
+                    m.next = "SUM"
+            with m.State("SUM"):
+                with m.If(idx < n):
+                    m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
+                    advance_read()
+                with m.If(v2):
+                    m.d.sync += total.eq(total + rounding_divide_by_pot(eport.data.as_signed(), 12)[:32])
+                with m.If((idx == n) & ~v1 & ~v2):
+                    m.next = "NORM"
+            with m.State("NORM"):
+                # x = sum normalized into [1, 2), minus one, as Q0.31; the half denominator (x + 1) / 2
+                frac = ((total << headroom)[:32] - (1 << 31))[:32]
+                m.d.sync += [
+                    hd.eq(((frac + (1 << 31)) >> 1)[:32].as_signed()),
+                    shift.eq(35 - headroom),
+                ]
+                m.next = "SEED"
+            with m.State("SEED"):
+                m.d.comb += [mul_a.eq(hd), mul_b.eq(-1010580540)]
+                m.d.sync += [xr.eq(wrap32(1515870810 + prod)), it.eq(0)]
+                m.next = "NR_A"
+            with m.State("NR_A"):
+                m.d.comb += [mul_a.eq(hd), mul_b.eq(xr)]
+                m.d.sync += t.eq(wrap32((1 << 29) - prod))
+                m.next = "NR_B"
+            with m.State("NR_B"):
+                m.d.comb += [mul_a.eq(xr), mul_b.eq(t)]
+                m.d.sync += [xr.eq(wrap32(xr + saturating_rounding_multiply_by_pot(prod, 2))), it.eq(it + 1)]
+                with m.If(it == 2):
+                    m.next = "SCALE"
+                with m.Else():
+                    m.next = "NR_A"
+            with m.State("SCALE"):
+                m.d.sync += scale.eq(saturating_rounding_multiply_by_pot(xr, 1))
+                rewind()
+                m.next = "OUT"
+            with m.State("OUT"):
+                with m.If(idx < n):
+                    m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
+                    advance_read()
+                y = rounding_divide_by_pot(srdhm(scale, eport.data.as_signed()), shift, max_exponent=63) + self.lo
+                m.d.sync += [out_valid.eq(v2), out_data.eq(clamp(y, self.lo, self.hi))]
+                m.d.sync += out_final.eq(v2 & (idx == n) & ~v1 & (row == self.rows - 1))
+                with m.If((idx == n) & ~v1 & ~v2):
+                    with m.If(row == self.rows - 1):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += [row.eq(row + 1), base_word.eq(rd_word), base_group.eq(rd_group), idx.eq(0)]
+                        m.d.sync += vmax.eq(-128)
+                        m.next = "MAX"
+        _Writer(m, self, 1, self.out_port, out_valid, out_data, out_final)
+        return m
+
+
+__all__ = [
+    "INT32_MAX",
+    "Add",
+    "AddQuant",
+    "BufferPort",
+    "ChannelQuant",
+    "Conv2d",
+    "DepthwiseConv2d",
+    "FullyConnected",
+    "LayerComponent",
+    "Pool2d",
+    "Requantize",
+    "Requantizer",
+    "Softmax",
+    "Window",
+    "pack_words",
+    "window_counts",
+]

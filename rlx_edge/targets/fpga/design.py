@@ -1,0 +1,645 @@
+"""From a quantized graph (or Program) to one streaming Amaranth design.
+
+:class:`FpgaDesign` decides everything once, in Python: the layer order
+(the Program's schedule), each layer's parallelism (PE x SIMD), the word
+width of every activation buffer, which tensors share a physical buffer
+(by liveness, like the arena planner), and every integer constant (from
+:mod:`rlx_edge.quant.fixedpoint`, exactly as the reference kernels derive
+them). :meth:`FpgaDesign.elaborate` then builds the top level: buffers as
+``Memory`` blocks, one component per layer, valid/ready streams at the edge.
+
+Execution is layer-sequential: load every input stream, run each layer once
+(each streams through its loops with no stalls), then drain every output
+stream, and accept the next inference. The ``phase`` output says which step
+is active (0 load, 1..L layer, L+1 drain), so test benches can time layers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from rlx_edge.errors import RlxError
+from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.ops._common import window_shape
+from rlx_edge.ir.types import TensorType
+from rlx_edge.quant import fixedpoint as fp
+from rlx_edge.quant import intkernels as ik
+from rlx_edge.targets._rules import RuleTable
+from rlx_edge.targets.fpga import components as hw
+
+PRESETS = {"area": 1, "balanced": 16, "latency": 64}
+
+rules = RuleTable("fpga")
+
+
+class FpgaConfigError(RlxError):
+    """A design cannot be configured as asked (parallelism, unsupported layer)."""
+
+
+@dataclass
+class Layer:
+    """One hardware layer: the node it implements, its parallelism and its buffers."""
+
+    node: Node
+    kind: str
+    inputs: list[str]
+    output: str
+    pe: int = 1
+    simd: int = 1
+    macs: int = 0
+    in_lanes: list[int] = field(default_factory=list)
+    out_lanes: int = 1
+    build: Any = None  # (in_ports, out_port) -> component
+    steps: int = 0  # loop steps (cycles without pipeline latency) per inference
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _pick_pe_simd(o: int, c: int, p: int) -> tuple[int, int]:
+    """The PE x SIMD with the largest product <= p dividing (o, c); ties go to the most balanced."""
+    best = (1, 1)
+    for pe in _divisors(o):
+        for simd in _divisors(c):
+            if pe * simd > p:
+                continue
+            key = (pe * simd, -abs(math.log2(pe) - math.log2(simd)), simd)
+            bkey = (best[0] * best[1], -abs(math.log2(best[0]) - math.log2(best[1])), best[1])
+            if key > bkey:
+                best = (pe, simd)
+    return best
+
+
+def _largest_divisor(n: int, p: int) -> int:
+    return max(d for d in _divisors(n) if d <= max(p, 1))
+
+
+def _quant(t: TensorType, what: str):
+    if t.quant is None or t.dtype.value != "i8":
+        raise FpgaConfigError(f"{what} must be an int8 quantized tensor, got {t}")
+    return t.quant
+
+
+# rules: node -> Layer -------------------------------------------------------------------
+def _mac_quant(g: Graph, node: Node, o: int) -> hw.ChannelQuant:
+    xt, wt, yt = g.types[node.inputs[0]], g.types[node.inputs[1]], g.types[node.outputs[0]]
+    xq, wq, yq = _quant(xt, "input"), wt.quant, _quant(yt, "output")
+    if wq is None or np.any(wq.zero_point != 0):
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): weights must be symmetric int8 (zero point 0)")
+    s_x, zp_x = ik.scalar_params(xq, "input")
+    s_y, zp_y = ik.scalar_params(yq, "output")
+    mult, shift = ik._conv_multipliers(s_x, wq.scale, s_y, o)
+    lo, hi = ik._act_range(node.attrs.get("activation", "none"), yq, np.int8)
+    b = node.inputs[2] if len(node.inputs) > 2 else None
+    bias = np.zeros(o, np.int64) if b is None else g.params[b].astype(np.int64)
+    if b is not None and g.params[b].dtype != np.int32:
+        raise FpgaConfigError(f"layer {node.name!r}: bias must be int32 (int8 scheme), got {g.params[b].dtype}")
+    return hw.ChannelQuant(bias=bias, mult=mult, shift=shift, zp_in=zp_x, zp_out=zp_y, lo=lo, hi=hi)
+
+
+def _window(g: Graph, node: Node, kh: int, kw: int, strides, dilations) -> hw.Window:
+    xt = g.types[node.inputs[0]]
+    oh, ow, pads = window_shape(xt, kh, kw, strides, dilations, node.attrs["padding"], node.attrs["pads"])
+    n, h, w, c = (int(d) for d in xt.shape)
+    return hw.Window(n, h, w, c, oh, ow, kh, kw, tuple(strides), tuple(dilations), tuple(pads))
+
+
+@rules.rule("conv2d")
+def _conv_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    w = g.params.get(node.inputs[1])
+    if w is None:
+        raise FpgaConfigError(f"layer {node.name!r} (conv2d): weights must be constants")
+    if node.attrs.get("groups", 1) != 1:
+        raise FpgaConfigError(f"layer {node.name!r} (conv2d): grouped convolution is not supported")
+    o, kh, kw, c = w.shape
+    win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
+    pe, simd = explicit or _pick_pe_simd(o, c, p)
+    _check_div(node, pe, o, "PE", "output channels")
+    _check_div(node, simd, c, "SIMD", "input channels")
+    q = _mac_quant(g, node, o)
+    macs = win.n * win.oh * win.ow * o * kh * kw * c
+
+    def build(ins, out):
+        return hw.Conv2d(win, w, q, pe=pe, simd=simd, inp=ins[0], out=out)
+
+    steps = win.n * win.oh * win.ow * (o // pe) * kh * kw * (c // simd)
+    return Layer(node, "conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
+
+
+@rules.rule("fully_connected")
+def _fc_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    w = g.params.get(node.inputs[1])
+    if w is None:
+        raise FpgaConfigError(f"layer {node.name!r} (fully_connected): weights must be constants")
+    o, c = w.shape
+    xt = g.types[node.inputs[0]]
+    batch = int(np.prod([int(d) for d in xt.shape[:-1]]))
+    pe, simd = explicit or _pick_pe_simd(o, c, p)
+    _check_div(node, pe, o, "PE", "output features")
+    _check_div(node, simd, c, "SIMD", "input features")
+    q = _mac_quant(g, node, o)
+
+    def build(ins, out):
+        return hw.FullyConnected(batch, w, q, pe=pe, simd=simd, inp=ins[0], out=out)
+
+    steps = batch * (o // pe) * (c // simd)
+    macs = batch * o * c
+    return Layer(node, "fully_connected", [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
+
+
+@rules.rule("depthwise_conv2d")
+def _dw_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    w = g.params.get(node.inputs[1])
+    if w is None:
+        raise FpgaConfigError(f"layer {node.name!r} (depthwise_conv2d): weights must be constants")
+    if node.attrs.get("depth_multiplier", 1) != 1:
+        raise FpgaConfigError(f"layer {node.name!r} (depthwise_conv2d): only depth multiplier 1 is supported")
+    _, kh, kw, c = w.shape
+    win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
+    pe, simd = explicit or (_largest_divisor(c, p), 1)
+    _check_div(node, pe * simd, c, "PE x SIMD", "channels")
+    lanes = pe * simd  # SIMD folds into channel lanes: one tap per cycle
+    q = _mac_quant(g, node, c)
+    macs = win.n * win.oh * win.ow * c * kh * kw
+
+    def build(ins, out):
+        return hw.DepthwiseConv2d(win, w, q, lanes=lanes, inp=ins[0], out=out)
+
+    steps = macs // lanes
+    return Layer(
+        node, "depthwise_conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [lanes], lanes, build, steps
+    )
+
+
+def _pool_rule(kind: str):
+    def rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+        xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
+        xq, yq = _quant(xt, "input"), _quant(yt, "output")
+        if xq != yq:
+            raise FpgaConfigError(f"layer {node.name!r} ({node.op}): input and output quantization must agree")
+        kh, kw = node.attrs["kernel"]
+        win = _window(g, node, kh, kw, node.attrs["strides"], (1, 1))
+        pe, simd = explicit or (_largest_divisor(win.c, p), 1)
+        lanes = pe * simd
+        _check_div(node, lanes, win.c, "PE x SIMD", "channels")
+        lo, hi = ik._act_range(node.attrs.get("activation", "none"), yq, np.int8)
+
+        def build(ins, out):
+            return hw.Pool2d(win, kind=kind, lo=lo, hi=hi, lanes=lanes, inp=ins[0], out=out)
+
+        steps = win.n * win.oh * win.ow * (win.c // lanes) * kh * kw
+        return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, steps)
+
+    return rule
+
+
+rules.rule("avg_pool2d")(_pool_rule("avg"))
+rules.rule("max_pool2d")(_pool_rule("max"))
+
+
+def _inner(t: TensorType) -> int:
+    return int(t.shape[-1]) if t.rank else 1
+
+
+@rules.rule("add")
+def _add_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    a, b = node.inputs
+    at, bt, yt = g.types[a], g.types[b], g.types[node.outputs[0]]
+    if at.shape != bt.shape:
+        raise FpgaConfigError(f"layer {node.name!r} (add): broadcasting is not supported ({at} + {bt})")
+    if a == b:
+        raise FpgaConfigError(f"layer {node.name!r} (add): both operands are the same tensor")
+    qa, qb, qy = _quant(at, "first input"), _quant(bt, "second input"), _quant(yt, "output")
+    s1, zp1 = ik.scalar_params(qa, "a")
+    s2, zp2 = ik.scalar_params(qb, "b")
+    s_y, zp_y = ik.scalar_params(qy, "y")
+    # the same derivation, in the same order, as intkernels.add_sub
+    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
+    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
+    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
+    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << 20) * float(s_y)))
+    lo, hi = ik._act_range(node.attrs.get("activation", "none"), qy, np.int8)
+    q = hw.AddQuant(zp1, zp2, m1, e1, m2, e2, mo, eo, zp_y, lo, hi)
+    size = int(np.prod([int(d) for d in yt.shape]))
+    pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
+    lanes = pe * simd
+    _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
+
+    def build(ins, out):
+        return hw.Add(size, q, lanes=lanes, in_a=ins[0], in_b=ins[1], out=out)
+
+    return Layer(node, "add", [a, b], node.outputs[0], pe, simd, 0, [lanes, lanes], lanes, build, size // lanes)
+
+
+def _requant_layer(g: Graph, node: Node, p: int, explicit, mult: int, shift: int, lo: int, hi: int) -> Layer:
+    xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
+    _, zp_x = ik.scalar_params(_quant(xt, "input"), "input")
+    _, zp_y = ik.scalar_params(_quant(yt, "output"), "output")
+    size = int(np.prod([int(d) for d in yt.shape]))
+    pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
+    lanes = pe * simd
+    _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
+
+    def build(ins, out):
+        return hw.Requantize(
+            size, zp_in=zp_x, mult=mult, shift=shift, zp_out=zp_y, lo=lo, hi=hi, lanes=lanes, inp=ins[0], out=out
+        )
+
+    return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, size // lanes)
+
+
+@rules.rule("requantize")
+def _requantize_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    xq, yq = _quant(g.types[node.inputs[0]], "input"), _quant(g.types[node.outputs[0]], "output")
+    s_x, _ = ik.scalar_params(xq, "input")
+    s_y, _ = ik.scalar_params(yq, "output")
+    mult, shift = fp.quantize_multiplier(float(s_x) / float(s_y))
+    return _requant_layer(g, node, p, explicit, mult, shift, -128, 127)
+
+
+def _relu_rule(lo_real: float, hi_real: float | None):
+    def rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+        xq, yq = _quant(g.types[node.inputs[0]], "input"), _quant(g.types[node.outputs[0]], "output")
+        s_x, zp_x = ik.scalar_params(xq, "input")
+        s_y, zp_y = ik.scalar_params(yq, "output")
+        lo_r = node.attrs.get("min", lo_real) if lo_real is None else lo_real
+        hi_r = node.attrs.get("max", hi_real) if hi_real is None else hi_real
+        lo = -128 if not np.isfinite(lo_r) else max(-128, ik._quantize_bound(lo_r, s_y, zp_y))
+        hi = 127 if not np.isfinite(hi_r) else min(127, ik._quantize_bound(hi_r, s_y, zp_y))
+        if s_x == s_y and zp_x == zp_y:
+            mult, shift = 1 << 30, 1  # exactly the identity under double rounding
+        else:
+            mult, shift = fp.quantize_multiplier(float(s_x) / float(s_y))
+        return _requant_layer(g, node, p, explicit, mult, shift, lo, hi)
+
+    return rule
+
+
+rules.rule("relu")(_relu_rule(0.0, float("inf")))
+rules.rule("relu6")(_relu_rule(0.0, 6.0))
+
+
+@rules.rule("softmax")
+def _softmax_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
+    xq = _quant(xt, "input")
+    yq = _quant(yt, "output")
+    if node.attrs["axis"] not in (-1, xt.rank - 1):
+        raise FpgaConfigError(f"layer {node.name!r} (softmax): only the last axis is supported")
+    s_x, _ = ik.scalar_params(xq, "input")
+    s_y, zp_y = ik.scalar_params(yq, "output")
+    if zp_y != -128 or float(s_y) != 1 / 256:
+        raise FpgaConfigError(f"layer {node.name!r} (softmax): output must be scale 1/256, zero point -128")
+    # the exp table: the reference's own integer pipeline applied to every possible difference
+    bits = ik._SCALED_DIFF_INTEGER_BITS
+    mult, left = fp.preprocess_softmax_scaling(node.attrs["beta"], s_x, bits)
+    diff_min = -fp.calculate_input_radius(bits, left)
+    diffs = -np.arange(256, dtype=np.int64)
+    rescaled = fp.multiply_by_quantized_multiplier_greater_than_one(diffs, mult, left)
+    exps = fp.exp_on_negative_values(rescaled, bits)
+    table = np.where(diffs >= diff_min, exps, 0)
+    length = _inner(xt)
+    rows = int(np.prod([int(d) for d in xt.shape])) // length
+
+    def build(ins, out):
+        return hw.Softmax(rows, length, table, lo=-128, hi=127, inp=ins[0], out=out)
+
+    steps = rows * (3 * (length + 3) + 12)
+    return Layer(node, "softmax", [node.inputs[0]], node.outputs[0], 1, 1, 0, [1], 1, build, steps)
+
+
+_ALIAS_OPS = ("reshape",)
+
+
+def _check_div(node: Node, v: int, n: int, what: str, of: str) -> None:
+    if v < 1 or n % v:
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): {what}={v} does not divide its {n} {of}")
+
+
+# the design ---------------------------------------------------------------------------------
+@dataclass
+class Buffer:
+    """One physical on-chip buffer; tensors with disjoint lifetimes share it."""
+
+    index: int
+    word_lanes: int
+    depth: int
+    tensors: list[str] = field(default_factory=list)
+
+
+class FpgaDesign(wiring.Component):
+    """The streaming datapath of one quantized graph.
+
+    Parameters
+    ----------
+    graph:
+        A quantized int8 MIR graph, or a :class:`~rlx_edge.ir.plan.Program`
+        (its schedule orders the layers).
+    parallelism:
+        ``"area"`` (PE=SIMD=1), ``"balanced"`` (16 MACs per cycle per
+        layer), ``"latency"`` (64), an int (target PE x SIMD per layer), or a
+        dict mapping layer names to ``(pe, simd)`` (others get the
+        ``"default"`` entry, else ``"latency"``). Divisibility is checked
+        here: a PE that does not divide a layer's output channels is an
+        error naming the layer.
+    name:
+        Verilog module name of the top level.
+
+    Ports
+    -----
+    in{k}_data : In(8 * lanes)
+        Graph input ``k``, ``lanes`` int8 elements per beat in NHWC order,
+        element 0 in the low byte.
+    in{k}_valid : In(1), in{k}_ready : Out(1)
+        Handshake: a beat transfers on a rising clock edge with both high.
+    out{k}_data : Out(8 * lanes)
+        Graph output ``k``, packed the same way.
+    out{k}_valid : Out(1), out{k}_ready : In(1), out{k}_last : Out(1)
+        Handshake; ``last`` marks the final beat of an inference.
+    phase : Out(8)
+        0 loading inputs, ``1..L`` running layer ``i-1``, ``L+1`` draining outputs.
+    """
+
+    def __init__(self, graph, parallelism: Any = "latency", name: str | None = None):
+        from rlx_edge.ir.plan.program import Program
+
+        if isinstance(graph, Program):
+            g = graph.graph
+            order = [n.name for n in graph.nodes()]
+        else:
+            g = graph
+            order = [n.name for n in g.nodes]
+        self.graph = g
+        self.top_name = name or _verilog_name(g.name)
+        by_name = {n.name: n for n in g.nodes}
+        self.alias: dict[str, str] = {}
+        self.layers: list[Layer] = []
+        explicit_all = parallelism if isinstance(parallelism, dict) else {}
+        default = explicit_all.get("default", "latency") if isinstance(parallelism, dict) else parallelism
+        p = PRESETS.get(default, default) if isinstance(default, str) else default
+        if not isinstance(p, int) or p < 1:
+            raise FpgaConfigError(
+                f"parallelism must be one of {', '.join(PRESETS)}, a positive int or a dict, not {parallelism!r}"
+            )
+        known = set(by_name)
+        unknown = [k for k in explicit_all if k != "default" and k not in known]
+        if unknown:
+            raise FpgaConfigError(f"parallelism names unknown layer(s): {', '.join(map(repr, unknown))}")
+        self.parallelism = p
+        for name_ in order:
+            node = by_name[name_]
+            if node.op in _ALIAS_OPS:
+                src = self._resolve(node.inputs[0])
+                self.alias[node.outputs[0]] = src
+                continue
+            if node.op not in rules:
+                raise FpgaConfigError(
+                    f"node {node.name!r} ({node.op}) has no FPGA implementation; the fpga target supports "
+                    f"{', '.join(rules.ops())}"
+                )
+            ex = explicit_all.get(node.name)
+            if isinstance(ex, int):
+                ex = (ex, 1)
+            layer = rules[node.op](g, node, p, tuple(ex) if ex is not None else None)
+            layer.inputs = [self._resolve(v) for v in layer.inputs]
+            self.layers.append(layer)
+        if not self.layers:
+            raise FpgaConfigError(f"graph {g.name!r} has no layers to implement")
+        for v in g.inputs:
+            _quant(g.types[v], f"graph input {v!r}")
+        self.inputs = [self._resolve(v) for v in g.inputs]
+        self.outputs = [self._resolve(v) for v in g.outputs]
+        self._plan_buffers()
+        sig = {}
+        for k, v in enumerate(self.inputs):
+            lanes = self.buffers[self.buffer_of[v]].word_lanes
+            sig[f"in{k}_data"] = In(8 * lanes)
+            sig[f"in{k}_valid"] = In(1)
+            sig[f"in{k}_ready"] = Out(1)
+        for k, v in enumerate(self.outputs):
+            lanes = self.buffers[self.buffer_of[v]].word_lanes
+            sig[f"out{k}_data"] = Out(8 * lanes)
+            sig[f"out{k}_valid"] = Out(1)
+            sig[f"out{k}_ready"] = In(1)
+            sig[f"out{k}_last"] = Out(1)
+        sig["phase"] = Out(8)
+        super().__init__(sig)
+
+    # planning -----------------------------------------------------------------------------
+    def _resolve(self, v: str) -> str:
+        while v in self.alias:
+            v = self.alias[v]
+        return v
+
+    def _views(self, v: str) -> list[str]:
+        return [v] + [a for a, src in self.alias.items() if self._resolve(a) == v]
+
+    def _plan_buffers(self) -> None:
+        g = self.graph
+        lanes: dict[str, list[tuple[int, str]]] = {}
+        for layer in self.layers:
+            lanes.setdefault(layer.output, []).append((layer.out_lanes, f"layer {layer.name!r} writes"))
+            for v, ln in zip(layer.inputs, layer.in_lanes):
+                lanes.setdefault(v, []).append((ln, f"layer {layer.name!r} reads"))
+        self.word_lanes: dict[str, int] = {}
+        for v, uses in lanes.items():
+            wl = math.lcm(*[u[0] for u in uses])
+            for view in self._views(v):
+                inner = _inner(g.types[view])
+                if inner % wl:
+                    detail = "; ".join(f"{why} {n} lanes" for n, why in uses)
+                    raise FpgaConfigError(
+                        f"tensor {v!r}: its buffer needs words of {wl} lanes ({detail}), "
+                        f"which do not divide its innermost dimension {inner}; change PE/SIMD of these layers"
+                    )
+            self.word_lanes[v] = wl
+        # liveness over the layer sequence: step -1 loads inputs, len(layers) drains outputs
+        last_use: dict[str, int] = {}
+        for i, layer in enumerate(self.layers):
+            for v in layer.inputs:
+                last_use[v] = i
+        for v in self.outputs:
+            last_use[v] = len(self.layers)
+        self.buffers: list[Buffer] = []
+        self.buffer_of: dict[str, int] = {}
+        free: list[int] = []
+
+        def words(v: str) -> int:
+            return int(np.prod([int(d) for d in g.types[v].shape])) // self.word_lanes[v]
+
+        def alloc(v: str) -> None:
+            wl = self.word_lanes.setdefault(v, 1)
+            fits = [b for b in free if self.buffers[b].word_lanes == wl]
+            if fits:
+                b = max(fits, key=lambda i: self.buffers[i].depth)  # reuse the largest: fewer growths
+                free.remove(b)
+                buf = self.buffers[b]
+                buf.depth = max(buf.depth, words(v))
+            else:
+                buf = Buffer(len(self.buffers), wl, words(v))
+                self.buffers.append(buf)
+            buf.tensors.append(v)
+            self.buffer_of[v] = buf.index
+
+        for v in self.inputs:
+            alloc(v)
+        for i, layer in enumerate(self.layers):
+            alloc(layer.output)
+            for v in set(layer.inputs):
+                if last_use.get(v) == i and v not in self.outputs:
+                    free.append(self.buffer_of[v])
+
+    # reports ------------------------------------------------------------------------------
+    def layer_table(self) -> list[dict[str, Any]]:
+        """Per layer: op, PE, SIMD, MACs, loop steps and the ideal cycles ``MACs / (PE * SIMD)``."""
+        rows = []
+        for i, layer in enumerate(self.layers):
+            rows.append(
+                {
+                    "index": i,
+                    "name": layer.name,
+                    "op": layer.kind,
+                    "pe": layer.pe,
+                    "simd": layer.simd,
+                    "macs": layer.macs,
+                    "steps": layer.steps,
+                    "ideal_cycles": layer.macs / (layer.pe * layer.simd) if layer.macs else None,
+                }
+            )
+        return rows
+
+    def stream_info(self) -> dict[str, list[dict[str, Any]]]:
+        """Lanes per beat and beats per inference of every stream, for drivers and monitors."""
+
+        def info(v: str) -> dict[str, Any]:
+            t = self.graph.types[v]
+            lanes = self.buffers[self.buffer_of[v]].word_lanes
+            size = int(np.prod([int(d) for d in t.shape]))
+            return {"value": v, "shape": [int(d) for d in t.shape], "lanes": lanes, "beats": size // lanes}
+
+        return {"inputs": [info(v) for v in self.inputs], "outputs": [info(v) for v in self.outputs]}
+
+    def _ports(self, layer: Layer):
+        ins = [
+            hw.BufferPort(self.buffers[self.buffer_of[v]].word_lanes, self.buffers[self.buffer_of[v]].depth)
+            for v in layer.inputs
+        ]
+        ob = self.buffers[self.buffer_of[layer.output]]
+        return ins, hw.BufferPort(ob.word_lanes, ob.depth)
+
+    # hardware -----------------------------------------------------------------------------
+    def elaborate(self, platform):
+        m = Module()
+        nl = len(self.layers)
+        phase = Signal(8)
+        m.d.comb += self.phase.eq(phase)
+        start = Signal()
+        m.d.sync += start.eq(0)
+
+        rd, wr = {}, {}
+        for buf in self.buffers:
+            mem = Memory(shape=unsigned(8 * buf.word_lanes), depth=max(buf.depth, 1), init=[])
+            m.submodules[f"buf{buf.index}"] = mem
+            rd[buf.index] = mem.read_port()
+            wr[buf.index] = mem.write_port(granularity=8)
+
+        # layers: each drives its buffers' ports only while its phase is active
+        for i, layer in enumerate(self.layers):
+            comp = layer.build(*self._ports(layer))
+            m.submodules[f"l{i}_{_verilog_name(layer.kind)}"] = comp
+            active = phase == i + 1
+            m.d.comb += comp.start.eq(start & active)
+            for k, v in enumerate(layer.inputs):
+                port = rd[self.buffer_of[v]]
+                m.d.comb += getattr(comp, f"rd{k}_data").eq(port.data)
+                with m.If(active):
+                    m.d.comb += port.addr.eq(getattr(comp, f"rd{k}_addr"))
+            port = wr[self.buffer_of[layer.output]]
+            with m.If(active):
+                m.d.comb += [port.addr.eq(comp.wr_addr), port.en.eq(comp.wr_en), port.data.eq(comp.wr_data)]
+            with m.If(active & comp.done):
+                m.d.sync += [phase.eq(i + 2), start.eq(i + 1 < nl)]
+
+        # input streams: fill each input buffer word by word
+        in_done = []
+        for k, v in enumerate(self.inputs):
+            buf = self.buffers[self.buffer_of[v]]
+            beats = self.stream_info()["inputs"][k]["beats"]
+            cnt = Signal(range(beats + 1), name=f"in{k}_count")
+            full = cnt == beats
+            ready = getattr(self, f"in{k}_ready")
+            valid = getattr(self, f"in{k}_valid")
+            m.d.comb += ready.eq((phase == 0) & ~full)
+            port = wr[buf.index]
+            with m.If(phase == 0):
+                # the reset term changes nothing in hardware; it puts reset in the sensitivity list of
+                # this mux so that event-driven simulators (Icarus) evaluate it before the first beat
+                m.d.comb += [port.addr.eq(Mux(ResetSignal(), 0, cnt)), port.data.eq(getattr(self, f"in{k}_data"))]
+                with m.If(valid & ready):
+                    m.d.comb += port.en.eq((1 << buf.word_lanes) - 1)
+                    m.d.sync += cnt.eq(cnt + 1)
+            in_done.append((full, cnt))
+        all_in = Cat(*[f for f, _ in in_done]).all()
+        with m.If((phase == 0) & all_in):
+            m.d.sync += [phase.eq(1), start.eq(1)]
+            m.d.sync += [c.eq(0) for _, c in in_done]
+
+        # output streams: read ahead one word; the port holds its data while not enabled
+        drain = phase == nl + 1
+        out_done = []
+        for k, v in enumerate(self.outputs):
+            buf = self.buffers[self.buffer_of[v]]
+            beats = self.stream_info()["outputs"][k]["beats"]
+            issued = Signal(range(beats + 1), name=f"out{k}_issued")
+            sent = Signal(range(beats + 1), name=f"out{k}_sent")
+            ovalid = Signal(name=f"out{k}_pending")
+            port = rd[buf.index]
+            valid = getattr(self, f"out{k}_valid")
+            ready = getattr(self, f"out{k}_ready")
+            m.d.comb += [
+                valid.eq(ovalid),
+                getattr(self, f"out{k}_data").eq(port.data),
+                getattr(self, f"out{k}_last").eq(ovalid & (sent == beats - 1)),
+            ]
+            advance = ~ovalid | ready
+            with m.If(drain):
+                m.d.comb += port.addr.eq(issued)
+                m.d.comb += port.en.eq(advance)
+                with m.If(advance):
+                    with m.If(issued < beats):
+                        m.d.sync += [ovalid.eq(1), issued.eq(issued + 1)]
+                    with m.Else():
+                        m.d.sync += ovalid.eq(0)
+                with m.If(ovalid & ready):
+                    m.d.sync += sent.eq(sent + 1)
+            out_done.append((sent, issued, beats))
+        finished = Cat(*[s == b for s, _, b in out_done]).all()
+        with m.If(drain & finished):
+            m.d.sync += phase.eq(0)
+            m.d.sync += [s.eq(0) for s, _, _ in out_done] + [i.eq(0) for _, i, _ in out_done]
+        return m
+
+
+def _verilog_name(s: str) -> str:
+    out = "".join(ch if ch.isalnum() else "_" for ch in s)
+    if not out or out[0].isdigit():
+        out = "m_" + out
+    return out
+
+
+def design_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

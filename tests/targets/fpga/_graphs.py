@@ -1,0 +1,132 @@
+"""Random single-layer quantized graphs for the per-component tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.types import QuantParams
+
+
+def act_q(rng) -> QuantParams:
+    return QuantParams(float(rng.uniform(0.02, 0.2)), int(rng.integers(-128, 60)))
+
+
+def weights(rng, shape, axis: int):
+    n = shape[axis]
+    w = rng.integers(-127, 128, shape).astype(np.int8)
+    q = QuantParams(rng.uniform(0.002, 0.02, n).astype(np.float32), np.zeros(n, np.int64), axis=axis)
+    return w, q
+
+
+def fc(rng):
+    i = int(rng.choice([8, 12, 16, 24]))
+    o = int(rng.choice([4, 6, 8, 12]))
+    g = Graph("rand_fc")
+    x = g.input("x", (1, i), "i8", quant=act_q(rng))
+    w, wq = weights(rng, (o, i), 0)
+    wt = g.param("w", w, quant=wq)
+    b = g.param("b", rng.integers(-3000, 3000, o).astype(np.int32))
+    g.output(g.fully_connected(x, wt, b, activation=str(rng.choice(["none", "relu"])), out_quant=act_q(rng)))
+    return g
+
+
+def conv(rng):
+    c, o = int(rng.choice([1, 2, 4])), int(rng.choice([2, 4, 6]))
+    h, w_ = int(rng.integers(4, 7)), int(rng.integers(4, 7))
+    k = int(rng.choice([1, 3]))
+    g = Graph("rand_conv")
+    x = g.input("x", (1, h, w_, c), "i8", quant=act_q(rng))
+    w, wq = weights(rng, (o, k, k, c), 0)
+    wt = g.param("w", w, quant=wq)
+    b = g.param("b", rng.integers(-3000, 3000, o).astype(np.int32))
+    y = g.conv2d(
+        x,
+        wt,
+        b,
+        strides=(int(rng.integers(1, 3)),) * 2,
+        padding=str(rng.choice(["same", "valid"])),
+        activation=str(rng.choice(["none", "relu", "relu6"])),
+        out_quant=act_q(rng),
+    )
+    g.output(y)
+    return g
+
+
+def depthwise(rng):
+    c = int(rng.choice([2, 4, 8]))
+    h, w_ = int(rng.integers(4, 7)), int(rng.integers(4, 7))
+    g = Graph("rand_dw")
+    x = g.input("x", (1, h, w_, c), "i8", quant=act_q(rng))
+    w, wq = weights(rng, (1, 3, 3, c), 3)
+    wt = g.param("w", w, quant=wq)
+    b = g.param("b", rng.integers(-3000, 3000, c).astype(np.int32))
+    y = g.depthwise_conv2d(
+        x,
+        wt,
+        b,
+        strides=(int(rng.integers(1, 3)),) * 2,
+        padding=str(rng.choice(["same", "valid"])),
+        activation="relu",
+        out_quant=act_q(rng),
+    )
+    g.output(y)
+    return g
+
+
+def pool(rng, op: str):
+    c = int(rng.choice([2, 4]))
+    h, w_ = int(rng.integers(4, 8)), int(rng.integers(4, 8))
+    g = Graph(f"rand_{op}")
+    q = act_q(rng)
+    x = g.input("x", (1, h, w_, c), "i8", quant=q)
+    k = int(rng.integers(2, 4))
+    y = getattr(g, op)(
+        x, kernel=(k, k), strides=(int(rng.integers(1, 3)),) * 2, padding=str(rng.choice(["same", "valid"]))
+    )
+    g.output(y)
+    return g
+
+
+def add(rng):
+    shape = (1, int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.choice([2, 4, 8])))
+    g = Graph("rand_add")
+    a = g.input("a", shape, "i8", quant=act_q(rng))
+    b = g.input("b", shape, "i8", quant=act_q(rng))
+    g.output(g.add(a, b, activation=str(rng.choice(["none", "relu"])), out_quant=act_q(rng)))
+    return g
+
+
+def requantize(rng):
+    shape = (1, int(rng.integers(2, 6)), int(rng.choice([4, 8])))
+    g = Graph("rand_requant")
+    x = g.input("x", shape, "i8", quant=act_q(rng))
+    g.output(
+        g.requantize(x, dtype="i8", out_quant=QuantParams(float(rng.uniform(0.01, 0.4)), int(rng.integers(-100, 100))))
+    )
+    return g
+
+
+def softmax(rng):
+    n = int(rng.integers(3, 16))
+    g = Graph("rand_softmax")
+    x = g.input(
+        "x",
+        (int(rng.integers(1, 3)), n),
+        "i8",
+        quant=QuantParams(float(rng.uniform(0.02, 0.3)), int(rng.integers(-20, 20))),
+    )
+    g.output(g.softmax(x, out_quant=QuantParams(1 / 256, -128)))
+    return g
+
+
+BUILDERS = {
+    "fully_connected": fc,
+    "conv2d": conv,
+    "depthwise_conv2d": depthwise,
+    "avg_pool2d": lambda rng: pool(rng, "avg_pool2d"),
+    "max_pool2d": lambda rng: pool(rng, "max_pool2d"),
+    "add": add,
+    "requantize": requantize,
+    "softmax": softmax,
+}
