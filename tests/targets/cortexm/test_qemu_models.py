@@ -27,7 +27,7 @@ def graphs():
 @pytest.mark.parametrize("model,board", CASES, ids=[f"{m}-{b[-5:]}" for m, b in CASES])
 def test_firmware_is_bit_exact(graphs, tmp_path_factory, model, board):
     g = graphs[model]
-    elf, info = build_model_firmware(g, board, tmp_path_factory.getbasetemp() / "fw")
+    elf, _info = build_model_firmware(g, board, tmp_path_factory.getbasetemp() / "fw")
     samples = make_inputs(g, 5, seed=11)  # 5 seeded inputs plus all-min, all-max, all-zero-point
     out = g.outputs[0]
     t = g.types[out]
