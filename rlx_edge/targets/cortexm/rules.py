@@ -57,6 +57,8 @@ class Layer:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     args: list[tuple] = field(default_factory=list)
     scratch: int = 0
+    guards: dict[str, str] = field(default_factory=dict)
+    """Constants only one build of the C reads: key -> "dsp" (SXTB16/SMLAD path) or "portable"."""
 
 
 def layer_for(graph: Graph, node: Node) -> Layer:
@@ -111,6 +113,42 @@ def _pad4(a: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def fast_requant(
+    mult: np.ndarray, shift: np.ndarray, bound: np.ndarray, zp: int, lo: int, hi: int
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """The requantization the kernels run: (mode, add, right shift) per channel.
+
+    Mode 0 is the reference formula (``rlx_requantize``, double rounding).
+    Modes 1 and 2 compute the same value in four instructions::
+
+        t = SMMLAR(acc << 1, mult, add)   # high word of (add << 32) + 2 acc mult + 2**31
+        t = (t + (acc >> 31)) >> e        # arithmetic shifts; mode 2 then saturates to int8
+
+    with ``add = 2**(e-1) + zp * 2**e`` and ``e = -shift``. It is exact when
+    every channel shifts right (e >= 1) and ``|acc| <= bound < 2**30``: then
+    the high word is SaturatingRoundingDoublingHighMul (no saturation case:
+    the multiplier is below 2**31), adding ``2**(e-1)`` and one less for a
+    negative accumulator before the floor shift is RoundingDivideByPOT (the
+    sign of the product is the accumulator's, and a product rounded to 0
+    gives the same result either way), and ``zp * 2**e`` added before the
+    shift is ``zp`` added after it. No intermediate leaves int32 (checked
+    here). Mode 2 is mode 1 when the activation range is all of int8.
+    """
+    mult = np.asarray(mult, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    bound = np.asarray(bound, dtype=np.int64)
+    e = -shift
+    fallback = (0, np.zeros(mult.size, np.int32), shift.astype(np.int32))
+    if mult.size == 0 or np.any(e < 1) or np.any(e > 31) or np.any(bound >= 2**30) or np.any(mult < 0):
+        return fallback
+    add = (np.int64(1) << (e - 1)) + np.int64(zp) * (np.int64(1) << e)
+    v_max = (bound * mult >> 31) + 2
+    if np.any(np.abs(add) + v_max + 1 >= 2**31):
+        return fallback
+    mode = 2 if (lo, hi) == (-128, 127) else 1
+    return mode, add.astype(np.int32), e.astype(np.int32)
+
+
 def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None) -> tuple[dict, dict, int]:
     """Fields and constants of an int8 GEMM: weights [O, K] re-laid out, folded bias, multipliers."""
     xt, wt, yt = _t(graph, node.inputs[0]), _t(graph, node.inputs[1]), _t(graph, node.outputs[0])
@@ -125,29 +163,44 @@ def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None) -> tup
     wp[:o, :k] = w2
     # [block][quad][row][4]: one pointer walks forward through a 4-row block
     relaid = wp.reshape(ob, 4, kq, 4).transpose(0, 2, 1, 3).reshape(-1)
+    # DSP path: the same weights widened to int16 at compile time, per block
+    # and quad [half][row][pair]: half 0 holds (k0, k2), half 1 (k1, k3), the
+    # pairs SXTB16 gives for the input, so the inner loop is LDR + SMLAD only
+    wide = wp.astype(np.int16).reshape(ob, 4, kq, 2, 2).transpose(0, 2, 4, 1, 3).reshape(-1)
     bias = np.zeros(o, dtype=np.int64) if b is None else b.astype(np.int64)
     # the input offset folded in: sum (x - zp) w + b = sum x w + (b - zp sum w)
     folded = fp.wrap_int32(bias - zp_x * w2.astype(np.int64).sum(axis=1)).astype(np.int32)
     mult, shift = ik._conv_multipliers(s_x, wt.quant.scale, s_y, o)
     lo, hi = _act(node, graph)
+    # |acc| for any int8 input: the folded bias plus 128 * sum |w|
+    bound = np.abs(folded.astype(np.int64)) + 128 * np.abs(w2.astype(np.int64)).sum(axis=1)
+    mode, add, rshift = fast_requant(mult, shift, bound, zp_y, lo, hi)
     fields = {
         "out_c": o,
         "k_quads": kq,
         "out_zp": zp_y,
         "act_min": lo,
         "act_max": hi,
+        "rq_mode": mode,
         "weights": Const("weights"),
+        "weights16": Const("weights16"),
         "bias": Const("bias"),
         "mult": Const("mult"),
         "shift": Const("shift"),
+        "rq_add": Const("rq_add"),
     }
     consts = {
         "weights": relaid,
+        "weights16": wide,
         "bias": _pad4(folded, ob * 4),
         "mult": _pad4(mult.astype(np.int32), ob * 4),
-        "shift": _pad4(shift.astype(np.int32), ob * 4),
+        "shift": _pad4(rshift, ob * 4),
+        "rq_add": _pad4(add, ob * 4),
     }
     return fields, consts, 2 * kq * 4 * 2  # two pixels of int16
+
+
+_GEMM_GUARDS = {"weights": "portable", "weights16": "dsp"}
 
 
 def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int, int]:
@@ -193,7 +246,15 @@ def _conv2d(graph: Graph, node: Node) -> Layer:
         "in_zp": ik.scalar_params(xt.quant, "input")[1],
     }
     kernel = "rlx_convolve_1x1_s8" if one_by_one else "rlx_convolve_s8"
-    return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
+    return Layer(
+        kernel,
+        "rlx_conv_params",
+        fields,
+        consts,
+        [("in", 0), ("out", 0), ("scratch", "int16_t")],
+        scratch,
+        dict(_GEMM_GUARDS),
+    )
 
 
 @RULES.rule("depthwise_conv2d")
@@ -215,6 +276,13 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
     mult, shift = ik._conv_multipliers(s_x, wt.quant.scale, s_y, cm)
     bias = np.zeros(cm, np.int32) if b is None else graph.params[b].astype(np.int32)
     lo, hi = _act(node, graph)
+    w_taps = wv.reshape(kh * kw, cm).astype(np.int64)
+    # |acc| for any input: |bias| + 255 * sum |w| (x - zp spans at most 255)
+    bound = np.abs(bias.astype(np.int64)) + 255 * np.abs(w_taps).sum(axis=0)
+    mode, add, rshift = fast_requant(mult, shift, bound, zp_y, lo, hi)
+    # a pixel whose taps are all inside the image: the input offset folded
+    # into the bias (portable path); wraps like the C accumulation
+    bias_full = fp.wrap_int32(bias.astype(np.int64) + (-zp_x) * w_taps.sum(axis=0)).astype(np.int32)
     sh, sw = node.attrs["strides"]
     dh, dw = node.attrs["dilations"]
     fields = {
@@ -238,20 +306,42 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
         "out_zp": zp_y,
         "act_min": lo,
         "act_max": hi,
+        "rq_mode": mode,
         "weights": Const("weights"),
+        "weights16": None,
+        "weights9": None,
         "bias": Const("bias"),
+        "bias_full": None,
         "mult": Const("mult"),
         "shift": Const("shift"),
+        "rq_add": Const("rq_add"),
     }
     consts = {
         "weights": np.ascontiguousarray(wv.reshape(-1)),
         "bias": bias,
         "mult": mult.astype(np.int32),
-        "shift": shift.astype(np.int32),
+        "shift": rshift,
+        "rq_add": add,
     }
+    guards = {}
     fast = kh == 3 and kw == 3 and m == 1 and (dh, dw) == (1, 1)
+    if fast:
+        # portable path, pixels with all 9 taps inside: bias with the offset
+        # folded in, and each channel's 9 weights together
+        fields["bias_full"] = Const("bias_full")
+        fields["weights9"] = Const("weights9")
+        consts["bias_full"] = bias_full
+        consts["weights9"] = np.ascontiguousarray(w_taps.T.astype(np.int8)).reshape(-1)
+        guards["bias_full"] = guards["weights9"] = "portable"
+        if cm % 4 == 0:
+            # DSP path: int16 weights per group of 4 channels and tap, in the
+            # order SXTB16 / SXTB16 ROR 8 give the input (c0, c2, c1, c3)
+            fields["weights16"] = Const("weights16")
+            w16 = w_taps.reshape(kh * kw, cm // 4, 4)[:, :, [0, 2, 1, 3]].transpose(1, 0, 2)
+            consts["weights16"] = np.ascontiguousarray(w16.astype(np.int16)).reshape(-1)
+            guards["weights16"] = "dsp"
     kernel = "rlx_depthwise_conv_3x3_s8" if fast else "rlx_depthwise_conv_s8"
-    return Layer(kernel, "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)])
+    return Layer(kernel, "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)], 0, guards)
 
 
 @RULES.rule("fully_connected")
@@ -263,14 +353,11 @@ def _fc(graph: Graph, node: Node) -> Layer:
     gemm, consts, scratch = _gemm(graph, node, wv, None if b is None else graph.params[b])
     xs = _shape(_t(graph, x))
     fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
-    return Layer(
-        "rlx_fully_connected_s8",
-        "rlx_fc_params",
-        fields,
-        consts,
-        [("in", 0), ("out", 0), ("scratch", "int16_t")],
-        scratch,
-    )
+    # one row at a time, the int8 input read (and on DSP cores widened in
+    # registers) directly: no scratch
+    del scratch
+    args = [("in", 0), ("out", 0)]
+    return Layer("rlx_fully_connected_s8", "rlx_fc_params", fields, consts, args, 0, dict(_GEMM_GUARDS))
 
 
 # pooling -----------------------------------------------------------------------------------

@@ -11,8 +11,8 @@
  * Scratch layout (int16), per quad q of 4 reduction elements, for pixels
  * a and b:   [a0 a2 b0 b2 a1 a3 b1 b3]
  * i.e. the word pairs SXTB16 (bytes 0, 2) and SXTB16 ROR 8 (bytes 1, 3) give
- * for a weight word, with both pixels' pairs adjacent so that one LDRD
- * fetches them.
+ * for a word of input, with both pixels' pairs adjacent so that one LDRD
+ * fetches them. Fully connected layers read their int8 rows in place.
  */
 #include "rlx_nn.h"
 #include "rlx_nn_support.h"
@@ -29,10 +29,7 @@ RLX_INLINE int32_t rlx_slot(int32_t k, int32_t s)
     return 8 * (k >> 2) + ((k & 1) ? 4 : 0) + 2 * s + ((k >> 1) & 1);
 }
 
-RLX_INLINE int8_t rlx_finish(int32_t acc, int32_t mult, int32_t shift, const rlx_gemm_params *g)
-{
-    return (int8_t)rlx_clamp(rlx_requantize(acc, mult, shift) + g->out_zp, g->act_min, g->act_max);
-}
+#define RLX_GEMM_RQ(g) {(g)->rq_mode, (g)->out_zp, (g)->act_min, (g)->act_max, (g)->mult, (g)->shift, (g)->rq_add}
 
 /* Widen n int8 values of pixel slot s; the tail of the last quad is zero
  * (its weights are zero too, the value only has to be defined). */
@@ -60,9 +57,19 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
                              int32_t s)
 {
     const int32_t c = p->in_c;
+    const int32_t seg = p->k_w * c; /* one kernel row, contiguous in the input without dilation */
+    const int32_t ix0 = ox * p->stride_w - p->pad_left;
     int32_t k = 0;
     for (int32_t i = 0; i < p->k_h; i++) {
         const int32_t iy = oy * p->stride_h - p->pad_top + i * p->dil_h;
+        if (p->dil_w == 1 && (seg & 3) == 0 && (k & 3) == 0 && iy >= 0 && iy < p->in_h && ix0 >= 0 &&
+            ix0 + p->k_w <= p->in_w) {
+            /* the whole kernel row inside the image: whole quads (e.g. a
+             * 10x4 kernel on one input channel), the widening fast path */
+            rlx_widen_row(img + (iy * p->in_w + ix0) * c, seg, dst + 2 * k, seg / 4, s);
+            k += seg;
+            continue;
+        }
         for (int32_t j = 0; j < p->k_w; j++) {
             const int32_t ix = ox * p->stride_w - p->pad_left + j * p->dil_w;
             if (iy < 0 || iy >= p->in_h || ix < 0 || ix >= p->in_w) {
@@ -92,7 +99,12 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
 static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
 {
     const int32_t kq = g->k_quads;
+    const rlx_rq_params rq = RLX_GEMM_RQ(g);
+#if RLX_USE_DSP
+    const int16_t *w = g->weights16;
+#else
     const int8_t *w = g->weights;
+#endif
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
         int32_t b0 = a0, b1 = a1, b2 = a2, b3 = a3;
@@ -100,47 +112,38 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
 #if RLX_GEMM_ASM
         /* 8 accumulators, 2 input pairs, 1 weight word and 3 pointers: the
          * 14 usable registers exactly, which C compilers do not manage
-         * without spilling. Per quad: 2 LDRD, 8 LDR, 8 SXTB16, 16 SMLAD,
-         * CMP + BNE for 32 MACs. Each weight word is loaded twice (once per
-         * half) instead of holding both of its halves in registers. */
+         * without spilling. Per quad: 2 LDRD, 8 LDR, 16 SMLAD, CMP + BNE for
+         * 32 MACs; the weights are int16 pairs already (no SXTB16). */
         const int16_t *end = x + 8 * kq;
         uint32_t xa, xb, wv;
         __asm__ volatile(
             "1:\n\t"
             "ldrd   %[xa], %[xb], [%[px]], #8\n\t"
-            "ldr    %[wv], [%[pw]]\n\t"
-            "sxtb16 %[wv], %[wv]\n\t"
+            "ldr    %[wv], [%[pw]], #32\n\t"
             "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"
             "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"
-            "ldr    %[wv], [%[pw], #4]\n\t"
-            "sxtb16 %[wv], %[wv]\n\t"
+            "ldr    %[wv], [%[pw], #-28]\n\t"
             "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"
             "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"
-            "ldr    %[wv], [%[pw], #8]\n\t"
-            "sxtb16 %[wv], %[wv]\n\t"
+            "ldr    %[wv], [%[pw], #-24]\n\t"
             "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"
             "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"
-            "ldr    %[wv], [%[pw], #12]\n\t"
-            "sxtb16 %[wv], %[wv]\n\t"
+            "ldr    %[wv], [%[pw], #-20]\n\t"
             "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"
             "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
             "ldrd   %[xa], %[xb], [%[px]], #8\n\t"
-            "ldr    %[wv], [%[pw], #12]\n\t"
-            "sxtb16 %[wv], %[wv], ror #8\n\t"
-            "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"
-            "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
-            "ldr    %[wv], [%[pw], #8]\n\t"
-            "sxtb16 %[wv], %[wv], ror #8\n\t"
-            "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"
-            "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"
-            "ldr    %[wv], [%[pw], #4]\n\t"
-            "sxtb16 %[wv], %[wv], ror #8\n\t"
-            "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"
-            "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"
-            "ldr    %[wv], [%[pw]], #16\n\t"
-            "sxtb16 %[wv], %[wv], ror #8\n\t"
+            "ldr    %[wv], [%[pw], #-16]\n\t"
             "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"
             "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"
+            "ldr    %[wv], [%[pw], #-12]\n\t"
+            "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"
+            "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"
+            "ldr    %[wv], [%[pw], #-8]\n\t"
+            "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"
+            "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"
+            "ldr    %[wv], [%[pw], #-4]\n\t"
+            "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"
+            "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
             "cmp    %[px], %[end]\n\t"
             "bne    1b\n\t"
             : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
@@ -152,93 +155,128 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
         /* The same schedule in C (host emulation of the DSP path). */
         for (int32_t q = 0; q < kq; q++) {
             uint32_t xa = rlx_rd32(px), xb = rlx_rd32(px + 2);
-            uint32_t wv = rlx_sxtb16(rlx_rd32(w));
-            a0 = rlx_smlad(xa, wv, a0);
-            b0 = rlx_smlad(xb, wv, b0);
-            wv = rlx_sxtb16(rlx_rd32(w + 4));
-            a1 = rlx_smlad(xa, wv, a1);
-            b1 = rlx_smlad(xb, wv, b1);
-            wv = rlx_sxtb16(rlx_rd32(w + 8));
-            a2 = rlx_smlad(xa, wv, a2);
-            b2 = rlx_smlad(xb, wv, b2);
-            wv = rlx_sxtb16(rlx_rd32(w + 12));
-            a3 = rlx_smlad(xa, wv, a3);
-            b3 = rlx_smlad(xb, wv, b3);
+            a0 = rlx_smlad(xa, rlx_rd32(w), a0);
+            b0 = rlx_smlad(xb, rlx_rd32(w), b0);
+            a1 = rlx_smlad(xa, rlx_rd32(w + 2), a1);
+            b1 = rlx_smlad(xb, rlx_rd32(w + 2), b1);
+            a2 = rlx_smlad(xa, rlx_rd32(w + 4), a2);
+            b2 = rlx_smlad(xb, rlx_rd32(w + 4), b2);
+            a3 = rlx_smlad(xa, rlx_rd32(w + 6), a3);
+            b3 = rlx_smlad(xb, rlx_rd32(w + 6), b3);
             xa = rlx_rd32(px + 4);
             xb = rlx_rd32(px + 6);
-            wv = rlx_sxtb16_ror8(rlx_rd32(w + 12));
-            a3 = rlx_smlad(xa, wv, a3);
-            b3 = rlx_smlad(xb, wv, b3);
-            wv = rlx_sxtb16_ror8(rlx_rd32(w + 8));
-            a2 = rlx_smlad(xa, wv, a2);
-            b2 = rlx_smlad(xb, wv, b2);
-            wv = rlx_sxtb16_ror8(rlx_rd32(w + 4));
-            a1 = rlx_smlad(xa, wv, a1);
-            b1 = rlx_smlad(xb, wv, b1);
-            wv = rlx_sxtb16_ror8(rlx_rd32(w));
-            a0 = rlx_smlad(xa, wv, a0);
-            b0 = rlx_smlad(xb, wv, b0);
+            a0 = rlx_smlad(xa, rlx_rd32(w + 8), a0);
+            b0 = rlx_smlad(xb, rlx_rd32(w + 8), b0);
+            a1 = rlx_smlad(xa, rlx_rd32(w + 10), a1);
+            b1 = rlx_smlad(xb, rlx_rd32(w + 10), b1);
+            a2 = rlx_smlad(xa, rlx_rd32(w + 12), a2);
+            b2 = rlx_smlad(xb, rlx_rd32(w + 12), b2);
+            a3 = rlx_smlad(xa, rlx_rd32(w + 14), a3);
+            b3 = rlx_smlad(xb, rlx_rd32(w + 14), b3);
             px += 8;
             w += 16;
         }
 #else
-        for (int32_t q = 0; q < kq; q++) {
-            const int32_t x0 = px[0], x2 = px[1], y0 = px[2], y2 = px[3];
-            const int32_t x1 = px[4], x3 = px[5], y1 = px[6], y3 = px[7];
-            px += 8;
-            a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
-            b0 += y0 * w[0] + y1 * w[1] + y2 * w[2] + y3 * w[3];
-            a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
-            b1 += y0 * w[4] + y1 * w[5] + y2 * w[6] + y3 * w[7];
-            a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
-            b2 += y0 * w[8] + y1 * w[9] + y2 * w[10] + y3 * w[11];
-            a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
-            b3 += y0 * w[12] + y1 * w[13] + y2 * w[14] + y3 * w[15];
-            w += 16;
+        /* one reduction element at a time: 2 inputs and 4 weights live, so
+         * the 8 accumulators stay in registers (MLA per MAC, no spills) */
+        const int16_t *end = x + 8 * kq;
+        for (; px != end; px += 8, w += 16) {
+            int32_t xa = px[0], xb = px[2];
+            a0 += xa * w[0];
+            b0 += xb * w[0];
+            a1 += xa * w[4];
+            b1 += xb * w[4];
+            a2 += xa * w[8];
+            b2 += xb * w[8];
+            a3 += xa * w[12];
+            b3 += xb * w[12];
+            xa = px[4];
+            xb = px[6];
+            a0 += xa * w[1];
+            b0 += xb * w[1];
+            a1 += xa * w[5];
+            b1 += xb * w[5];
+            a2 += xa * w[9];
+            b2 += xb * w[9];
+            a3 += xa * w[13];
+            b3 += xb * w[13];
+            xa = px[1];
+            xb = px[3];
+            a0 += xa * w[2];
+            b0 += xb * w[2];
+            a1 += xa * w[6];
+            b1 += xb * w[6];
+            a2 += xa * w[10];
+            b2 += xb * w[10];
+            a3 += xa * w[14];
+            b3 += xb * w[14];
+            xa = px[5];
+            xb = px[7];
+            a0 += xa * w[3];
+            b0 += xb * w[3];
+            a1 += xa * w[7];
+            b1 += xb * w[7];
+            a2 += xa * w[11];
+            b2 += xb * w[11];
+            a3 += xa * w[15];
+            b3 += xb * w[15];
         }
 #endif
         const int32_t rows = g->out_c - ob; /* rows of this block that exist */
-        out_a[ob] = rlx_finish(a0, g->mult[ob], g->shift[ob], g);
-        out_b[ob] = rlx_finish(b0, g->mult[ob], g->shift[ob], g);
+        rlx_rq_out2(&rq, a0, b0, ob, out_a, out_b);
         if (rows > 1) {
-            out_a[ob + 1] = rlx_finish(a1, g->mult[ob + 1], g->shift[ob + 1], g);
-            out_b[ob + 1] = rlx_finish(b1, g->mult[ob + 1], g->shift[ob + 1], g);
+            rlx_rq_out2(&rq, a1, b1, ob + 1, out_a, out_b);
         }
         if (rows > 2) {
-            out_a[ob + 2] = rlx_finish(a2, g->mult[ob + 2], g->shift[ob + 2], g);
-            out_b[ob + 2] = rlx_finish(b2, g->mult[ob + 2], g->shift[ob + 2], g);
+            rlx_rq_out2(&rq, a2, b2, ob + 2, out_a, out_b);
         }
         if (rows > 3) {
-            out_a[ob + 3] = rlx_finish(a3, g->mult[ob + 3], g->shift[ob + 3], g);
-            out_b[ob + 3] = rlx_finish(b3, g->mult[ob + 3], g->shift[ob + 3], g);
+            rlx_rq_out2(&rq, a3, b3, ob + 3, out_a, out_b);
         }
     }
 }
 
-/* 4 output channels x 1 pixel (slot a): a lone last pixel, or a fully
- * connected layer with one row. Each weight word is loaded once. */
+/* 4 output channels of one row: its reduction element k is X(k) (int8
+ * values, or int16 values of the im2col slot a). Each weight is loaded once. */
+RLX_INLINE void rlx_store4(const rlx_rq_params *rq, int32_t rows, int32_t ob, int32_t a0, int32_t a1, int32_t a2,
+                           int32_t a3, int8_t *out)
+{
+    out[ob] = (int8_t)rlx_rq_out(rq, a0, ob);
+    if (rows > 1) {
+        out[ob + 1] = (int8_t)rlx_rq_out(rq, a1, ob + 1);
+    }
+    if (rows > 2) {
+        out[ob + 2] = (int8_t)rlx_rq_out(rq, a2, ob + 2);
+    }
+    if (rows > 3) {
+        out[ob + 3] = (int8_t)rlx_rq_out(rq, a3, ob + 3);
+    }
+}
+
+/* 4 output channels x 1 pixel (slot a of the int16 buffer): a lone last pixel. */
 static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out)
 {
     const int32_t kq = g->k_quads;
+    const rlx_rq_params rq = RLX_GEMM_RQ(g);
+#if RLX_USE_DSP
+    const int16_t *w = g->weights16;
+#else
     const int8_t *w = g->weights;
+#endif
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
         const int16_t *px = x;
         for (int32_t q = 0; q < kq; q++) {
 #if RLX_USE_DSP
             const uint32_t x02 = rlx_rd32(px), x13 = rlx_rd32(px + 4);
-            uint32_t wv = rlx_rd32(w);
-            a0 = rlx_smlad(x02, rlx_sxtb16(wv), a0);
-            a0 = rlx_smlad(x13, rlx_sxtb16_ror8(wv), a0);
-            wv = rlx_rd32(w + 4);
-            a1 = rlx_smlad(x02, rlx_sxtb16(wv), a1);
-            a1 = rlx_smlad(x13, rlx_sxtb16_ror8(wv), a1);
-            wv = rlx_rd32(w + 8);
-            a2 = rlx_smlad(x02, rlx_sxtb16(wv), a2);
-            a2 = rlx_smlad(x13, rlx_sxtb16_ror8(wv), a2);
-            wv = rlx_rd32(w + 12);
-            a3 = rlx_smlad(x02, rlx_sxtb16(wv), a3);
-            a3 = rlx_smlad(x13, rlx_sxtb16_ror8(wv), a3);
+            a0 = rlx_smlad(x02, rlx_rd32(w), a0);
+            a1 = rlx_smlad(x02, rlx_rd32(w + 2), a1);
+            a2 = rlx_smlad(x02, rlx_rd32(w + 4), a2);
+            a3 = rlx_smlad(x02, rlx_rd32(w + 6), a3);
+            a0 = rlx_smlad(x13, rlx_rd32(w + 8), a0);
+            a1 = rlx_smlad(x13, rlx_rd32(w + 10), a1);
+            a2 = rlx_smlad(x13, rlx_rd32(w + 12), a2);
+            a3 = rlx_smlad(x13, rlx_rd32(w + 14), a3);
 #else
             const int32_t x0 = px[0], x2 = px[1], x1 = px[4], x3 = px[5];
             a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
@@ -249,17 +287,52 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
             px += 8;
             w += 16;
         }
-        const int32_t rows = g->out_c - ob;
-        out[ob] = rlx_finish(a0, g->mult[ob], g->shift[ob], g);
-        if (rows > 1) {
-            out[ob + 1] = rlx_finish(a1, g->mult[ob + 1], g->shift[ob + 1], g);
+        rlx_store4(&rq, g->out_c - ob, ob, a0, a1, a2, a3, out);
+    }
+}
+
+/* 4 output channels x 1 row of int8 input read in place (fully connected):
+ * no scratch. On DSP cores each input word is widened in registers
+ * (SXTB16, SXTB16 ROR 8) once for 4 channels. The last, partial quad is
+ * read byte by byte (never past the row) and zero-filled. */
+static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n, int8_t *out)
+{
+    const int32_t kq = g->k_quads;
+    const int32_t full = n >> 2;
+    const rlx_rq_params rq = RLX_GEMM_RQ(g);
+    uint32_t tail = 0;
+    for (int32_t k = 4 * full; k < n; k++) {
+        tail |= ((uint32_t)(uint8_t)x[k]) << (8 * (k - 4 * full));
+    }
+#if RLX_USE_DSP
+    const int16_t *w = g->weights16;
+#else
+    const int8_t *w = g->weights;
+#endif
+    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
+        int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
+        for (int32_t q = 0; q < kq; q++) {
+            const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
+#if RLX_USE_DSP
+            const uint32_t x02 = rlx_sxtb16(xv), x13 = rlx_sxtb16_ror8(xv);
+            a0 = rlx_smlad(x02, rlx_rd32(w), a0);
+            a1 = rlx_smlad(x02, rlx_rd32(w + 2), a1);
+            a2 = rlx_smlad(x02, rlx_rd32(w + 4), a2);
+            a3 = rlx_smlad(x02, rlx_rd32(w + 6), a3);
+            a0 = rlx_smlad(x13, rlx_rd32(w + 8), a0);
+            a1 = rlx_smlad(x13, rlx_rd32(w + 10), a1);
+            a2 = rlx_smlad(x13, rlx_rd32(w + 12), a2);
+            a3 = rlx_smlad(x13, rlx_rd32(w + 14), a3);
+#else
+            const int32_t x0 = (int8_t)xv, x1 = (int8_t)(xv >> 8), x2 = (int8_t)(xv >> 16), x3 = (int8_t)(xv >> 24);
+            a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
+            a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
+            a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
+            a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
+#endif
+            w += 16;
         }
-        if (rows > 2) {
-            out[ob + 2] = rlx_finish(a2, g->mult[ob + 2], g->shift[ob + 2], g);
-        }
-        if (rows > 3) {
-            out[ob + 3] = rlx_finish(a3, g->mult[ob + 3], g->shift[ob + 3], g);
-        }
+        rlx_store4(&rq, g->out_c - ob, ob, a0, a1, a2, a3, out);
     }
 }
 
@@ -314,18 +387,9 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
     rlx_conv_driver(p, in, out, scratch, rlx_gather_1x1);
 }
 
-void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out)
 {
-    const int32_t kq = p->gemm.k_quads;
-    const int32_t out_c = p->gemm.out_c;
-    int32_t r = 0;
-    for (; r + 2 <= p->batches; r += 2) {
-        rlx_widen_row(in + r * p->in_features, p->in_features, scratch, kq, 0);
-        rlx_widen_row(in + (r + 1) * p->in_features, p->in_features, scratch, kq, 1);
-        rlx_gemm_2px(&p->gemm, scratch, out + r * out_c, out + (r + 1) * out_c);
-    }
-    if (r < p->batches) {
-        rlx_widen_row(in + r * p->in_features, p->in_features, scratch, kq, 0);
-        rlx_gemm_1px(&p->gemm, scratch, out + r * out_c);
+    for (int32_t r = 0; r < p->batches; r++) {
+        rlx_gemm_row_s8(&p->gemm, in + r * p->in_features, p->in_features, out + r * p->gemm.out_c);
     }
 }

@@ -16,7 +16,9 @@
  *  - their bias already holds bias - input_zero_point * sum(weights), so the
  *    inner loop multiplies raw input bytes and never adds the offset;
  *  - the reduction buffer (im2col / expanded input) is int16 and, per quad,
- *    ordered x0, x2, x1, x3: the halves SXTB16 gives for a weight word.
+ *    ordered x0, x2, x1, x3: the halves SXTB16 gives for a word of input;
+ *  - on DSP cores the weights come widened to int16 at compile time in the
+ *    same pair order, so the inner loop is loads and SMLADs only.
  */
 #ifndef RLX_NN_H
 #define RLX_NN_H
@@ -34,10 +36,13 @@ typedef struct {
     int32_t out_zp;          /* output zero point */
     int32_t act_min;         /* fused activation clamp, in output units */
     int32_t act_max;
-    const int8_t *weights;   /* [ceil(out_c/4)][k_quads][4][4] */
+    int32_t rq_mode;         /* 0: reference requantization; 1, 2: the fast exact form (rlx_rq_fast) */
+    const int8_t *weights;   /* portable build: [ceil(out_c/4)][k_quads][4][4]; else NULL */
+    const int16_t *weights16; /* DSP build: [ceil(out_c/4)][k_quads][2][4][2]; else NULL */
     const int32_t *bias;     /* [ceil(out_c/4)*4], zero point folded in */
     const int32_t *mult;     /* [ceil(out_c/4)*4] Q31 multipliers */
-    const int32_t *shift;    /* [ceil(out_c/4)*4] shifts (positive: left) */
+    const int32_t *shift;    /* mode 0: shifts (positive: left); modes 1, 2: right shifts e >= 1 */
+    const int32_t *rq_add;   /* modes 1, 2: 2**(e-1) + out_zp * 2**e */
 } rlx_gemm_params;
 
 typedef struct {
@@ -67,10 +72,15 @@ typedef struct {
     int32_t pad_top, pad_left;
     int32_t in_offset;       /* -input zero point; padded taps are skipped */
     int32_t out_zp, act_min, act_max;
+    int32_t rq_mode;         /* as rlx_gemm_params */
     const int8_t *weights;   /* TFLite layout [k_h][k_w][out_c] */
+    const int16_t *weights16; /* 3x3 on the DSP build: [out_c/4][9][c0 c2 c1 c3]; else NULL */
+    const int8_t *weights9;  /* 3x3 portable build: [out_c][9]; else NULL */
     const int32_t *bias;     /* [out_c] */
+    const int32_t *bias_full; /* 3x3 portable build: bias + in_offset * sum of the 9 taps; else NULL */
     const int32_t *mult;
-    const int32_t *shift;
+    const int32_t *shift;    /* as rlx_gemm_params */
+    const int32_t *rq_add;
 } rlx_dw_conv_params;
 
 typedef struct {
@@ -147,7 +157,7 @@ typedef struct {
 
 void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
-void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
 void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);

@@ -29,6 +29,17 @@
 #define RLX_USE_DSP 0
 #endif
 
+/* Selects a constant that exists in one build only (weights.c guards them). */
+#if RLX_USE_DSP
+#define RLX_IF_DSP(dsp, portable) (dsp)
+#else
+#define RLX_IF_DSP(dsp, portable) (portable)
+#endif
+
+#if defined(__ARM_FEATURE_SAT) && (__ARM_FEATURE_SAT == 1) && !RLX_USE_DSP
+#include <arm_acle.h> /* __ssat on cores without the DSP extension (Cortex-M3) */
+#endif
+
 #if defined(__GNUC__)
 #define RLX_INLINE static inline __attribute__((always_inline))
 #else
@@ -140,10 +151,83 @@ RLX_INLINE int32_t rlx_requantize(int32_t x, int32_t mult, int32_t shift)
     return rlx_rdbpot(rlx_srdhm(x, mult), -shift);
 }
 
+/* SMMLAR: high word of (c << 32) + a * b + 2**31. */
+RLX_INLINE int32_t rlx_smmlar(int32_t a, int32_t b, int32_t c)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1)
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#else
+    return (int32_t)(((int64_t)c * 4294967296LL + (int64_t)a * b + 0x80000000LL) >> 32);
+#endif
+}
+
+/* The requantization of rq_mode 1 and 2, equal to rlx_requantize(acc, mult,
+ * -e) + out_zp where the emitter has proven it (|acc| < 2**30, e >= 1, no
+ * overflow: rules.fast_requant): one rounding multiply-accumulate, the sign
+ * correction of RoundingDivideByPOT and one arithmetic shift. */
+RLX_INLINE int32_t rlx_rq_fast(int32_t acc, int32_t mult, int32_t add, int32_t e)
+{
+    const int32_t t = rlx_smmlar((int32_t)((uint32_t)acc << 1), mult, add) + (acc >> 31);
+    return t >> e;
+}
+
+RLX_INLINE int32_t rlx_sat8(int32_t v)
+{
+#if defined(__ARM_FEATURE_SAT) && (__ARM_FEATURE_SAT == 1)
+    return __ssat(v, 8);
+#else
+    v = v < -128 ? -128 : v;
+    return v > 127 ? 127 : v;
+#endif
+}
+
 RLX_INLINE int32_t rlx_clamp(int32_t v, int32_t lo, int32_t hi)
 {
     v = v < lo ? lo : v;
     return v > hi ? hi : v;
+}
+
+/* A kernel's requantization, copied into a local at entry: int8 stores may
+ * alias the parameter struct, a local cannot, so nothing is re-read. */
+typedef struct {
+    int32_t mode, out_zp, act_min, act_max;
+    const int32_t *mult, *shift, *add;
+} rlx_rq_params;
+
+/* Accumulator of channel c to its int8 output (mode: see rlx_gemm_params). */
+RLX_INLINE int32_t rlx_rq_out(const rlx_rq_params *q, int32_t acc, int32_t c)
+{
+    if (q->mode == 0) {
+        return rlx_clamp(rlx_requantize(acc, q->mult[c], q->shift[c]) + q->out_zp, q->act_min, q->act_max);
+    }
+    const int32_t v = rlx_rq_fast(acc, q->mult[c], q->add[c], q->shift[c]);
+    return q->mode == 2 ? rlx_sat8(v) : rlx_clamp(v, q->act_min, q->act_max);
+}
+
+/* Two accumulators of channel c: its constants loaded once. */
+RLX_INLINE void rlx_rq_out2(const rlx_rq_params *q, int32_t a, int32_t b, int32_t c, int8_t *out_a, int8_t *out_b)
+{
+    const int32_t m = q->mult[c], s = q->shift[c];
+    int32_t va, vb;
+    if (q->mode == 0) {
+        va = rlx_clamp(rlx_requantize(a, m, s) + q->out_zp, q->act_min, q->act_max);
+        vb = rlx_clamp(rlx_requantize(b, m, s) + q->out_zp, q->act_min, q->act_max);
+    } else {
+        const int32_t add = q->add[c];
+        va = rlx_rq_fast(a, m, add, s);
+        vb = rlx_rq_fast(b, m, add, s);
+        if (q->mode == 2) {
+            va = rlx_sat8(va);
+            vb = rlx_sat8(vb);
+        } else {
+            va = rlx_clamp(va, q->act_min, q->act_max);
+            vb = rlx_clamp(vb, q->act_min, q->act_max);
+        }
+    }
+    out_a[c] = (int8_t)va;
+    out_b[c] = (int8_t)vb;
 }
 
 /* SaturatingRoundingMultiplyByPOT for a positive exponent. */
