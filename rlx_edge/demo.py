@@ -219,7 +219,9 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
         g = st["q"]
         xq = st["xq"][:5]
         # PE = SIMD = 1 keeps the design small enough for the demo's simulation
-        res = build_fpga(g, demo.out / "fpga", parallelism="area", simulate=True, data=[xq], simulator="icarus")
+        res = build_fpga(
+            g, demo.out / "fpga", parallelism="area", simulate=True, data=[xq[:, None]], simulator="icarus"
+        )
         bad = res.get("mismatches", 1)
         cycles = int(res["cycles"])
         demo.say(f"fpga     Icarus: {len(xq) - bad}/{len(xq)} bit-exact; {cycles:,} cycles/inference "

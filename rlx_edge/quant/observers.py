@@ -4,16 +4,17 @@
 ``minmax``                smallest and largest value seen
 ``moving_average``        exponential moving average of per-batch min and max
 ``percentile``            the given percentile of the values (histogram)
-``entropy``               TensorRT-style: the clipping threshold that minimizes the
-                          KL divergence between the histogram and its quantized form
+``entropy``               TensorRT-style: the clipping range that minimizes the KL
+                          divergence between the histogram and its quantized form
 ``mse``                   the clipping range that minimizes the expected squared
                           quantization error over the histogram
 ========================  ==========================================================
 
 Every observer works per tensor (``axis=None``) or per channel (``axis`` is
 the channel axis); ranges come back as 1-D arrays (one entry, or one per
-channel). The histogram observers keep a streaming histogram whose range
-doubles when a batch exceeds it; doubling merges bin pairs, which is exact.
+channel). The histogram observers keep a streaming histogram whose bin edges
+are aligned to 0; when a batch exceeds its range the bin width doubles, which
+merges bin pairs exactly.
 """
 
 from __future__ import annotations
@@ -95,48 +96,95 @@ class MovingAverageMinMaxObserver(MinMaxObserver):
 
 
 class HistogramObserver(Observer):
-    """A streaming signed histogram over [-R, R] per channel; subclasses choose the range from it."""
+    """A streaming histogram per channel; subclasses choose the range from it.
+
+    Each channel keeps ``bins`` bins of one width ``width[c]`` whose edges are
+    aligned to 0: bin ``j`` covers ``[(j - offset[c]) * width[c], (j - offset[c] + 1) * width[c])``.
+    The first batch sets the width so that its range fills the bins; when a
+    later batch falls outside, the bins are placed anew around 0 and, if the
+    range no longer fits, the width doubles (as often as needed), which merges
+    bin pairs: both are exact because the edges stay aligned to 0. The
+    histogram therefore always spends at least ``bins / 2`` bins on the
+    observed range ``[min(lo, 0), max(hi, 0)]``, whatever its sign. Exact
+    zeros are also counted apart (``zeros``): they quantize without error.
+    """
 
     def __init__(self, axis: int | None = None, bins: int = 2048) -> None:
         super().__init__(axis)
         if bins < 8 or bins % 4:
             raise RlxError(f"bins must be a multiple of 4 and >= 8, got {bins}")
         self.bins = bins
-        self.hist: np.ndarray | None = None  # [C, bins]
-        self.radius: np.ndarray | None = None  # [C]
+        self.hist: np.ndarray | None = None  # [C, bins] counts
+        self.width: np.ndarray | None = None  # [C] bin width
+        self.offset: np.ndarray | None = None  # [C] index of the bin whose left edge is 0
+        self.zeros: np.ndarray | None = None  # [C] exact zeros seen
         self.lo: np.ndarray | None = None
         self.hi: np.ndarray | None = None
+
+    @property
+    def radius(self) -> np.ndarray:
+        """Per channel, the largest magnitude the bins cover."""
+        return np.maximum(self.offset, self.bins - self.offset) * self.width
 
     def _update(self, x2: np.ndarray) -> None:
         c = x2.shape[0]
         lo, hi = x2.min(axis=1), x2.max(axis=1)
-        amax = np.maximum(np.abs(lo), np.abs(hi))
         if self.hist is None:
+            span = np.maximum(hi, 0.0) - np.minimum(lo, 0.0)
             self.hist = np.zeros((c, self.bins))
-            self.radius = np.where(amax > 0, amax, 1e-8)
+            # bins - 2: a range [lo, hi] spans at most span / width + 2 bins once its ends are rounded out
+            self.width = np.where(span > 0, span / (self.bins - 2), 1e-12)
+            self.offset = np.zeros(c, dtype=np.int64)
+            self.zeros = np.zeros(c)
             self.lo, self.hi = lo, hi
+            self._place(np.arange(c), first=True)
         else:
             self.lo, self.hi = np.minimum(self.lo, lo), np.maximum(self.hi, hi)
-        for ch in np.nonzero(amax > self.radius)[0]:
-            while amax[ch] > self.radius[ch]:
-                self._double(ch)
-        # bin index per value, per channel (the channel's own radius)
-        r = self.radius[:, None]
-        idx = np.floor((x2 + r) / (2 * r) * self.bins).astype(np.int64)
-        idx = np.clip(idx, 0, self.bins - 1) + np.arange(c)[:, None] * self.bins
-        self.hist += np.bincount(idx.ravel(), minlength=c * self.bins).reshape(c, self.bins)
+            neg, pos = self._extent()
+            out = (neg > self.offset) | (self.offset + pos > self.bins)
+            if out.any():
+                self._place(np.nonzero(out)[0])
+        # bin of each value: floor(x / width) + offset, clipped against rounding at the outer edges
+        t = x2 * (1.0 / self.width)[:, None]
+        t += self.offset[:, None]
+        np.floor(t, out=t)
+        np.clip(t, 0, self.bins - 1, out=t)
+        if c > 1:
+            t += (np.arange(c) * self.bins)[:, None]
+        self.hist += np.bincount(t.astype(np.int64).ravel(), minlength=c * self.bins).reshape(c, self.bins)
+        self.zeros += np.count_nonzero(x2 == 0, axis=1)
 
-    def _double(self, ch: int) -> None:
-        old = self.hist[ch]
-        new = np.zeros_like(old)
-        b = self.bins
-        new[b // 4 : 3 * b // 4] = old.reshape(b // 2, 2).sum(axis=1)
-        self.hist[ch] = new
-        self.radius[ch] *= 2
+    def _extent(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bins needed below and from 0 (per channel) to hold [lo, hi] at the current width."""
+        neg = np.ceil(-np.minimum(self.lo, 0.0) / self.width).astype(np.int64)
+        pos = np.floor(np.maximum(self.hi, 0.0) / self.width).astype(np.int64) + 1
+        return neg, pos
+
+    def _place(self, channels: np.ndarray, first: bool = False) -> None:
+        """Re-place (and where needed widen) the bins of ``channels`` so [lo, hi] fits; exact."""
+        for ch in channels:
+            w = float(self.width[ch])
+            lo, hi = min(float(self.lo[ch]), 0.0), max(float(self.hi[ch]), 0.0)
+            k = 0
+            while True:
+                neg = int(np.ceil(-lo / (w * 2**k)))
+                pos = int(np.floor(hi / (w * 2**k))) + 1
+                if neg + pos <= self.bins:
+                    break
+                k += 1
+            # free bins go to each side in proportion to its extent (all of them to a one-signed tensor)
+            off = neg + ((self.bins - neg - pos) * neg) // (neg + pos)
+            if not first:
+                old = self.hist[ch]
+                i = np.arange(self.bins) - int(self.offset[ch])  # signed index: bin i covers [i w, (i+1) w)
+                j = np.floor_divide(i, 2**k) + off
+                keep = old > 0
+                self.hist[ch] = np.bincount(j[keep], weights=old[keep], minlength=self.bins)[: self.bins]
+            self.width[ch] = w * 2**k
+            self.offset[ch] = off
 
     def edges(self, ch: int) -> np.ndarray:
-        r = self.radius[ch]
-        return np.linspace(-r, r, self.bins + 1)
+        return (np.arange(self.bins + 1) - float(self.offset[ch])) * float(self.width[ch])
 
     def _range(self) -> tuple[np.ndarray, np.ndarray]:
         out = [self._choose(ch) for ch in range(self.hist.shape[0])]
@@ -177,57 +225,135 @@ class PercentileObserver(HistogramObserver):
         return float(e[i] + frac * (e[i + 1] - e[i]))
 
 
-def _kl(p: np.ndarray, q: np.ndarray) -> float:
-    p = p / p.sum()
-    q = q / q.sum()
-    m = p > 0
-    if np.any(q[m] == 0):
-        return np.inf
-    return float(np.sum(p[m] * np.log(p[m] / q[m])))
+def _xlogx(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float64)
+    return v * np.log(np.where(v > 0, v, 1.0))
+
+
+def kl_thresholds(
+    hist: np.ndarray, zero: int, levels: int, steps: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """KL(P || Q) of every candidate clipping window of ``hist``, all at once.
+
+    ``hist`` holds counts of equal-width bins; bin ``zero`` is the first at or
+    above 0. A candidate keeps ``l`` bins below 0 and ``r`` from 0 on, with
+    ``l / r`` in the proportion of the data's own extent, so an asymmetric
+    tensor keeps its shape and a non-negative one is never given a negative
+    half. As in TensorRT's entropy calibration, P is the kept window with the
+    clipped counts added to its end bins, and Q is the window (without the
+    clipped counts) merged into ``levels`` equal chunks, each chunk's count
+    spread evenly over the bins where P is non-zero. Every sum is a difference
+    of cumulative sums, so the cost is O(candidates x levels).
+
+    ``steps`` picks candidates by the bins kept on the longer side (default:
+    every one). Returns (l, r, kl) per candidate; only windows of at least
+    ``levels`` bins are candidates (narrower ones lose nothing to merging).
+    """
+    h = np.asarray(hist, dtype=np.float64)
+    nzb = np.nonzero(h)[0]
+    first, last = int(nzb[0]), int(nzb[-1]) + 1
+    nl, nr = max(zero - first, 0), max(last - zero, 0)
+    # one free parameter: the side with more bins steps by one bin, the other follows in proportion
+    big = max(nl, nr)
+    steps = np.arange(1, big + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+    steps = steps[(steps >= 1) & (steps <= big)]
+    other = np.round(steps * (min(nl, nr) / big)).astype(np.int64)
+    l, r = (steps, other) if nl >= nr else (other, steps)
+    ok = (l + r >= levels) & (zero - l >= 0) & (zero + r <= len(h))
+    l, r = l[ok], r[ok]
+    if len(l) == 0:
+        return l, r, np.zeros(0)
+    s, e = zero - l, zero + r  # window [s, e)
+    n = e - s
+    cs = np.concatenate([[0.0], np.cumsum(h)])
+    cnz = np.concatenate([[0.0], np.cumsum(h > 0, dtype=np.float64)])
+    hlogh = _xlogx(h)
+    chl = np.concatenate([[0.0], np.cumsum(hlogh)])
+    total = cs[-1]
+    left, right = cs[s], total - cs[e]
+    # chunk k of a window covers bins [s + ceil(k n / L), s + ceil((k+1) n / L))
+    # (float ceil is exact here: k n / L is an integer or at least 1 / L away from one)
+    frac = np.arange(levels + 1) / levels
+    bnd = s[:, None] + np.ceil(n[:, None] * frac[None, :] - 1e-9).astype(np.int64)  # [M, L+1]
+    sums = np.diff(cs[bnd], axis=1)  # Q's chunk counts (no clipped counts)
+    nnz = np.diff(cnz[bnd], axis=1)  # bins of each chunk where P is non-zero
+    # P's counts per chunk add the clipped counts to the end chunks; an end bin empty in the
+    # histogram is non-zero in P when clipped counts land on it
+    end_l, end_r = h[s] + left, h[e - 1] + right
+    nnz[:, 0] += (h[s] == 0) & (left > 0)
+    nnz[:, -1] += (h[e - 1] == 0) & (right > 0)
+    # sum of p log p over the window, end bins carrying the clipped counts
+    plogp = chl[e] - chl[s] - hlogh[s] - hlogh[e - 1] + _xlogx(end_l) + _xlogx(end_r)
+    # sum over bins of p log q, q = sums / nnz per chunk (floored where a chunk holds only clipped counts)
+    logq = np.log(np.maximum(sums, 1e-6)) - np.log(np.maximum(nnz, 1.0))
+    cross = np.einsum("mk,mk->m", sums, logq) + left * logq[:, 0] + right * logq[:, -1]
+    qsum = np.maximum(sums.sum(axis=1), 1e-6)
+    kl = (plogp - cross) / total - np.log(total) + np.log(qsum)
+    return l, r, kl
+
+
+def kl_search(hist: np.ndarray, zero: int, levels: int, coarse: int = 64) -> tuple[int | None, int | None]:
+    """The window (bins kept below 0, bins kept from 0) of least KL divergence; (None, None) if none qualifies.
+
+    Coarse to fine: ``coarse`` evenly spaced window sizes, then as many between
+    the best one's neighbours, until the spacing is one bin. Each pass costs
+    O(coarse x levels), so a 2048-bin histogram takes three passes instead of
+    some two thousand windows; the KL curve's wiggles finer than a quantization
+    step (which the first pass's spacing about matches) do not move the result
+    by more than one.
+    """
+    h = np.asarray(hist, dtype=np.float64)
+    nzb = np.nonzero(h)[0]
+    lo_s, hi_s = 1, max(zero - int(nzb[0]), int(nzb[-1]) + 1 - zero)
+    best_l = best_r = None
+    best_kl = np.inf
+    while True:
+        grid = np.unique(np.round(np.linspace(lo_s, hi_s, min(coarse, hi_s - lo_s + 1))).astype(np.int64))
+        l, r, kl = kl_thresholds(h, zero, levels, grid)
+        if len(kl) == 0:
+            return best_l, best_r
+        i = int(np.argmin(kl))
+        if kl[i] <= best_kl:
+            best_l, best_r, best_kl = int(l[i]), int(r[i]), float(kl[i])
+        if len(grid) == hi_s - lo_s + 1:  # every window in the span was tried
+            return best_l, best_r
+        side = np.maximum(l, r)
+        lo_s = int(side[i - 1]) if i > 0 else int(side[i])
+        hi_s = int(side[i + 1]) if i + 1 < len(side) else int(side[i])
 
 
 class EntropyObserver(HistogramObserver):
-    """TensorRT's entropy calibration on the magnitude histogram.
+    """Entropy calibration (TensorRT's KL method) for asymmetric ranges.
 
-    For each candidate threshold T (a bin edge), the reference distribution P
-    is the histogram up to T with the clipped tail added to its last bin; Q
-    is P merged into ``levels`` bins and expanded back uniformly over P's
-    non-empty bins. T minimizing KL(P || Q) wins. ``levels`` defaults to 128
-    (one sign of int8) for signed data and 256 for non-negative data, which an
-    asymmetric int8 tensor spends entirely on [0, T].
+    The threshold search (:func:`kl_thresholds`) looks at every clipping window
+    of the histogram that keeps the data's proportion of negative to positive
+    extent, merging each into ``levels`` chunks: ``2**bits - 1`` by default,
+    the steps an asymmetric ``bits``-bit tensor has over its whole range (a
+    ReLU output spends them all on [0, T], not half of them on a negative side
+    it never has). Exact zeros are left out of the histogram: the zero point
+    represents 0 exactly, so the ReLU spike at 0 costs nothing and must not
+    pull the threshold down.
     """
 
-    def __init__(self, axis: int | None = None, bins: int = 2048, bits: int = 8) -> None:
+    def __init__(self, axis: int | None = None, bins: int = 2048, bits: int = 8, levels: int | None = None) -> None:
         super().__init__(axis, bins)
         self.bits = bits
+        self.levels = levels if levels is not None else 2**bits - 1
+        if self.levels < 2:
+            raise RlxError(f"levels must be at least 2, got {self.levels}")
 
     def _choose(self, ch: int) -> tuple[float, float]:
-        h = self.hist[ch]
-        half = self.bins // 2
-        mag = h[half:] + h[:half][::-1]  # |x| histogram over [0, R], `half` bins
-        nonneg = float(self.lo[ch]) >= 0
-        levels = 2**self.bits if nonneg else 2 ** (self.bits - 1)
-        width = float(self.radius[ch]) / half
-        last = int(np.nonzero(mag)[0].max()) + 1 if mag.any() else 1
-        if last <= levels:  # every value fits without clipping
-            t = last * width
-            return (-t if not nonneg else 0.0), t
-        best, best_i = np.inf, last
-        step = max(1, (last - levels) // 256)  # at most ~256 candidates keeps this fast
-        for i in range(levels, last + 1, step):
-            p = mag[:i].copy()
-            p[-1] += mag[i:].sum()
-            # merge into `levels` chunks, then spread each chunk over its non-empty bins
-            ids = (np.arange(i) * levels) // i
-            nz = mag[:i] > 0
-            sums = np.bincount(ids, weights=mag[:i], minlength=levels)
-            cnt = np.bincount(ids, weights=nz, minlength=levels)
-            q = np.where(nz, sums[ids] / np.maximum(cnt[ids], 1), 0.0)
-            kl = _kl(p, q)
-            if kl < best:
-                best, best_i = kl, i
-        t = best_i * width
-        return (0.0 if nonneg else -t), t
+        lo, hi = float(self.lo[ch]), float(self.hi[ch])
+        h = self.hist[ch].copy()
+        off = int(self.offset[ch])
+        h[off] -= self.zeros[ch]
+        if not (h > 0).any():
+            return lo, hi
+        l, r = kl_search(h, off, self.levels)
+        if l is None:  # the data spans fewer bins than there are levels: nothing to gain by clipping
+            return lo, hi
+        w = float(self.width[ch])
+        return -l * w + 0.0, r * w
 
 
 class MSEObserver(HistogramObserver):

@@ -80,3 +80,17 @@ def test_record_roundtrip_and_validation(tmp_path):
         rec["nope"]
     with pytest.raises(CalibrationError):
         TensorRange([0.0, 1.0], [1.0, 2.0])  # two values need an axis
+
+
+def test_entropy_calibration_of_the_digits_cnn_keeps_relu_ranges_non_negative_and_clips_only_tails():
+    from rlx_edge.models import digits_data
+
+    g = build_digits_cnn(batch="N")
+    x = digits_data("train")[0][:200]
+    mm = calibrate(g, x, batch_size=40)
+    en = calibrate(g, x, batch_size=40, method="entropy")
+    for v in ("conv1", "conv2"):  # ReLU outputs: [0, T] with T a clipped but not crushed maximum
+        lo, hi = en[v].scalar()
+        assert lo == 0.0 and 0.6 * mm[v].scalar()[1] < hi <= mm[v].scalar()[1]
+    assert en["image"].scalar() == mm["image"].scalar()  # 17 pixel levels: nothing to gain by clipping
+    assert en.method == "entropy" and en.samples == 200

@@ -77,9 +77,11 @@ def _conv2d_ref(x, w, b, *, strides, padding, pads, dilations, activation, group
     ct = compute_dtype(x.dtype)
     win = patches(x.astype(ct), kh, kw, strides, dilations, p)  # N,OH,OW,C,KH,KW
     n, oh, ow = win.shape[:3]
-    win = win.reshape(n, oh, ow, groups, ig, kh, kw)
-    wg = w.astype(ct).reshape(groups, o // groups, kh, kw, ig)
-    y = np.einsum("nhwgckl,goklc->nhwgo", win, wg, optimize=True).reshape(n, oh, ow, o)
+    # im2col + one matrix product per group: einsum's path search costs more than the
+    # product itself on the small tensors of MCU models
+    cols = win.reshape(n * oh * ow, groups, ig * kh * kw)
+    wg = w.astype(ct).reshape(groups, o // groups, kh, kw, ig).transpose(0, 1, 4, 2, 3).reshape(groups, o // groups, -1)
+    y = np.concatenate([cols[:, g] @ wg[g].T for g in range(groups)], axis=1).reshape(n, oh, ow, o)
     if b is not None:
         y = y + b.astype(ct)
     return finish(apply_activation(y, activation), _out_dtype(x, w))
@@ -126,7 +128,11 @@ def _dw_ref(x, w, b, *, strides, padding, pads, dilations, activation, depth_mul
     win = patches(x.astype(ct), kh, kw, strides, dilations, p)  # N,OH,OW,C,KH,KW
     wk = w.astype(ct)[0].reshape(kh, kw, -1, depth_multiplier)  # KH,KW,C,M
     n, oh, ow = win.shape[:3]
-    y = np.einsum("nhwckl,klcm->nhwcm", win, wk, optimize=True).reshape(n, oh, ow, cm)
+    y = np.zeros((n, oh, ow, wk.shape[2], depth_multiplier), dtype=ct)
+    for i in range(kh):  # one multiply-add per tap keeps every product vectorized
+        for j in range(kw):
+            y += win[..., i, j, None] * wk[i, j]
+    y = y.reshape(n, oh, ow, cm)
     if b is not None:
         y = y + b.astype(ct)
     return finish(apply_activation(y, activation), _out_dtype(x, w))
