@@ -14,6 +14,7 @@ broken rewrite is caught at the pass that made it::
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -131,8 +132,16 @@ class PassReport:
         return "\n".join(lines)
 
 
+def _verify_default() -> bool:
+    # Verifying after every pass costs about as much as the passes: on in the test
+    # suite (tests/conftest.py sets RLX_EDGE_VERIFY_PASSES=1), off in production runs.
+    return os.environ.get("RLX_EDGE_VERIFY_PASSES", "0") not in ("", "0")
+
+
 class PassManager:
-    """Runs passes in order, verifying after each (``verify=True``) and collecting a report.
+    """Runs passes in order, verifying after each (``verify``) and collecting a report.
+
+    ``verify=None`` verifies when ``RLX_EDGE_VERIFY_PASSES`` is set (the tests set it).
 
     ``max_iterations`` > 1 repeats the whole pipeline until no pass fires, since
     one rewrite can enable another (a fold that exposes an identity).
@@ -142,12 +151,12 @@ class PassManager:
         self,
         passes: Sequence[str | Pass] = DEFAULT_PIPELINE,
         *,
-        verify: bool = True,
+        verify: bool | None = None,
         max_iterations: int = 3,
         options: dict[str, Any] | None = None,
     ) -> None:
         self.passes = [p if isinstance(p, Pass) else get_pass(p) for p in passes]
-        self.verify = verify
+        self.verify = _verify_default() if verify is None else verify
         self.max_iterations = max(1, max_iterations)
         self.options = dict(options or {})
 
@@ -189,7 +198,7 @@ class PassManager:
 
 
 def optimize(
-    graph: Graph, passes: Sequence[str | Pass] = DEFAULT_PIPELINE, *, verify: bool = True, **options: Any
+    graph: Graph, passes: Sequence[str | Pass] = DEFAULT_PIPELINE, *, verify: bool | None = None, **options: Any
 ) -> tuple[Graph, PassReport]:
     """Run the default (or given) pipeline on ``graph``; returns the new graph and the report."""
     return PassManager(passes, verify=verify, options=options).run(graph)
