@@ -473,6 +473,33 @@ def cmd_fpga(args: argparse.Namespace) -> int:
     return 1 if args.simulate and res["mismatches"] else 0
 
 
+def cmd_hil(args: argparse.Namespace) -> int:
+    """A HIL campaign: every input through the board (or QEMU), each output checked bit-exactly."""
+    from rlx_edge.hil.campaign import run_campaign
+
+    graph = _float_mir(args.model)
+    report = run_campaign(
+        graph, args.board, port=args.port, data=args.data, count=args.count, progress=not args.json, seed=args.seed
+    )
+    rep = report.to_json()
+    if args.json:
+        _emit_json(rep)
+    else:
+        lat = rep.get("latency") or {}
+        secs = lat.get("seconds") or {}
+        print(
+            f"{rep['count']} inputs on {args.board}: {rep['count'] - rep['mismatches']}/{rep['count']} bit-exact, "
+            f"{rep['errors']} errors"
+            + (f", accuracy {100 * rep['accuracy']:.2f} %" if rep.get("accuracy") is not None else "")
+            + (f", latency p50 {1e3 * secs['p50']:.2f} ms" if secs.get("p50") is not None else "")
+        )
+        if rep.get("first_mismatch"):
+            m = rep["first_mismatch"]
+            print(f"first mismatch: input {m['input_index']} element {m['element_index']}: "
+                  f"board {m['got']}, reference {m['expected']}")  # fmt: skip
+    return 1 if rep["mismatches"] or rep["errors"] else 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
@@ -559,6 +586,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--synth", choices=("ice40", "ecp5", "xilinx"), help="Yosys resource counts")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_fpga)
+
+    s = sub.add_parser("hil", help="hardware-in-the-loop campaign on a board or QEMU")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument(
+        "--board", required=True, help="qemu-mps2-an385/an386/an500/an505, nucleo-l4r5zi, rpi-pico, or a .toml"
+    )
+    s.add_argument("--port", metavar="URL", help="pyserial URL of a real board (default: boot QEMU)")
+    s.add_argument("--data", metavar="D.npz|X.npy", help="inputs (and labels); default: seeded random inputs")
+    s.add_argument("--count", type=int, help="how many inputs (default: all of --data, else 20)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_hil)
 
     s = sub.add_parser("plan", help="static arena plan")
     s.add_argument("model", metavar="MODEL")

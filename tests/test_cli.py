@@ -293,3 +293,13 @@ def test_eval_and_jax_target(tmp_path):
     assert obj["count"] == 64 and obj["accuracy"] > 0.9
     r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "jax", "--inputs", "3")
     assert r.returncode == 0 and r.stdout.startswith("bit-exact: 6/6"), r.stderr
+
+
+def test_hil_campaign_on_qemu_and_a_dead_port():
+    model = str(MLPERF / "ad01_int8.tflite")
+    r = cli("hil", model, "--board", "qemu-mps2-an386", "--count", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["count"] == 3 and obj["mismatches"] == 0 and obj["latency"]["ticks"]["p50"] > 0
+    r = cli("hil", model, "--board", "qemu-mps2-an386", "--port", "socket://127.0.0.1:1", "--count", "1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "127.0.0.1:1" in r.stderr

@@ -1,12 +1,11 @@
 """Running Cortex-M firmware under QEMU: model outputs, exit status, exact instruction counts.
 
 The firmware built by :func:`rlx_edge.targets.cortexm_fw.build_firmware`
-prints ``RLX READY in=.. out=.. arena=..`` on its console UART and then serves
-``I <hex>`` (run one input, answer ``O <status> <ticks> <hex>``) and
-``X <status>`` (exit with that status). :class:`QemuSession` boots it once,
-with the UART on a local TCP port (QEMU's ``-serial tcp:...,server=on``;
-pyserial's ``socket://127.0.0.1:PORT`` reaches the same port), and streams
-inputs.
+serves the framed HIL protocol (:mod:`rlx_edge.hil.protocol`) on its console
+UART. :class:`QemuBoard` boots it with the UART on a free loopback TCP port
+(QEMU's ``-serial tcp:...,server=on``; pyserial's ``socket://127.0.0.1:PORT``
+reaches it); :class:`QemuSession` adds a :class:`~rlx_edge.hil.client.HilClient`
+and streams inputs.
 
 Instruction counts come from a TCG plugin (``rlx_edge/_data/qemu_plugin``)
 that is compiled with the host gcc on first use into a cache directory.
@@ -14,7 +13,6 @@ that is compiled with the host gcc on first use into a cache directory.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -31,6 +29,9 @@ import numpy as np
 
 import rlx_edge
 from rlx_edge.errors import RlxError, ToolchainError
+from rlx_edge.hil.client import HilClient
+from rlx_edge.hil.protocol import BoardInfo
+from rlx_edge.hil.transport import HilError, HilLinkError, HilTimeout, Transport
 from rlx_edge.targets.cortexm_fw._tools import find_tool, run_tool
 from rlx_edge.targets.cortexm_fw.boards import Board, get_board
 
@@ -96,52 +97,20 @@ def run_firmware(elf: str | os.PathLike, board: str | Board, *, timeout: float =
     return FirmwareRun(proc.returncode, proc.stdout.decode("latin-1"))
 
 
-class _TcpLink:
-    """The emulated UART as QEMU exposes it: a TCP stream to a local port.
-
-    A plain socket rather than pyserial's ``socket://`` handler, which sleeps
-    0.3 s on every close and offers no TCP_NODELAY; the protocol above only
-    needs write and read-with-timeout, which a pyserial port to a real board
-    provides the same way.
-    """
-
-    def __init__(self, port: int):
-        self._sock = socket.create_connection(("127.0.0.1", port), timeout=1.0)
-        # Each command is one small write answered by a small write: with
-        # Nagle's algorithm on either side every exchange would wait for a
-        # delayed ACK (40 ms). QEMU's side gets nodelay=on.
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def write(self, data: bytes) -> None:
-        self._sock.sendall(data)
-
-    def read(self, timeout: float) -> bytes | None:
-        """Whatever arrived within ``timeout`` (maybe b""), or None once QEMU closed the stream."""
-        self._sock.settimeout(timeout)
-        try:
-            data = self._sock.recv(65536)
-        except TimeoutError:
-            return b""
-        except OSError:
-            return None
-        return data or None
-
-    def close(self) -> None:
-        self._sock.close()
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-class QemuSession:
-    """One QEMU boot of a model-runner firmware, fed inputs over its UART.
+class QemuBoard:
+    """QEMU running a firmware with its UART on a free loopback TCP port.
 
-    Use as a context manager: QEMU is always torn down on exit, and killed if
-    it does not stop by itself. Each operation waits at most ``timeout``
-    seconds, then kills QEMU and raises :class:`QemuTimeout`.
+    :attr:`url` (``socket://127.0.0.1:PORT``) is what a :class:`HilClient`
+    or a proxy connects to; QEMU starts the guest only once the first client
+    has connected (``wait=on``), so nothing the firmware sends at boot is
+    lost. Use as a context manager: QEMU is always stopped on exit, killed
+    when it does not stop by itself.
     """
 
     def __init__(
@@ -158,9 +127,128 @@ class QemuSession:
         self.timeout = timeout
         self._argv = [*_qemu_base_argv(self.elf, self.board), *(plugin or ()), *extra_args]
         self._proc: subprocess.Popen | None = None
-        self._port = None
-        self._buf = b""
         self._log_dir: tempfile.TemporaryDirectory | None = None
+        self.port: int | None = None
+        self.returncode: int | None = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise QemuError("QEMU is not running")
+        return f"socket://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def __enter__(self) -> QemuBoard:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Starts QEMU; :meth:`connect` then opens its UART."""
+        self._log_dir = tempfile.TemporaryDirectory(prefix="rlx-qemu-")
+        self._spawn()
+
+    def _spawn(self) -> None:
+        self.port = _free_port()
+        # nodelay=on: each answer is a small write that Nagle's algorithm
+        # would hold back for a delayed ACK.
+        serial = f"tcp:127.0.0.1:{self.port},server=on,wait=on,nodelay=on"
+        with open(Path(self._log_dir.name) / "qemu.log", "wb") as log:
+            self._proc = subprocess.Popen(
+                [*self._argv, "-serial", serial], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def connect(self, opener=None):
+        """Connects to the UART, retrying until QEMU listens; returns what ``opener(url)`` returns.
+
+        ``opener`` defaults to :class:`~rlx_edge.hil.transport.Transport`.
+        Another process may take the port between choosing and QEMU's bind:
+        QEMU then exits and is started again on another port.
+        """
+        opener = opener or Transport
+        deadline = time.monotonic() + self.timeout
+        for _attempt in range(3):
+            while time.monotonic() < deadline and self._proc.poll() is None:
+                try:
+                    return opener(self.url)
+                except (HilLinkError, OSError):
+                    time.sleep(0.01)
+            if self._proc.poll() is None:
+                self.close()
+                raise QemuTimeout(f"QEMU did not open its UART port within {self.timeout:g} s")
+            if "Address already in use" not in self.log():
+                self.fail(f"QEMU exited with status {self._proc.returncode} before the UART connected")
+            self._spawn()
+        self.fail("QEMU could not get a free TCP port for its UART")
+
+    def wait(self, timeout: float) -> int | None:
+        """QEMU's exit status once it exits within ``timeout`` seconds, else None."""
+        if self._proc is None:
+            return self.returncode
+        try:
+            return self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def poll(self) -> int | None:
+        return self._proc.poll() if self._proc is not None else self.returncode
+
+    def close(self) -> None:
+        """Stops QEMU (killed when it has not exited by itself) and removes its log."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self.returncode = self._proc.wait()
+            self._proc = None
+        if self._log_dir is not None:
+            self._log_dir.cleanup()
+            self._log_dir = None
+
+    def log(self) -> str:
+        if self._log_dir is None:
+            return ""
+        try:
+            text = (Path(self._log_dir.name) / "qemu.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        # QEMU always announces that it waits for the UART client; not news.
+        return "\n".join(line for line in text.splitlines() if "waiting for connection" not in line)
+
+    def fail(self, message: str):
+        log = self.log().strip()
+        self.close()
+        raise QemuError(message + (f"\nQEMU said:\n{log[-2000:]}" if log else ""))
+
+
+class QemuSession:
+    """One QEMU boot of a model-runner firmware, driven over its UART with the HIL protocol.
+
+    Use as a context manager: QEMU is always torn down on exit, and killed if
+    it does not stop by itself. Each command waits at most ``timeout``
+    seconds (an inference too, once started); a firmware that stops
+    answering gets QEMU killed and :class:`QemuTimeout` raised.
+    """
+
+    def __init__(
+        self,
+        elf: str | os.PathLike,
+        board: str | Board,
+        *,
+        timeout: float = 30.0,
+        plugin: Sequence[str] | None = None,
+        extra_args: Sequence[str] = (),
+    ):
+        self.qemu = QemuBoard(elf, board, timeout=timeout, plugin=plugin, extra_args=extra_args)
+        self.elf = self.qemu.elf
+        self.board = self.qemu.board
+        self.timeout = timeout
+        self.client: HilClient | None = None
+        self.info: BoardInfo | None = None
         self.input_bytes = self.output_bytes = self.arena_bytes = 0
         self.returncode: int | None = None
 
@@ -173,56 +261,34 @@ class QemuSession:
         self.close()
 
     def start(self) -> None:
-        self._log_dir = tempfile.TemporaryDirectory(prefix="rlx-qemu-")
-        deadline = time.monotonic() + self.timeout
-        for _attempt in range(3):
-            port = _free_port()
-            # wait=on: the guest does not start before the host is connected,
-            # so no early output is lost.
-            argv = [*self._argv, "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on"]
-            with open(Path(self._log_dir.name) / "qemu.log", "wb") as log:
-                self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-            while time.monotonic() < deadline and self._proc.poll() is None:
-                try:
-                    self._port = _TcpLink(port)
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            if self._port is not None:
-                break
-            if self._proc.poll() is None:
-                self.close()
-                raise QemuTimeout(f"QEMU did not open its UART port within {self.timeout:g} s")
-            # Another process took the port between _free_port and QEMU's
-            # bind: try another one.
-            if "Address already in use" not in self._log():
-                self._fail(f"QEMU exited with status {self._proc.returncode} before the UART connected")
-        else:
-            self._fail("QEMU could not get a free TCP port for its UART")
-        line = self._read_line()
-        m = re.fullmatch(r"RLX READY in=(\d+) out=(\d+) arena=(\d+)", line)
-        if not m:
-            self._fail(f"unexpected boot line from the firmware: {line!r}")
-        self.input_bytes, self.output_bytes, self.arena_bytes = map(int, m.groups())
+        self.qemu.start()
+        transport = self.qemu.connect()
+        # Over a local socket nothing is lost, so one retry is plenty; a
+        # firmware that does not answer in `timeout` is stuck.
+        self.client = HilClient(transport, timeout=self.timeout, run_timeout=self.timeout, retries=1, restarts=1)
+        self.info = self._guard(self.client.hello)
+        self.input_bytes, self.output_bytes, self.arena_bytes = (
+            self.info.input_bytes,
+            self.info.output_bytes,
+            self.info.arena_bytes,
+        )
 
     def close(self) -> None:
         """Stops QEMU (killing it when it does not exit by itself) and releases the UART."""
-        if self._port is not None:
-            with contextlib.suppress(OSError):
-                self._port.close()
-            self._port = None
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self.returncode = self._proc.wait()
-            self._proc = None
-        if self._log_dir is not None:
-            self._log_dir.cleanup()
-            self._log_dir = None
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        self.qemu.close()
+        if self.qemu.returncode is not None:
+            self.returncode = self.qemu.returncode
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self.qemu.pid
+
+    @property
+    def url(self) -> str:
+        return self.qemu.url
 
     # -- protocol ---------------------------------------------------------
     def invoke(self, data: bytes | np.ndarray) -> InvokeResult:
@@ -230,69 +296,41 @@ class QemuSession:
         raw = np.ascontiguousarray(data).tobytes() if isinstance(data, np.ndarray) else bytes(data)
         if len(raw) != self.input_bytes:
             raise RlxError(f"input has {len(raw)} bytes; the firmware's model takes {self.input_bytes}")
-        self._write(b"I " + raw.hex().encode() + b"\n")
-        line = self._read_line()
-        if line == "E fault":
-            # The runtime's fault handler exits right after this line with
-            # 128 + the exception number; report that status.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=min(self.timeout, 5.0))
-            self._fail(f"the firmware faulted (exit status {self._proc.poll()}: 128 + exception number)")
-        m = re.fullmatch(r"O (-?\d+) (\d+) ([0-9a-f]*)", line)
-        if not m or len(m[3]) != 2 * self.output_bytes:
-            self._fail(f"unexpected answer from the firmware: {line[:200]!r}")
-        return InvokeResult(int(m[1]), int(m[2]), bytes.fromhex(m[3]))
+        r = self._guard(lambda: self.client.infer(raw))
+        return InvokeResult(r.status, r.ticks, r.output)
 
     def exit(self, status: int = 0) -> int:
         """Asks the firmware to exit with ``status``; returns QEMU's exit status."""
-        self._write(f"X {status}\n".encode())
-        try:
-            rc = self._proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
+        self._guard(lambda: self.client.exit(status))
+        rc = self.qemu.wait(self.timeout)
+        if rc is None:
             self.close()
-            raise QemuTimeout(f"firmware did not exit within {self.timeout:g} s") from None
+            raise QemuTimeout(f"firmware did not exit within {self.timeout:g} s")
         self.close()
         return rc
 
-    # -- plumbing ---------------------------------------------------------
-    def _log(self) -> str:
-        if self._log_dir is None:
-            return ""
-        try:
-            text = (Path(self._log_dir.name) / "qemu.log").read_text(errors="replace")
-        except OSError:
-            return ""
-        # QEMU always announces that it waits for the UART client; not news.
-        return "\n".join(line for line in text.splitlines() if "waiting for connection" not in line)
-
-    def _fail(self, message: str):
-        log = self._log().strip()
-        self.close()
-        raise QemuError(message + (f"\nQEMU said:\n{log[-2000:]}" if log else ""))
-
-    def _write(self, data: bytes) -> None:
-        if self._port is None:
+    def _guard(self, call):
+        """Runs a client call; a dead or silent QEMU becomes a QemuError/QemuTimeout with its story."""
+        if self.client is None:
             raise QemuError("QEMU session is not running")
-        self._port.write(data)
-
-    def _read_line(self) -> str:
-        deadline = time.monotonic() + self.timeout
-        while b"\n" not in self._buf:
-            if self._port is None:
-                raise QemuError("QEMU session is not running")
-            chunk = self._port.read(0.05)
-            if chunk:
-                self._buf += chunk
-                continue
-            if chunk is None or self._proc.poll() is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self._proc.wait(timeout=1.0)
-                self._fail(f"firmware stopped (QEMU exit status {self._proc.poll()}); console: {self._buf[-200:]!r}")
-            if time.monotonic() > deadline:
+        try:
+            return call()
+        except HilTimeout as e:
+            if self.qemu.poll() is None:
                 self.close()
-                raise QemuTimeout(f"no answer from the firmware within {self.timeout:g} s")
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line.decode("latin-1").rstrip("\r")
+                raise QemuTimeout(f"no answer from the firmware within {self.timeout:g} s: {e}") from None
+            self._died()
+        except HilLinkError:
+            self._died()
+        except HilError as e:
+            self.qemu.fail(f"firmware misbehaved: {e}")
+
+    def _died(self):
+        rc = self.qemu.wait(min(self.timeout, 5.0))
+        console = bytes(self.client.console) if self.client is not None else b""
+        if b"E fault" in console:
+            self.qemu.fail(f"the firmware faulted (exit status {rc}: 128 + exception number)")
+        self.qemu.fail(f"firmware stopped (QEMU exit status {rc}); console: {console[-200:]!r}")
 
 
 def run_qemu(

@@ -2,18 +2,16 @@
  *
  * Two modes, chosen at build time:
  *
- * - Stream (default): a line protocol on the console UART, so one boot serves
- *   many inputs. On boot the firmware prints
- *       RLX READY in=<bytes> out=<bytes> arena=<bytes>
- *   then answers commands, one per line:
- *       I <hex input>   -> O <status> <ticks> <hex output>
- *       X <status>      -> exits (QEMU's exit status is <status>)
- *   and "E <reason>" for anything malformed.
+ * - HIL server (default): the framed, CRC-checked command protocol of
+ *   ../hil/rlx_hil.h on the console UART (identify, write input in chunks,
+ *   run with a cycle count, read output in chunks, reset, exit), so one boot
+ *   serves many inputs and a host can drive it over any serial link. The
+ *   host side is rlx_edge/hil/.
  *
  * - Test vector (RLX_TEST_VECTOR defined): runs the input compiled into
- *   rlx_test_vector.c once, prints the same "O" line, and exits 0 when the
- *   output equals the expected one (1 when not, 2 when the model returned a
- *   nonzero status).
+ *   rlx_test_vector.c once, prints "O <status> <ticks> <hex output>", and
+ *   exits 0 when the output equals the expected one (1 when not, 2 when the
+ *   model returned a nonzero status).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +24,10 @@
 static int8_t input_buf[RLX_FW_INPUT_BYTES] __attribute__((aligned(16)));
 static int8_t output_buf[RLX_FW_OUTPUT_BYTES] __attribute__((aligned(16)));
 static uint8_t arena[RLX_FW_ARENA_BYTES] __attribute__((aligned(RLX_FW_ARENA_ALIGN)));
+
+#ifdef RLX_TEST_VECTOR
+
+#include "rlx_test_vector.h"
 
 static int run_once(void)
 {
@@ -42,10 +44,6 @@ static int run_once(void)
     return status;
 }
 
-#ifdef RLX_TEST_VECTOR
-
-#include "rlx_test_vector.h"
-
 int main(void)
 {
     board_init();
@@ -60,103 +58,90 @@ int main(void)
 
 #else
 
-static int hex_value(int c)
+/* The server is compiled into this translation unit rather than listed as a
+ * runtime source, so test-vector images carry none of it. */
+#include "../hil/server.c"
+
+/* Core name for HELLO. The build may pass RLX_FW_CORE; otherwise it follows
+ * from the architecture macros (v7E-M with a double-precision FPU is the
+ * Cortex-M7, without one the Cortex-M4). */
+#ifndef RLX_FW_CORE
+#if defined(__ARM_ARCH_6M__)
+#define RLX_FW_CORE "cortex-m0plus"
+#elif defined(__ARM_ARCH_7M__)
+#define RLX_FW_CORE "cortex-m3"
+#elif defined(__ARM_ARCH_7EM__) && defined(__ARM_FP) && (__ARM_FP & 8)
+#define RLX_FW_CORE "cortex-m7"
+#elif defined(__ARM_ARCH_7EM__)
+#define RLX_FW_CORE "cortex-m4"
+#elif defined(__ARM_ARCH_8M_MAIN__)
+#define RLX_FW_CORE "cortex-m33"
+#elif defined(__ARM_ARCH_8_1M_MAIN__)
+#define RLX_FW_CORE "cortex-m55"
+#else
+#define RLX_FW_CORE "unknown"
+#endif
+#endif
+
+/* Hand-written models (test fixtures) may define only the byte sizes: they
+ * are described as flat int8 tensors without quantization. */
+#ifndef RLX_MODEL_HASH
+#define RLX_MODEL_HASH ""
+#endif
+#ifndef RLX_MODEL_NAME
+#define RLX_MODEL_NAME ""
+#endif
+
+#if defined(RLX_INPUT0_SHAPE) && RLX_INPUT0_RANK <= RLX_HIL_MAX_RANK
+#define IN_DESC RLX_INPUT0_DTYPE, RLX_INPUT0_RANK, RLX_INPUT0_SHAPE
+#else
+#define IN_DESC "int8", 1, {RLX_FW_INPUT_BYTES}
+#endif
+#if defined(RLX_INPUT0_SCALE)
+#define IN_QUANT 1, RLX_INPUT0_SCALE, RLX_INPUT0_ZERO_POINT
+#else
+#define IN_QUANT 0, 0.0f, 0
+#endif
+#if defined(RLX_OUTPUT0_SHAPE) && RLX_OUTPUT0_RANK <= RLX_HIL_MAX_RANK
+#define OUT_DESC RLX_OUTPUT0_DTYPE, RLX_OUTPUT0_RANK, RLX_OUTPUT0_SHAPE
+#else
+#define OUT_DESC "int8", 1, {RLX_FW_OUTPUT_BYTES}
+#endif
+#if defined(RLX_OUTPUT0_SCALE)
+#define OUT_QUANT 1, RLX_OUTPUT0_SCALE, RLX_OUTPUT0_ZERO_POINT
+#else
+#define OUT_QUANT 0, 0.0f, 0
+#endif
+
+static int invoke(void)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+    int status = rlx_model_invoke(input_buf, output_buf, arena);
+    /* Keeps the call a BL with a return site rather than a tail branch: the
+     * instruction counter (rlx_edge.hil.qemu.count_instructions) closes its
+     * window at the instruction after each BL to the model. */
+    __asm__ volatile("" ::: "memory");
+    return status;
 }
 
-static void skip_line(int c)
-{
-    while (c != '\n') c = board_getc();
-}
-
-/* Reads exactly sizeof input_buf bytes as hex digits up to the end of the
- * line. Returns 0, or -1 (rest of the line consumed) when the line is not
- * exactly that long or holds a non-hex character. */
-static int read_input_line(void)
-{
-    size_t n = 0;
-    int hi = -1;
-    for (;;) {
-        int c = board_getc();
-        if (c == '\n') return (n == sizeof input_buf && hi < 0) ? 0 : -1;
-        if (c == ' ' || c == '\r') continue;
-        int v = hex_value(c);
-        if (v < 0 || n == sizeof input_buf) {
-            skip_line(c);
-            return -1;
-        }
-        if (hi < 0) {
-            hi = v;
-        } else {
-            input_buf[n++] = (int8_t)(uint8_t)((hi << 4) | v);
-            hi = -1;
-        }
-    }
-}
-
-static int read_int_line(int *out)
-{
-    int sign = 1, value = 0, digits = 0;
-    for (;;) {
-        int c = board_getc();
-        if (c == '\n') break;
-        if (c == ' ' || c == '\r') continue;
-        if (c == '-' && digits == 0 && sign > 0) {
-            sign = -1;
-        } else if (c >= '0' && c <= '9' && digits < 9) {
-            value = value * 10 + (c - '0');
-            ++digits;
-        } else {
-            skip_line(c);
-            return -1;
-        }
-    }
-    *out = sign * value;
-    return digits ? 0 : -1;
-}
+static const struct rlx_hil_target target = {
+    .in_buf = input_buf,
+    .input_bytes = sizeof input_buf,
+    .out_buf = output_buf,
+    .output_bytes = sizeof output_buf,
+    .arena_bytes = sizeof arena,
+    .invoke = invoke,
+    .model_hash = RLX_MODEL_HASH,
+    .model_name = RLX_MODEL_NAME,
+    .core = RLX_FW_CORE,
+    .input = {IN_DESC, IN_QUANT},
+    .output = {OUT_DESC, OUT_QUANT},
+};
 
 int main(void)
 {
     board_init();
     rlx_ticks_init();
-    con_puts("RLX READY in=");
-    con_putu(sizeof input_buf);
-    con_puts(" out=");
-    con_putu(sizeof output_buf);
-    con_puts(" arena=");
-    con_putu(sizeof arena);
-    board_putc('\n');
-    for (;;) {
-        int c = board_getc();
-        int status;
-        switch (c) {
-        case '\n':
-        case '\r':
-        case ' ':
-            break;
-        case 'I':
-            if (read_input_line() == 0) {
-                (void)run_once();
-            } else {
-                con_puts("E input must be ");
-                con_putu(2u * sizeof input_buf);
-                con_puts(" hex digits\n");
-            }
-            break;
-        case 'X':
-            if (read_int_line(&status) == 0) return status;
-            con_puts("E exit needs a status\n");
-            break;
-        default:
-            skip_line(c);
-            con_puts("E unknown command\n");
-            break;
-        }
-    }
+    return rlx_hil_serve(&target);
 }
 
 #endif

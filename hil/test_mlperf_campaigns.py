@@ -1,0 +1,49 @@
+"""HIL campaigns of the four int8 MLPerf Tiny models: every output bit-exact with the reference.
+
+Against QEMU by default; with --board/--port the same campaigns run on a
+real board (flashed first with its definition's tool).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlx_edge.frontends.tflite import load_tflite
+from rlx_edge.hil.campaign import run_campaign
+
+MLPERF = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny"
+# The two small models get 20 inputs, the two large ones 5 (an emulated VWW
+# inference takes seconds).
+COUNTS = {"kws_ref_model": 20, "ad01_int8": 20, "vww_96_int8": 5, "pretrainedResnet_quant": 5}
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    return {m: load_tflite(MLPERF / f"{m}.tflite") for m in COUNTS}
+
+
+@pytest.mark.parametrize("model", list(COUNTS))
+def test_campaign_is_bit_exact(graphs, hil_board, hil_options, firmware_cache, model):
+    report = run_campaign(
+        graphs[model],
+        hil_board,
+        port=hil_options["port"],
+        count=COUNTS[model],
+        progress=False,
+        workdir=firmware_cache,
+        flash=hil_options["flash"],
+        probe=hil_options["probe"],
+    )
+    rec = report.to_json()
+    print(json.dumps({k: rec[k] for k in ("model", "board", "count", "mismatches", "latency", "link")}))
+    assert rec["errors"] == 0, rec["error_messages"]
+    assert rec["count"] == COUNTS[model]
+    assert rec["mismatches"] == 0, rec["first_mismatch"]
+    assert rec["ok"]
+    assert rec["board_info"]["core"] == hil_board.core
+    assert rec["board_info"]["model_name"] == model
+    lat = rec["latency"]["ticks"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["max"]

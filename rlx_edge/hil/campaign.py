@@ -1,0 +1,313 @@
+"""HIL campaigns: a dataset through a board and through the reference, compared bit for bit.
+
+:func:`run_campaign` builds the model's firmware for the board, boots it
+under QEMU or flashes the real board, streams every input over the HIL
+protocol, compares each output with the integer reference bit-exactly, and
+returns a :class:`CampaignReport` (mismatches, accuracy when labels are
+given, latency percentiles in ticks and seconds, link statistics).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from rlx_edge.errors import RlxError
+from rlx_edge.hil.boards import HilBoard, get_hil_board
+from rlx_edge.hil.client import HilClient
+from rlx_edge.hil.transport import HilError, Transport
+from rlx_edge.ir.graph import Graph
+
+DEFAULT_COUNT = 20
+# A campaign stops after this many inputs in a row failed at the link level:
+# the board is gone, and waiting out every remaining input's timeouts helps
+# nobody.
+MAX_CONSECUTIVE_ERRORS = 3
+
+
+@dataclass
+class CampaignReport:
+    model: str
+    board: str
+    port: str
+    count: int = 0
+    """Inputs the board answered (compared)."""
+    requested: int = 0
+    mismatches: int = 0
+    first_mismatch: dict | None = None
+    """``input_index``, ``element_index`` (flat), ``got``, ``expected`` of the first differing element."""
+    errors: list[str] = field(default_factory=list)
+    """Inputs that got no valid answer, and why (a model status, the link)."""
+    labels: int = 0
+    correct: int = 0
+    ticks: list[int] = field(default_factory=list)
+    tick_source: str = ""
+    clock_hz: int | None = None
+    emulated: bool = False
+    board_info: dict = field(default_factory=dict)
+    link: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.labels if self.labels else None
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0 and not self.errors and self.count == self.requested
+
+    def latency(self) -> dict[str, Any]:
+        if not self.ticks:
+            return {"ticks": None, "seconds": None, "tick_source": self.tick_source, "clock_hz": self.clock_hz}
+        t = np.asarray(self.ticks, dtype=np.int64)
+        # inverted_cdf: each percentile is a measured value, not an interpolation.
+        ticks = {
+            "p50": int(np.percentile(t, 50, method="inverted_cdf")),
+            "p90": int(np.percentile(t, 90, method="inverted_cdf")),
+            "max": int(t.max()),
+        }
+        seconds = {k: v / self.clock_hz for k, v in ticks.items()} if self.clock_hz else None
+        out = {"ticks": ticks, "seconds": seconds, "tick_source": self.tick_source, "clock_hz": self.clock_hz}
+        if self.emulated:
+            out["note"] = "QEMU: ticks follow the emulator's virtual clock, not a real core's cycles"
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "board": self.board,
+            "port": self.port,
+            "count": self.count,
+            "requested": self.requested,
+            "mismatches": self.mismatches,
+            "first_mismatch": self.first_mismatch,
+            "errors": len(self.errors),
+            "error_messages": self.errors[:10],
+            "accuracy": self.accuracy,
+            "labels": self.labels,
+            "latency": self.latency(),
+            "board_info": self.board_info,
+            "link": self.link,
+            "wall_s": round(self.wall_s, 3),
+            "ok": self.ok,
+        }
+
+
+def load_data(
+    data: str | os.PathLike | np.ndarray | Sequence[np.ndarray] | None, labels: Any = None
+) -> tuple[list[np.ndarray] | None, np.ndarray | None]:
+    """Inputs (one array per sample) and labels from an array, a list, a ``.npy`` or a ``.npz`` file.
+
+    A ``.npz`` holds the inputs under ``x`` (or ``inputs``, or its only
+    array) and may hold labels under ``y`` (or ``labels``).
+    """
+    if data is None:
+        return None, None if labels is None else np.asarray(labels)
+    if isinstance(data, str | os.PathLike):
+        p = Path(data)
+        if not p.is_file():
+            raise RlxError(f"data file not found: {p}")
+        try:
+            loaded = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise RlxError(f"cannot read {p}: {e}") from e
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                keys = list(loaded.files)
+                xk = next((k for k in ("x", "inputs", "input") if k in keys), keys[0] if len(keys) == 1 else None)
+                if xk is None:
+                    raise RlxError(f"{p}: no array named x or inputs among {keys}")
+                arr = loaded[xk]
+                yk = next((k for k in ("y", "labels", "label") if k in keys), None)
+                if labels is None and yk is not None:
+                    labels = loaded[yk]
+        else:
+            arr = loaded
+        samples = list(arr)
+    elif isinstance(data, np.ndarray):
+        samples = list(data)
+    else:
+        samples = [np.asarray(x) for x in data]
+    return samples, None if labels is None else np.asarray(labels).reshape(-1)
+
+
+def _as_model_input(x: np.ndarray, graph: Graph, k: int) -> np.ndarray:
+    """One sample in the model's input shape and dtype (float data is quantized with the input's parameters)."""
+    t = graph.types[graph.inputs[0]]
+    shape = tuple(int(d) for d in t.shape)
+    dt = np.dtype(t.dtype.numpy)
+    x = np.asarray(x)
+    if x.size != int(np.prod(shape)):
+        raise RlxError(
+            f"sample {k} has {x.size} elements (shape {x.shape}); the model's input {shape} has {int(np.prod(shape))}"
+        )
+    if x.dtype.kind == "f" and dt.kind in "iu":
+        if t.quant is None:
+            raise RlxError(f"sample {k} is float but the model's {dt} input has no quantization parameters")
+        scale, zp = float(t.quant.scale[0]), int(t.quant.zero_point[0])
+        info = np.iinfo(dt)
+        x = np.clip(np.round(x / scale) + zp, info.min, info.max)
+    elif x.dtype != dt and not np.can_cast(x.dtype, dt, "same_kind"):
+        raise RlxError(f"sample {k} has dtype {x.dtype}; the model takes {dt}")
+    return np.ascontiguousarray(x.astype(dt).reshape(shape))
+
+
+def _progress(stream: TextIO, board: str, k: int, n: int, bad: int, errors: int) -> None:
+    width = 30
+    done = int(width * k / n) if n else width
+    extra = f"  mismatches {bad}" + (f"  errors {errors}" if errors else "")
+    stream.write(f"\rhil {board} [{'#' * done}{'.' * (width - done)}] {k}/{n}{extra}")
+    stream.flush()
+
+
+def run_campaign(
+    model_graph: Graph | str | os.PathLike,
+    board: str | os.PathLike | HilBoard,
+    port: str | None = None,
+    data: str | os.PathLike | np.ndarray | Sequence[np.ndarray] | None = None,
+    labels: Any = None,
+    count: int | None = None,
+    progress: bool = True,
+    *,
+    seed: int = 0,
+    workdir: str | os.PathLike | None = None,
+    flash: bool = True,
+    flash_tool: str | None = None,
+    probe: str | None = None,
+    timeout: float = 2.0,
+    run_timeout: float = 120.0,
+    reference: Callable[[np.ndarray], np.ndarray] | None = None,
+    stream: TextIO | None = None,
+) -> CampaignReport:
+    """Runs ``count`` inputs through the model on ``board`` and through the reference; see the module docstring.
+
+    ``board``: a board name, a board definition file (``.toml``) or a
+    :class:`HilBoard`. QEMU boards boot the firmware locally unless ``port``
+    names a UART to use instead; real boards are flashed (``flash``) with the
+    board's tool (or ``flash_tool``) and reached on ``port`` (or the
+    definition's). ``data``: inputs (see :func:`load_data`); without it,
+    ``count`` seeded inputs covering the input range (the last three are
+    all-minimum, all-maximum and all-zero-point). ``labels``: class indices,
+    compared with the argmax of each output. ``reference``: the expected
+    output of one input (default: the integer reference interpreter).
+    """
+    from rlx_edge.frontends import load_model
+    from rlx_edge.hil.flash import flash as flash_board
+    from rlx_edge.hil.qemu import QemuBoard
+    from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+    from rlx_edge.targets.reference import run as reference_run
+    from rlx_edge.targets.reference.compare import make_inputs
+
+    t_start = time.monotonic()
+    graph = model_graph if isinstance(model_graph, Graph) else load_model(model_graph)
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise RlxError("HIL campaigns handle models with one input and one output")
+    b = get_hil_board(board, port=port)
+    in_name, out_name = graph.inputs[0], graph.outputs[0]
+    out_t = graph.types[out_name]
+    out_shape = tuple(int(d) for d in out_t.shape)
+    out_dtype = np.dtype(out_t.dtype.numpy)
+
+    samples, label_arr = load_data(data, labels)
+    if samples is None:
+        n = DEFAULT_COUNT if count is None else int(count)
+        gen = make_inputs(graph, max(n - 3, 0), seed=seed)
+        # make_inputs appends the three edge inputs after the random ones.
+        samples = [s[in_name] for s in (gen if n >= 3 else gen[:0] + gen[-3:][:n])]
+    elif count is not None:
+        samples = samples[: int(count)]
+    xs = [_as_model_input(x, graph, k) for k, x in enumerate(samples)]
+    if label_arr is not None:
+        if len(label_arr) < len(xs):
+            raise RlxError(f"{len(label_arr)} labels for {len(xs)} inputs")
+        label_arr = label_arr[: len(xs)]
+    if reference is None:
+
+        def reference(x: np.ndarray) -> np.ndarray:
+            return reference_run(graph, {in_name: x})[out_name]
+
+    url = b.port
+    if url is None and not b.is_qemu:
+        raise RlxError(f"board {b.name} needs a serial port: pass --port (e.g. /dev/ttyACM0)")
+    elf, build = build_model_firmware(graph, b.name, workdir)
+    report = CampaignReport(graph.name, b.name, url or "", requested=len(xs), clock_hz=b.clock_hz)
+    qemu = None
+    if b.is_qemu and url is None:
+        qemu = QemuBoard(elf, b.name, timeout=max(timeout * 10, 30.0))
+        report.emulated = True
+    elif not b.is_qemu and flash:
+        flash_board(elf, b, tool=flash_tool, probe=probe)
+    out = stream if stream is not None else sys.stderr
+    client = None
+    try:
+        if qemu is not None:
+            qemu.start()
+            transport = qemu.connect()
+            report.port = qemu.url
+        else:
+            transport = Transport(url, baudrate=b.baudrate)
+        client = HilClient(transport, timeout=timeout, run_timeout=run_timeout)
+        info = client.hello()
+        report.board_info = info.to_json()
+        report.tick_source = info.tick_source
+        if info.core_hz and not report.clock_hz:
+            report.clock_hz = info.core_hz
+        if info.model_hash != build["model_hash"]:
+            raise HilError(
+                f"{report.port}: the board runs model {info.model_name or '?'} (hash {info.model_hash or 'none'}), "
+                f"not {graph.name} (hash {build['model_hash']}): flashing failed or another firmware is running"
+            )
+        consecutive = 0
+        for k, x in enumerate(xs):
+            expected = np.asarray(reference(x))
+            try:
+                r = client.infer(x)
+            except HilError as e:
+                report.errors.append(f"input {k}: {e}")
+                consecutive += 1
+                if consecutive >= MAX_CONSECUTIVE_ERRORS:
+                    report.errors.append(f"stopped after {consecutive} failed inputs in a row")
+                    break
+                continue
+            consecutive = 0
+            if r.status != 0:
+                report.errors.append(f"input {k}: the model returned status {r.status}")
+                continue
+            report.count += 1
+            report.ticks.append(r.ticks)
+            y = np.frombuffer(r.output, dtype=out_dtype).reshape(out_shape)
+            if y.shape != expected.shape or not np.array_equal(y, expected):
+                report.mismatches += 1
+                if report.first_mismatch is None:
+                    report.first_mismatch = _first_difference(k, y, expected)
+            if label_arr is not None:
+                report.labels += 1
+                report.correct += int(np.argmax(y.reshape(-1)) == int(label_arr[k]))
+            if progress:
+                _progress(out, b.name, k + 1, len(xs), report.mismatches, len(report.errors))
+        if progress:
+            out.write("\n")
+            out.flush()
+    finally:
+        if client is not None:
+            report.link = client.stats.to_json()
+            client.close()
+        if qemu is not None:
+            qemu.close()
+    report.wall_s = time.monotonic() - t_start
+    return report
+
+
+def _first_difference(k: int, got: np.ndarray, expected: np.ndarray) -> dict:
+    g, e = got.reshape(-1), expected.reshape(-1)
+    if g.shape != e.shape:
+        return {"input_index": k, "element_index": None, "got": None, "expected": None}
+    i = int(np.flatnonzero(g != e)[0])
+    return {"input_index": k, "element_index": i, "got": g[i].item(), "expected": e[i].item()}

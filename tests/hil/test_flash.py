@@ -1,0 +1,140 @@
+"""Flashers for real boards (pyOCD, OpenOCD): command lines, dry runs, missing tools and probes.
+
+Neither tool is installed here: real flashing is exercised with stand-in
+executables on PATH that behave as the tools do without a probe.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from rlx_edge.errors import ToolchainError
+from rlx_edge.hil.boards import BUILTIN, get_hil_board, load_board_file
+from rlx_edge.hil.flash import FlashError, NoProbeError, flash, flash_command
+from rlx_edge.targets.cortexm_fw import build_firmware
+
+FIXTURES = Path(__file__).resolve().parents[1] / "firmware" / "fixtures"
+HIL_BOARDS = Path(__file__).resolve().parents[2] / "hil" / "boards"
+
+
+@pytest.fixture(scope="module")
+def elves(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flash")
+    return {b: build_firmware(FIXTURES / "standin", b, root / b) for b in ("nucleo-l4r5zi", "rpi-pico")}
+
+
+def test_pyocd_command(elves):
+    elf = elves["nucleo-l4r5zi"]
+    assert flash_command(elf, "nucleo-l4r5zi") == ["pyocd", "flash", "-t", "stm32l4r5zitx", str(elf)]
+    assert flash_command(elf, "nucleo-l4r5zi", probe="0669FF") == [
+        "pyocd", "flash", "-t", "stm32l4r5zitx", "-u", "0669FF", str(elf)
+    ]  # fmt: skip
+
+
+def test_openocd_command(elves):
+    elf = elves["nucleo-l4r5zi"]
+    r = flash(elf, "nucleo-l4r5zi", tool="openocd", dry_run=True)
+    assert r.dry_run
+    assert r.argv == [
+        "openocd", "-f", "interface/stlink.cfg", "-f", "target/stm32l4x.cfg", "-c", f"program {elf} verify reset exit"
+    ]  # fmt: skip
+    assert r.command.endswith(f'"program {elf} verify reset exit"')
+
+
+def test_ram_image_is_loaded_and_started_at_its_entry(elves):
+    elf = elves["rpi-pico"]
+    argv = flash(elf, "rpi-pico", dry_run=True).argv
+    assert argv[:5] == ["openocd", "-f", "interface/cmsis-dap.cfg", "-f", "target/rp2040.cfg"]
+    cmds = argv[6::2]
+    assert cmds[:3] == ["init", "reset halt", f"load_image {elf}"]
+    # The entry point is Reset_Handler's address in SRAM, Thumb bit cleared.
+    from rlx_edge.hil.qemu import symbols
+
+    entry = symbols(elf)["Reset_Handler"][0]
+    assert 0x20000000 <= entry < 0x20042000
+    assert cmds[3] == f"resume {entry:#x}"
+    assert cmds[4] == "exit"
+
+
+def test_qemu_boards_have_nothing_to_flash(elves):
+    with pytest.raises(FlashError, match="QEMU machine"):
+        flash_command(elves["nucleo-l4r5zi"], "qemu-mps2-an386")
+
+
+def _fake_tool(bin_dir: Path, name: str, output: str, status: int) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / name
+    exe.write_text(f"#!/bin/sh\necho '{output}' >&2\necho \"$@\" > '{bin_dir}/{name}.args'\nexit {status}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+
+
+def test_missing_tool_is_a_clear_error(elves, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolchainError, match=r"pyocd not found on PATH; install with: pip install pyocd"):
+        flash(elves["nucleo-l4r5zi"], "nucleo-l4r5zi")
+    with pytest.raises(ToolchainError, match=r"openocd not found on PATH; install with: apt-get install openocd"):
+        flash(elves["rpi-pico"], "rpi-pico")
+
+
+@pytest.mark.parametrize(
+    "tool,message",
+    [
+        ("pyocd", "0000621 C No connected debug probes [__main__]"),
+        ("pyocd", "No available debug probes are connected"),
+        ("openocd", "Error: open failed"),
+        ("openocd", "Error: unable to find a matching CMSIS-DAP device"),
+    ],
+)
+def test_no_probe_is_a_clear_error(elves, tmp_path, monkeypatch, tool, message):
+    _fake_tool(tmp_path / "bin", tool, message, 1)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin") + os.pathsep + os.environ["PATH"])
+    with pytest.raises(NoProbeError, match="found no debug probe for nucleo-l4r5zi: is the board connected"):
+        flash(elves["nucleo-l4r5zi"], "nucleo-l4r5zi", tool=tool)
+
+
+def test_tool_failure_and_success(elves, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("PATH", str(bin_dir) + os.pathsep + os.environ["PATH"])
+    _fake_tool(bin_dir, "pyocd", "Error: flash algorithm failed at 0x08000000", 1)
+    with pytest.raises(FlashError, match=r"pyocd failed \(exit 1\) flashing nucleo-l4r5zi:\n.*flash algorithm") as e:
+        flash(elves["nucleo-l4r5zi"], "nucleo-l4r5zi")
+    assert not isinstance(e.value, NoProbeError)
+    _fake_tool(bin_dir, "pyocd", "Programmed 12345 bytes", 0)
+    r = flash(elves["nucleo-l4r5zi"], "nucleo-l4r5zi", probe="X1")
+    assert "Programmed" in r.output
+    assert (bin_dir / "pyocd.args").read_text().split() == [
+        "flash",
+        "-t",
+        "stm32l4r5zitx",
+        "-u",
+        "X1",
+        str(elves["nucleo-l4r5zi"]),
+    ]
+
+
+def test_missing_firmware(tmp_path):
+    with pytest.raises(FlashError, match="firmware not found"):
+        flash(tmp_path / "nope.elf", "nucleo-l4r5zi", dry_run=True)
+
+
+def test_board_files_agree_with_the_builtin_definitions():
+    files = sorted(HIL_BOARDS.glob("*.toml"))
+    assert {p.stem for p in files} == set(BUILTIN)
+    for p in files:
+        assert load_board_file(p) == BUILTIN[p.stem], p.name
+
+
+def test_board_definition_errors(tmp_path):
+    p = tmp_path / "b.toml"
+    p.write_text('name = "qemu-mps2-an386"\ncore = "cortex-m4"\n[flash]\ntool = "jlink"\n')
+    with pytest.raises(Exception, match="flash tool 'jlink'"):
+        load_board_file(p)
+    p.write_text('core = "cortex-m4"\n')
+    with pytest.raises(Exception, match="missing or bad field"):
+        load_board_file(p)
+    assert get_hil_board("qemu-m3").name == "qemu-mps2-an385"
+    assert get_hil_board("nucleo-l4r5zi", port="/dev/ttyUSB3").port == "/dev/ttyUSB3"
