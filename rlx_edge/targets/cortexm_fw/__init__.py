@@ -6,7 +6,8 @@ cycle counter, console helpers, the model runner ``main.c``, CMSDK UART and
 semihosting for the QEMU boards, the shared linker script ``sections.ld``) and
 ``boards/<name>/`` (memory map ``board.ld``, ``board.h`` or ``board.c``).
 
-The runner speaks a framed HIL protocol (rlx_edge/_data/firmware/hil/rlx_hil.h) on the console UART; see ``runtime/main.c``
+The runner speaks the framed HIL protocol (``hil/rlx_hil.h``) on the console UART; see
+``runtime/main.c``
 and :mod:`rlx_edge.hil.qemu`, which drives it under QEMU.
 """
 
