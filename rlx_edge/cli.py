@@ -82,10 +82,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.passes:
         from rlx_edge.ir.passes.manager import passes_report
 
-        if graph.stage == "hir":
-            from rlx_edge.ir.passes.lower_hir import lower_hir
-
-            graph = lower_hir(graph)
+        graph = _as_mir(graph)
         report = passes_report(graph, as_json=args.json)
         if args.json:
             _emit_json({**inspect.summary(graph), "passes": report})
@@ -134,10 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     x = _read_array_file(args.input)
     if args.trace and args.target != "reference":
         raise UsageError("--trace needs --target reference (targets return outputs only)")
-    if graph.stage == "hir":
-        from rlx_edge.ir.passes.lower_hir import lower_hir
-
-        graph = lower_hir(graph)
+    graph = _as_mir(graph)
     from rlx_edge.targets.reference import run
     from rlx_edge.targets.registry import prepare
 
@@ -194,14 +188,13 @@ def _write_outputs(path: str, outs: dict[str, np.ndarray]) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlx_edge.ir.plan import plan
 
-    graph = _load(args.model)
-    if graph.stage == "hir":
-        from rlx_edge.ir.passes.lower_hir import lower_hir
-
-        graph = lower_hir(graph)
-    if args.target not in ("reference",):
-        raise UsageError(f"target {args.target!r} has no planner rules yet; use --target reference")
-    program = plan(graph, target=args.target, alignment=args.alignment)
+    graph = _float_mir(args.model)
+    scratch = None
+    if args.target == "cortexm-host" or args.target.startswith("qemu-"):
+        from rlx_edge.targets.cortexm import scratch_bytes as scratch
+    elif args.target != "reference":
+        raise UsageError(f"target {args.target!r} has no planner rules; use reference, cortexm-host or qemu-*")
+    program = plan(graph, target=args.target, alignment=args.alignment, scratch=scratch)
     if args.plot:
         from rlx_edge.ir.plan.draw import draw_plan
 
@@ -222,13 +215,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from rlx_edge.frontends.tflite import export_tflite
 
-    graph = _load(args.model)
     if not args.output.endswith(".tflite"):
         raise UsageError(f"export writes .tflite files; name the output like {Path(args.output).stem}.tflite")
-    if graph.stage == "hir":
-        from rlx_edge.ir.passes.lower_hir import lower_hir
-
-        graph = lower_hir(graph)
+    graph = _float_mir(args.model)
     export_tflite(graph, args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -240,10 +229,7 @@ def _compare_target(graph, target: str, n: int, seed: int):
     from rlx_edge.targets.reference.compare import CompareResult, Mismatch, make_inputs
     from rlx_edge.targets.registry import prepare
 
-    if graph.stage == "hir":
-        from rlx_edge.ir.passes.lower_hir import lower_hir
-
-        graph = lower_hir(graph)
+    graph = _as_mir(graph)
     runner = prepare(target, graph)
     samples = make_inputs(graph, n, seed)
     first = None
@@ -314,13 +300,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _float_mir(path: str):
-    graph = _load(path)
+def _as_mir(graph):
+    """HIR blocks lowered to MIR (every command past inspect works on MIR)."""
     if graph.stage == "hir":
         from rlx_edge.ir.passes.lower_hir import lower_hir
 
-        graph = lower_hir(graph)
+        return lower_hir(graph)
     return graph
+
+
+def _float_mir(path: str):
+    return _as_mir(_load(path))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

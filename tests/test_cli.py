@@ -303,3 +303,11 @@ def test_hil_campaign_on_qemu_and_a_dead_port():
     assert obj["count"] == 3 and obj["mismatches"] == 0 and obj["latency"]["ticks"]["p50"] > 0
     r = cli("hil", model, "--board", "qemu-mps2-an386", "--port", "socket://127.0.0.1:1", "--count", "1")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "127.0.0.1:1" in r.stderr
+
+
+def test_plan_with_cortexm_scratch():
+    r = cli("plan", str(MLPERF / "kws_ref_model.tflite"), "--target", "qemu-m4", "--json")
+    obj = json.loads(r.stdout)
+    assert r.returncode == 0 and obj["scratch_bytes"] > 0 and obj["arena_bytes"] <= 16_990
+    r = cli("plan", str(MLPERF / "kws_ref_model.tflite"), "--target", "jax")
+    assert r.returncode == 2 and "no planner rules" in r.stderr
