@@ -113,6 +113,57 @@ def _pad4(a: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def constant_channels(
+    mult: np.ndarray, shift: np.ndarray, acc_lo: np.ndarray, acc_hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Channels whose requantized value (before the zero point) is the same
+    for every accumulator in [acc_lo, acc_hi]: (mask, that value).
+
+    MultiplyByQuantizedMultiplier is non-decreasing in the accumulator for a
+    right shift (e >= 1) and a multiplier >= 0, so equal values at both ends
+    prove it; a zero multiplier gives 0 for any accumulator. Such channels
+    (near-zero weights, or a huge bias, with e up to 31) would otherwise keep
+    a whole layer off the fast requantization: zp * 2**e overflows there.
+    """
+    mult = np.asarray(mult, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    const = np.zeros(mult.size, bool)
+    value = np.zeros(mult.size, np.int64)
+    for c in range(mult.size):
+        lo, hi = int(acc_lo[c]), int(acc_hi[c])
+        if mult[c] == 0:
+            const[c] = True
+            continue
+        if shift[c] > -1 or mult[c] < 0 or lo < -(2**31) or hi >= 2**31:
+            continue
+        v = fp.multiply_by_quantized_multiplier(np.array([lo, hi], np.int64), int(mult[c]), int(shift[c]))
+        if int(v[0]) == int(v[1]) and abs(int(v[0])) < 2**20:
+            const[c], value[c] = True, int(v[0])
+    return const, value
+
+
+def _requant(mult, shift, bound, acc_lo, acc_hi, zp: int, lo: int, hi: int):
+    """(mode, mult, add, right shift) of a layer: fast_requant, and where it
+    fails, fast_requant again with the constant channels (constant_channels)
+    rewritten as multiplier 0, e = 1 and their value folded into rq_add: the
+    fast formula then gives (2 (zp + v) + 1 - [acc < 0]) >> 1 = zp + v."""
+    mode, add, rshift = fast_requant(mult, shift, bound, zp, lo, hi)
+    if mode != 0:
+        return mode, mult, add, rshift
+    const, value = constant_channels(mult, shift, acc_lo, acc_hi)
+    if not const.any():
+        return mode, mult, add, rshift
+    m2 = np.where(const, 0, mult).astype(np.int32)
+    s2 = np.where(const, -1, shift).astype(np.int32)
+    mode2, add2, rshift2 = fast_requant(m2, s2, np.where(const, 0, bound), zp, lo, hi)
+    if mode2 == 0:
+        return mode, mult, add, rshift
+    add2 = add2.astype(np.int64) + 2 * np.where(const, value, 0)
+    if np.any(np.abs(add2) >= 2**31 - 2):
+        return mode, mult, add, rshift
+    return mode2, m2, add2.astype(np.int32), rshift2
+
+
 def fast_requant(
     mult: np.ndarray, shift: np.ndarray, bound: np.ndarray, zp: int, lo: int, hi: int
 ) -> tuple[int, np.ndarray, np.ndarray]:
@@ -149,7 +200,7 @@ def fast_requant(
     return mode, add.astype(np.int32), e.astype(np.int32)
 
 
-def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None) -> tuple[dict, dict, int]:
+def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None, gq_ok: bool = True) -> tuple[dict, dict, int]:
     """Fields and constants of an int8 GEMM: weights [O, K] re-laid out, folded bias, multipliers."""
     xt, wt, yt = _t(graph, node.inputs[0]), _t(graph, node.inputs[1]), _t(graph, node.outputs[0])
     s_x, zp_x = ik.scalar_params(xt.quant, "input")
@@ -174,7 +225,10 @@ def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None) -> tup
     lo, hi = _act(node, graph)
     # |acc| for any int8 input: the folded bias plus 128 * sum |w|
     bound = np.abs(folded.astype(np.int64)) + 128 * np.abs(w2.astype(np.int64)).sum(axis=1)
-    mode, add, rshift = fast_requant(mult, shift, bound, zp_y, lo, hi)
+    w64 = w2.astype(np.int64)
+    acc_lo = folded.astype(np.int64) + np.minimum(-128 * w64, 127 * w64).sum(axis=1)
+    acc_hi = folded.astype(np.int64) + np.maximum(-128 * w64, 127 * w64).sum(axis=1)
+    mode, mult, add, rshift = _requant(mult, shift, bound, acc_lo, acc_hi, zp_y, lo, hi)
     fields = {
         "out_c": o,
         "k_quads": kq,
@@ -197,10 +251,29 @@ def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None) -> tup
         "shift": _pad4(rshift, ob * 4),
         "rq_add": _pad4(add, ob * 4),
     }
+    fields["gq"] = None
+    if gq_ok and mode != 0 and o % 4 == 0:
+        # DSP convolutions, per block of 4 rows: the folded bias, (mult,
+        # rq_add) pairs and the right shifts, one pointer for all of them.
+        # The accumulator runs doubled (the acc << 1 SMMLAR takes): weights
+        # and bias x 2; |2 acc| < 2**31 by fast_requant's bound (constant
+        # channels, multiplier 0, only use its sign), partial sums wrap
+        # like the core's.
+        fields["gq"] = Const("gq")
+        consts["weights16"] = np.ascontiguousarray(2 * wide.astype(np.int32)).astype(np.int16)
+        gq = np.concatenate(
+            [
+                fp.wrap_int32(2 * folded.astype(np.int64)).reshape(ob, 4),
+                np.stack([mult, add], axis=-1).astype(np.int64).reshape(ob, 8),
+                np.asarray(rshift, np.int64).reshape(ob, 4),
+            ],
+            axis=1,
+        )
+        consts["gq"] = np.ascontiguousarray(gq.astype(np.int32)).reshape(-1)
     return fields, consts, 2 * kq * 4 * 2  # two pixels of int16
 
 
-_GEMM_GUARDS = {"weights": "portable", "weights16": "dsp"}
+_GEMM_GUARDS = {"weights": "portable", "weights16": "dsp", "gq": "dsp"}
 
 
 def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int, int]:
@@ -279,7 +352,11 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
     w_taps = wv.reshape(kh * kw, cm).astype(np.int64)
     # |acc| for any input: |bias| + 255 * sum |w| (x - zp spans at most 255)
     bound = np.abs(bias.astype(np.int64)) + 255 * np.abs(w_taps).sum(axis=0)
-    mode, add, rshift = fast_requant(mult, shift, bound, zp_y, lo, hi)
+    # (x + in_offset) spans [-128 - zp_x, 127 - zp_x] (0, a padded tap, included)
+    ends = np.stack([w_taps * (-128 - zp_x), w_taps * (127 - zp_x)])
+    acc_lo = bias.astype(np.int64) + ends.min(axis=0).sum(axis=0)
+    acc_hi = bias.astype(np.int64) + ends.max(axis=0).sum(axis=0)
+    mode, mult, add, rshift = _requant(mult, shift, bound, acc_lo, acc_hi, zp_y, lo, hi)
     # a pixel whose taps are all inside the image: the input offset folded
     # into the bias (portable path); wraps like the C accumulation
     bias_full = fp.wrap_int32(bias.astype(np.int64) + (-zp_x) * w_taps.sum(axis=0)).astype(np.int32)
@@ -315,6 +392,9 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
         "mult": Const("mult"),
         "shift": Const("shift"),
         "rq_add": Const("rq_add"),
+        "weights16x2": None,
+        "dwq": None,
+        "pad3": None,
     }
     consts = {
         "weights": np.ascontiguousarray(wv.reshape(-1)),
@@ -336,10 +416,34 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
         if cm % 4 == 0:
             # DSP path: int16 weights per group of 4 channels and tap, in the
             # order SXTB16 / SXTB16 ROR 8 give the input (c0, c2, c1, c3)
-            fields["weights16"] = Const("weights16")
             w16 = w_taps.reshape(kh * kw, cm // 4, 4)[:, :, [0, 2, 1, 3]].transpose(1, 0, 2)
-            consts["weights16"] = np.ascontiguousarray(w16.astype(np.int16)).reshape(-1)
-            guards["weights16"] = "dsp"
+            if mode == 0:
+                fields["weights16"] = Const("weights16")
+                consts["weights16"] = np.ascontiguousarray(w16.astype(np.int16)).reshape(-1)
+                guards["weights16"] = "dsp"
+            else:
+                # the fast requantization takes acc << 1: accumulate it doubled
+                # (|2 acc| < 2**31 by fast_requant's bound; partial sums wrap
+                # like the core's). The input offset is folded into the bias
+                # of the taps each pixel computes: all 9, or a clipped left or
+                # right column left out; rows outside the image read pad3.
+                fields.update(weights16x2=Const("weights16x2"), dwq=Const("dwq"), pad3=Const("pad3"))
+                consts["weights16x2"] = np.ascontiguousarray((2 * w16).astype(np.int16)).reshape(-1)
+                g4 = cm // 4
+                cols = w_taps.reshape(3, 3, cm).sum(axis=0)  # [j][c]
+                sums = np.stack([cols.sum(axis=0), cols[1] + cols[2], cols[0] + cols[1]])  # [3][c]
+                b2 = fp.wrap_int32(2 * (bias.astype(np.int64)[None, :] + (-zp_x) * sums))
+                dwq = np.concatenate(
+                    [
+                        b2.reshape(3, g4, 4).transpose(1, 0, 2).reshape(g4, 12),
+                        np.stack([mult, add], axis=-1).astype(np.int64).reshape(g4, 8),
+                        np.asarray(rshift, np.int64).reshape(g4, 4),
+                    ],
+                    axis=1,
+                )
+                consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
+                consts["pad3"] = np.full(3 * c, zp_x, np.int8)
+                guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
     kernel = "rlx_depthwise_conv_3x3_s8" if fast else "rlx_depthwise_conv_s8"
     return Layer(kernel, "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)], 0, guards)
 
@@ -350,7 +454,8 @@ def _fc(graph: Graph, node: Node) -> Layer:
     _int8(graph, node, x, node.outputs[0])
     wv = graph.params.get(w)
     _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
-    gemm, consts, scratch = _gemm(graph, node, wv, None if b is None else graph.params[b])
+    # rows are read in place (rlx_gemm_row_s8): no gq, weights as they are
+    gemm, consts, scratch = _gemm(graph, node, wv, None if b is None else graph.params[b], gq_ok=False)
     xs = _shape(_t(graph, x))
     fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
     # one row at a time, the int8 input read (and on DSP cores widened in

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx_edge.quant import fixedpoint as fp
-from rlx_edge.targets.cortexm.rules import fast_requant
+from rlx_edge.targets.cortexm.rules import _requant, constant_channels, fast_requant
 
 
 def _model(acc, mult, add, e):
@@ -62,6 +62,34 @@ def test_fast_requant_refuses_what_it_cannot_prove():
     assert fast_requant(one, np.array([-5]), np.array([1 << 30]), 0, -128, 127)[0] == 0  # |acc| may reach 2**30
     assert fast_requant(one, np.array([-31]), np.array([100]), 3, -128, 127)[0] == 0  # zp * 2**e overflows
     assert fast_requant(one, np.array([-5]), np.array([100]), 3, -10, 100)[0] == 1  # clamp, not SSAT
+
+
+def test_constant_channels_keep_the_reference_values():
+    """Channels with one output over their whole accumulator range (a huge
+    bias, e up to 31, multiplier 0) become multiplier 0, e = 1, the value in
+    rq_add: the fast formula then matches the reference at every accumulator
+    of the range, and the other channels keep theirs."""
+    rng = np.random.default_rng(9)
+    mult = np.array([1320764593, 1569364972, 0, 1 << 30, 1932735283, 1171292447], np.int64)
+    shift = np.array([-27, -31, 0, -8, -31, -20], np.int64)
+    acc_lo = np.array([(1 << 30) - 5000, -4000, -(1 << 20), -3000, -(1 << 29), -(1 << 29)], np.int64)
+    acc_hi = np.array([(1 << 30) + 5000, 4000, 1 << 20, 3000, (1 << 29) - 9, 1 << 29], np.int64)
+    bound = np.maximum(np.abs(acc_lo), np.abs(acc_hi))
+    const, value = constant_channels(mult, shift, acc_lo, acc_hi)
+    assert const.tolist() == [True, True, True, False, True, False]
+    assert int(value[0]) != 0  # the huge bias: a constant, but not the zero point
+    for zp in (-128, 0, 17):
+        mode, m2, add, e = _requant(mult, shift, bound, acc_lo, acc_hi, zp, -128, 127)
+        assert mode == 2
+        for c in range(mult.size):
+            xs = np.concatenate([[acc_lo[c], acc_hi[c], 0, -1, 1], rng.integers(acc_lo[c], acc_hi[c] + 1, 500)])
+            xs = xs[(xs >= acc_lo[c]) & (xs <= acc_hi[c])].astype(np.int64)
+            want = np.clip(fp.multiply_by_quantized_multiplier(xs, int(mult[c]), int(shift[c])) + zp, -128, 127)
+            got = np.clip(_model(np.clip(xs, -(2**30) + 1, 2**30 - 1), int(m2[c]), int(add[c]), int(e[c])), -128, 127)
+            if const[c]:
+                # the accumulator only enters through its sign: any in range
+                got = np.clip(_model(np.sign(xs), 0, int(add[c]), int(e[c])), -128, 127)
+            assert np.array_equal(got, want), (c, zp)
 
 
 def test_fully_connected_needs_no_scratch(mlperf_graph):

@@ -53,6 +53,91 @@ static void rlx_widen_row(const int8_t *src, int32_t n, int16_t *dst, int32_t k_
 
 /* im2col of one output pixel: taps in (kh, kw, c) order; padded taps hold
  * the input zero point, so that the folded bias cancels them exactly. */
+#define RLX_IM2COL_LOCAL 64 /* receptive fields up to this many bytes are gathered on the stack */
+
+/* A few bytes copied or filled: words, then bytes. The empty asm keeps GCC
+ * from turning the byte loops into memcpy / memset calls, which cost more
+ * than the copy for runs this short. */
+#if defined(__GNUC__)
+#define RLX_NO_LIBCALL() __asm__ volatile("")
+#else
+#define RLX_NO_LIBCALL() ((void)0)
+#endif
+RLX_INLINE void rlx_copy_short(int8_t *dst, const int8_t *src, int32_t n)
+{
+    int32_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        rlx_wr32(dst + t, rlx_rd32(src + t));
+        RLX_NO_LIBCALL();
+    }
+    for (; t < n; t++) {
+        dst[t] = src[t];
+        RLX_NO_LIBCALL();
+    }
+}
+
+RLX_INLINE void rlx_fill_short(int8_t *dst, int8_t v, int32_t n)
+{
+    for (int32_t t = 0; t < n; t++) {
+        dst[t] = v;
+        RLX_NO_LIBCALL();
+    }
+}
+
+/* im2col of a small receptive field (e.g. 3x3 on 3 channels): its bytes
+ * gathered in order into a local row (padded taps the zero point, the tail
+ * of the last quad 0), then widened a quad at a time. */
+static void rlx_im2col_small(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, int16_t *dst,
+                             int32_t s)
+{
+    uint32_t words[RLX_IM2COL_LOCAL / 4];
+    int8_t *buf = (int8_t *)words;
+    const int32_t c = p->in_c;
+    const int32_t seg = p->k_w * c;
+    const int32_t ix0 = ox * p->stride_w - p->pad_left;
+    const int32_t whole = p->dil_w == 1 && ix0 >= 0 && ix0 + p->k_w <= p->in_w;
+    const int8_t zp = (int8_t)p->in_zp;
+    const int32_t iy0 = oy * p->stride_h - p->pad_top;
+    const int32_t kq = p->gemm.k_quads;
+    int32_t k = 0;
+    words[kq - 1] = 0; /* the tail of the last quad (under 4 bytes) stays 0 */
+    if (whole && p->dil_h == 1 && iy0 >= 0 && iy0 + p->k_h <= p->in_h) {
+        /* the whole field inside the image: k_h contiguous runs */
+        const int32_t row = p->in_w * c;
+        const int8_t *src = img + (iy0 * p->in_w + ix0) * c;
+        for (int32_t i = 0; i < p->k_h; i++, src += row, k += seg) {
+            rlx_copy_short(buf + k, src, seg);
+        }
+    }
+    for (int32_t i = k == 0 ? 0 : p->k_h; i < p->k_h; i++) {
+        const int32_t iy = oy * p->stride_h - p->pad_top + i * p->dil_h;
+        const int32_t row_in = iy >= 0 && iy < p->in_h;
+        if (row_in && whole) {
+            rlx_copy_short(buf + k, img + (iy * p->in_w + ix0) * c, seg);
+            k += seg;
+            continue;
+        }
+        for (int32_t j = 0; j < p->k_w; j++) {
+            const int32_t ix = ix0 + j * p->dil_w;
+            if (!row_in || ix < 0 || ix >= p->in_w) {
+                rlx_fill_short(buf + k, zp, c);
+            } else {
+                rlx_copy_short(buf + k, img + (iy * p->in_w + ix) * c, c);
+            }
+            k += c;
+        }
+    }
+#if RLX_USE_DSP
+    for (int32_t q = 0; q < kq; q++) {
+        const uint32_t w = words[q];
+        rlx_wr32(dst + 8 * q + 2 * s, rlx_sxtb16(w));
+        rlx_wr32(dst + 8 * q + 4 + 2 * s, rlx_sxtb16_ror8(w));
+    }
+#else
+    rlx_widen_row(buf, kq * 4, dst, kq, s);
+#endif
+}
+
 static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, int16_t *dst,
                              int32_t s)
 {
@@ -95,9 +180,165 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
     }
 }
 
+#if RLX_USE_DSP
+/* The DSP MAC loop of one 4 x 2 block: a0..a3, b0..b3 += the block's
+ * weights at w (advanced past them) times the two pixels at x. */
+#if RLX_GEMM_ASM
+/* One quad of the 4 x 2 block: 2 LDRD, 8 LDR, 16 SMLAD for 32 MACs. */
+#define RLX_GEMM_QUAD_ASM                                                                                            \
+    "ldrd   %[xa], %[xb], [%[px]], #8\n\t"                                                                           \
+    "ldr    %[wv], [%[pw]], #32\n\t"                                                                                 \
+    "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"                                                                          \
+    "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"                                                                          \
+    "ldr    %[wv], [%[pw], #-28]\n\t"                                                                                \
+    "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"                                                                          \
+    "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"                                                                          \
+    "ldr    %[wv], [%[pw], #-24]\n\t"                                                                                \
+    "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"                                                                          \
+    "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"                                                                          \
+    "ldr    %[wv], [%[pw], #-20]\n\t"                                                                                \
+    "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"                                                                          \
+    "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"                                                                          \
+    "ldrd   %[xa], %[xb], [%[px]], #8\n\t"                                                                           \
+    "ldr    %[wv], [%[pw], #-16]\n\t"                                                                                \
+    "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"                                                                          \
+    "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"                                                                          \
+    "ldr    %[wv], [%[pw], #-12]\n\t"                                                                                \
+    "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"                                                                          \
+    "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"                                                                          \
+    "ldr    %[wv], [%[pw], #-8]\n\t"                                                                                 \
+    "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"                                                                          \
+    "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"                                                                          \
+    "ldr    %[wv], [%[pw], #-4]\n\t"                                                                                 \
+    "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"                                                                          \
+    "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
+#define RLX_GEMM_MAC_OPS                                                                                             \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),       \
+      [b3] "+r"(b3), [px] "+r"(px), [pw] "+r"(w), [xa] "=&r"(xa), [xb] "=&r"(xb), [wv] "=&r"(wv)                     \
+    : [end] "r"(end)                                                                                                 \
+    : "cc", "memory"
+/* 8 accumulators, 2 input pairs, 1 weight word and 3 pointers: the 14
+ * usable registers exactly, which C compilers do not manage without
+ * spilling. Two quads per loop pass where k_quads is even (one CMP + BNE per
+ * 64 MACs), else one. The weights are int16 pairs already (no SXTB16). */
+#define RLX_GEMM_2PX_MAC()                                                                                           \
+    do {                                                                                                             \
+        const int16_t *end = x + 8 * kq;                                                                             \
+        uint32_t xa, xb, wv;                                                                                         \
+        if ((kq & 1) == 0) {                                                                                         \
+            __asm__ volatile("1:\n\t" RLX_GEMM_QUAD_ASM RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                 \
+                                                                     "bne    1b\n\t" RLX_GEMM_MAC_OPS);              \
+        } else {                                                                                                     \
+            __asm__ volatile("1:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                                   \
+                                                    "bne    1b\n\t" RLX_GEMM_MAC_OPS);                               \
+        }                                                                                                            \
+    } while (0)
+#else
+#define RLX_GEMM_2PX_MAC()                                                                                           \
+    do {                                                                                                             \
+        /* The same schedule in C (host emulation of the DSP path). */                                               \
+        for (int32_t q = 0; q < kq; q++) {                                                                           \
+            uint32_t xa = rlx_rd32(px), xb = rlx_rd32(px + 2);                                                       \
+            a0 = rlx_smlad(xa, rlx_rd32(w), a0);                                                                     \
+            b0 = rlx_smlad(xb, rlx_rd32(w), b0);                                                                     \
+            a1 = rlx_smlad(xa, rlx_rd32(w + 2), a1);                                                                 \
+            b1 = rlx_smlad(xb, rlx_rd32(w + 2), b1);                                                                 \
+            a2 = rlx_smlad(xa, rlx_rd32(w + 4), a2);                                                                 \
+            b2 = rlx_smlad(xb, rlx_rd32(w + 4), b2);                                                                 \
+            a3 = rlx_smlad(xa, rlx_rd32(w + 6), a3);                                                                 \
+            b3 = rlx_smlad(xb, rlx_rd32(w + 6), b3);                                                                 \
+            xa = rlx_rd32(px + 4);                                                                                   \
+            xb = rlx_rd32(px + 6);                                                                                   \
+            a0 = rlx_smlad(xa, rlx_rd32(w + 8), a0);                                                                 \
+            b0 = rlx_smlad(xb, rlx_rd32(w + 8), b0);                                                                 \
+            a1 = rlx_smlad(xa, rlx_rd32(w + 10), a1);                                                                \
+            b1 = rlx_smlad(xb, rlx_rd32(w + 10), b1);                                                                \
+            a2 = rlx_smlad(xa, rlx_rd32(w + 12), a2);                                                                \
+            b2 = rlx_smlad(xb, rlx_rd32(w + 12), b2);                                                                \
+            a3 = rlx_smlad(xa, rlx_rd32(w + 14), a3);                                                                \
+            b3 = rlx_smlad(xb, rlx_rd32(w + 14), b3);                                                                \
+            px += 8;                                                                                                 \
+            w += 16;                                                                                                 \
+        }                                                                                                            \
+    } while (0)
+#endif
+#endif
+
+#if RLX_USE_DSP
+/* One channel of the two pixels through the fast requantization; the
+ * accumulators are doubled already (gq layers' weights and bias are). */
+RLX_INLINE int32_t rlx_gq_rq(int32_t acc2, const int32_t *ma, int32_t e)
+{
+    return (rlx_smmlar(acc2, ma[0], ma[1]) + (acc2 >> 31)) >> e;
+}
+
+RLX_INLINE void rlx_gq_out2(int32_t a, int32_t b, const int32_t *ma, int32_t e, int32_t sat, int32_t lo, int32_t hi,
+                            int8_t *pa, int8_t *pb)
+{
+    int32_t va = rlx_gq_rq(a, ma, e);
+    int32_t vb = rlx_gq_rq(b, ma, e);
+    if (sat) {
+        va = rlx_sat8(va);
+        vb = rlx_sat8(vb);
+    } else {
+        va = rlx_clamp(va, lo, hi);
+        vb = rlx_clamp(vb, lo, hi);
+    }
+    *pa = (int8_t)va;
+    *pb = (int8_t)vb;
+}
+
+/* rlx_gemm_2px with the constants of a block in one gq record (whole
+ * blocks only, fast requantization); sat: the activation range is int8's. */
+RLX_INLINE void rlx_gemm_2px_gq(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b, int32_t sat)
+{
+    const int32_t kq = g->k_quads;
+    const int32_t lo = g->act_min, hi = g->act_max;
+    const int16_t *w = g->weights16;
+    const int32_t *q = g->gq;
+    const int32_t *const q_end = q + 4 * g->out_c;
+    for (; q != q_end; q += 16, out_a += 4, out_b += 4) {
+        int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
+        int32_t b0 = a0, b1 = a1, b2 = a2, b3 = a3;
+        const int16_t *px = x;
+        RLX_GEMM_2PX_MAC();
+        rlx_gq_out2(a0, b0, q + 4, q[12], sat, lo, hi, out_a, out_b);
+        rlx_gq_out2(a1, b1, q + 6, q[13], sat, lo, hi, out_a + 1, out_b + 1);
+        rlx_gq_out2(a2, b2, q + 8, q[14], sat, lo, hi, out_a + 2, out_b + 2);
+        rlx_gq_out2(a3, b3, q + 10, q[15], sat, lo, hi, out_a + 3, out_b + 3);
+    }
+}
+
+#if defined(__GNUC__)
+#define RLX_NOINLINE __attribute__((noinline))
+#else
+#define RLX_NOINLINE
+#endif
+static RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
+{
+    rlx_gemm_2px_gq(g, x, out_a, out_b, 1);
+}
+
+static RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
+                                            int8_t *out_b)
+{
+    rlx_gemm_2px_gq(g, x, out_a, out_b, 0);
+}
+#endif
+
 /* 4 output channels x 2 pixels per pass over the reduction. */
 static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
 {
+#if RLX_USE_DSP
+    if (g->gq != NULL) {
+        if (g->rq_mode == 2) {
+            rlx_gemm_2px_sat(g, x, out_a, out_b);
+        } else {
+            rlx_gemm_2px_clamp(g, x, out_a, out_b);
+        }
+        return;
+    }
+#endif
     const int32_t kq = g->k_quads;
     const rlx_rq_params rq = RLX_GEMM_RQ(g);
 #if RLX_USE_DSP
@@ -109,73 +350,8 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
         int32_t b0 = a0, b1 = a1, b2 = a2, b3 = a3;
         const int16_t *px = x;
-#if RLX_GEMM_ASM
-        /* 8 accumulators, 2 input pairs, 1 weight word and 3 pointers: the
-         * 14 usable registers exactly, which C compilers do not manage
-         * without spilling. Per quad: 2 LDRD, 8 LDR, 16 SMLAD, CMP + BNE for
-         * 32 MACs; the weights are int16 pairs already (no SXTB16). */
-        const int16_t *end = x + 8 * kq;
-        uint32_t xa, xb, wv;
-        __asm__ volatile(
-            "1:\n\t"
-            "ldrd   %[xa], %[xb], [%[px]], #8\n\t"
-            "ldr    %[wv], [%[pw]], #32\n\t"
-            "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"
-            "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"
-            "ldr    %[wv], [%[pw], #-28]\n\t"
-            "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"
-            "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"
-            "ldr    %[wv], [%[pw], #-24]\n\t"
-            "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"
-            "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"
-            "ldr    %[wv], [%[pw], #-20]\n\t"
-            "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"
-            "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
-            "ldrd   %[xa], %[xb], [%[px]], #8\n\t"
-            "ldr    %[wv], [%[pw], #-16]\n\t"
-            "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"
-            "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"
-            "ldr    %[wv], [%[pw], #-12]\n\t"
-            "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"
-            "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"
-            "ldr    %[wv], [%[pw], #-8]\n\t"
-            "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"
-            "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"
-            "ldr    %[wv], [%[pw], #-4]\n\t"
-            "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"
-            "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
-            "cmp    %[px], %[end]\n\t"
-            "bne    1b\n\t"
-            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-              [b2] "+r"(b2), [b3] "+r"(b3), [px] "+r"(px), [pw] "+r"(w), [xa] "=&r"(xa), [xb] "=&r"(xb),
-              [wv] "=&r"(wv)
-            : [end] "r"(end)
-            : "cc", "memory");
-#elif RLX_USE_DSP
-        /* The same schedule in C (host emulation of the DSP path). */
-        for (int32_t q = 0; q < kq; q++) {
-            uint32_t xa = rlx_rd32(px), xb = rlx_rd32(px + 2);
-            a0 = rlx_smlad(xa, rlx_rd32(w), a0);
-            b0 = rlx_smlad(xb, rlx_rd32(w), b0);
-            a1 = rlx_smlad(xa, rlx_rd32(w + 2), a1);
-            b1 = rlx_smlad(xb, rlx_rd32(w + 2), b1);
-            a2 = rlx_smlad(xa, rlx_rd32(w + 4), a2);
-            b2 = rlx_smlad(xb, rlx_rd32(w + 4), b2);
-            a3 = rlx_smlad(xa, rlx_rd32(w + 6), a3);
-            b3 = rlx_smlad(xb, rlx_rd32(w + 6), b3);
-            xa = rlx_rd32(px + 4);
-            xb = rlx_rd32(px + 6);
-            a0 = rlx_smlad(xa, rlx_rd32(w + 8), a0);
-            b0 = rlx_smlad(xb, rlx_rd32(w + 8), b0);
-            a1 = rlx_smlad(xa, rlx_rd32(w + 10), a1);
-            b1 = rlx_smlad(xb, rlx_rd32(w + 10), b1);
-            a2 = rlx_smlad(xa, rlx_rd32(w + 12), a2);
-            b2 = rlx_smlad(xb, rlx_rd32(w + 12), b2);
-            a3 = rlx_smlad(xa, rlx_rd32(w + 14), a3);
-            b3 = rlx_smlad(xb, rlx_rd32(w + 14), b3);
-            px += 8;
-            w += 16;
-        }
+#if RLX_USE_DSP
+        RLX_GEMM_2PX_MAC();
 #else
         /* one reduction element at a time: 2 inputs and 4 weights live, so
          * the 8 accumulators stay in registers (MLA per MAC, no spills) */
@@ -265,6 +441,15 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
 #endif
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
+#if RLX_USE_DSP
+        const int32_t *gq = g->gq != NULL ? g->gq + 4 * ob : NULL;
+        if (gq != NULL) {
+            a0 = gq[0];
+            a1 = gq[1];
+            a2 = gq[2];
+            a3 = gq[3];
+        }
+#endif
         const int16_t *px = x;
         for (int32_t q = 0; q < kq; q++) {
 #if RLX_USE_DSP
@@ -287,6 +472,17 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
             px += 8;
             w += 16;
         }
+#if RLX_USE_DSP
+        if (gq != NULL) {
+            /* doubled accumulators (see rlx_gemm_2px_gq); whole blocks */
+            const int32_t acc[4] = {a0, a1, a2, a3};
+            for (int32_t r = 0; r < 4; r++) {
+                const int32_t v = rlx_gq_rq(acc[r], gq + 4 + 2 * r, gq[12 + r]);
+                out[ob + r] = (int8_t)(rq.mode == 2 ? rlx_sat8(v) : rlx_clamp(v, rq.act_min, rq.act_max));
+            }
+            continue;
+        }
+#endif
         rlx_store4(&rq, g->out_c - ob, ob, a0, a1, a2, a3, out);
     }
 }
@@ -379,7 +575,8 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
 
 void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
-    rlx_conv_driver(p, in, out, scratch, rlx_im2col_pixel);
+    const int32_t small = p->gemm.k_quads * 4 <= RLX_IM2COL_LOCAL && (p->in_c & 3) != 0;
+    rlx_conv_driver(p, in, out, scratch, small ? rlx_im2col_small : rlx_im2col_pixel);
 }
 
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)

@@ -1,8 +1,11 @@
 /*
- * Depthwise convolution. Padded taps are skipped (TFLite's semantics), so the
- * input offset is added per tap instead of being folded into the bias; on
- * DSP cores SXTAB16 adds it to two channels in the same instruction that
- * sign-extends them, so the offset costs nothing.
+ * Depthwise convolution. Padded taps are skipped (TFLite's semantics). The
+ * general kernel adds the input offset per tap. The 3x3 kernel on DSP cores
+ * with the fast requantization (rlx_dw3x3_dsp) folds it into per-pixel-kind
+ * biases instead (all 9 taps, or a clipped left or right column), reads a
+ * row of the zero point (pad3) for rows outside the image, and accumulates
+ * doubled (the acc << 1 of SMMLAR); otherwise SXTAB16 adds the offset to two
+ * channels in the instruction that sign-extends them.
  */
 #include "rlx_nn.h"
 #include "rlx_nn_support.h"
@@ -62,6 +65,210 @@ void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t
     } while (0)
 #endif
 
+#if RLX_USE_DSP
+/* One output value: the doubled accumulator through the fast requantization
+ * (rlx_rq_fast without its shift of acc), saturated (sat) or clamped. */
+RLX_INLINE int8_t rlx_dw_rq2(int32_t acc2, const int32_t *ma, int32_t e, int32_t sat, int32_t lo, int32_t hi)
+{
+    const int32_t v = (rlx_smmlar(acc2, ma[0], ma[1]) + (acc2 >> 31)) >> e;
+    return (int8_t)(sat ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
+}
+
+/* A pixel with fewer than two columns of taps inside the image (an input
+ * one column wide): the reference loop, the offset added per tap. */
+static void rlx_dw3x3_narrow(const rlx_dw_conv_params *p, const int8_t *img, int32_t y0, int32_t x0, int8_t *dst)
+{
+    const rlx_rq_params rq = RLX_DW_RQ(p);
+    const int32_t ch = p->in_c;
+    for (int32_t c = 0; c < ch; c++) {
+        int32_t acc = p->bias[c];
+        for (int32_t i = 0; i < 3; i++) {
+            for (int32_t j = 0; j < 3; j++) {
+                const int32_t iy = y0 + i, ix = x0 + j;
+                if (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w) {
+                    acc += (img[(iy * p->in_w + ix) * ch + c] + p->in_offset) * p->weights[(i * 3 + j) * ch + c];
+                }
+            }
+        }
+        dst[c] = (int8_t)rlx_rq_out(&rq, acc, c);
+    }
+}
+
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+/* One tap for 4 channels, the offset folded into the bias: 8 instructions. */
+#define RLX_DW2_TAP(XADDR, WADDR)                              \
+    "ldr     %[xv], " XADDR "\n\t"                            \
+    "ldrd    %[wa], %[wb], " WADDR "\n\t"                      \
+    "sxtb16  %[xt], %[xv]\n\t"                                \
+    "sxtb16  %[xv], %[xv], ror #8\n\t"                        \
+    "smlabb  %[a0], %[xt], %[wa], %[a0]\n\t"                  \
+    "smlatt  %[a2], %[xt], %[wa], %[a2]\n\t"                  \
+    "smlabb  %[a1], %[xv], %[wb], %[a1]\n\t"                  \
+    "smlatt  %[a3], %[xv], %[wb], %[a3]\n\t"
+#define RLX_DW2_OPS                                                                                             \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xv] "=&r"(xv), [xt] "=&r"(xt), [wa] "=&r"(wa), \
+      [wb] "=&r"(wb), [r0] "+r"(r0), [r1] "+r"(r1), [r2] "+r"(r2), [w] "+r"(w)                                 \
+    : [ch] "r"(ch)                                                                                              \
+    : "memory"
+#else
+RLX_INLINE void rlx_dw2_tap(const int8_t *x, const int16_t *w, int32_t *a0, int32_t *a1, int32_t *a2, int32_t *a3)
+{
+    const uint32_t xv = rlx_rd32(x);
+    const uint32_t x02 = rlx_sxtb16(xv), x13 = rlx_sxtb16_ror8(xv);
+    const uint32_t w02 = rlx_rd32(w), w13 = rlx_rd32(w + 2);
+    *a0 = rlx_smlabb(x02, w02, *a0);
+    *a2 = rlx_smlatt(x02, w02, *a2);
+    *a1 = rlx_smlabb(x13, w13, *a1);
+    *a3 = rlx_smlatt(x13, w13, *a3);
+}
+#endif
+
+/* All channels of one pixel, 4 at a time: ncols (3, or 2 at a clipped edge)
+ * columns of taps from the three row pointers, the first column's weights
+ * at w; q walks the 24-word groups of dwq, kb picks the bias of the taps. */
+RLX_INLINE void rlx_dw3x3_dsp_px(const int8_t *r0, const int8_t *r1, const int8_t *r2, const int16_t *w,
+                                 const int32_t *q, int32_t kb, int32_t ch, int8_t *dst, int32_t ncols, int32_t sat,
+                                 int32_t lo, int32_t hi)
+{
+    const int8_t *const end = dst + ch;
+    for (; dst != end; dst += 4, q += 24) {
+        int32_t a0 = q[kb], a1 = q[kb + 1], a2 = q[kb + 2], a3 = q[kb + 3];
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+        uint32_t xv, xt, wa, wb;
+        /* column 0 of each row last, post-incrementing its pointer to the
+         * next group; the weight load of tap (0, 0) steps w to the next group */
+        if (ncols == 3) {
+            __asm__(RLX_DW2_TAP("[%[r0], %[ch], lsl #1]", "[%[w], #16]") RLX_DW2_TAP("[%[r0], %[ch]]", "[%[w], #8]")
+                        RLX_DW2_TAP("[%[r0]], #4", "[%[w]], #72") RLX_DW2_TAP("[%[r1], %[ch], lsl #1]", "[%[w], #-32]")
+                            RLX_DW2_TAP("[%[r1], %[ch]]", "[%[w], #-40]") RLX_DW2_TAP("[%[r1]], #4", "[%[w], #-48]")
+                                RLX_DW2_TAP("[%[r2], %[ch], lsl #1]", "[%[w], #-8]")
+                                    RLX_DW2_TAP("[%[r2], %[ch]]", "[%[w], #-16]")
+                                        RLX_DW2_TAP("[%[r2]], #4", "[%[w], #-24]") RLX_DW2_OPS);
+        } else {
+            __asm__(RLX_DW2_TAP("[%[r0], %[ch]]", "[%[w], #8]") RLX_DW2_TAP("[%[r0]], #4", "[%[w]], #72")
+                        RLX_DW2_TAP("[%[r1], %[ch]]", "[%[w], #-40]") RLX_DW2_TAP("[%[r1]], #4", "[%[w], #-48]")
+                            RLX_DW2_TAP("[%[r2], %[ch]]", "[%[w], #-16]")
+                                RLX_DW2_TAP("[%[r2]], #4", "[%[w], #-24]") RLX_DW2_OPS);
+        }
+#else
+        const int8_t *rows[3] = {r0, r1, r2};
+        for (int32_t i = 0; i < 3; i++) {
+            for (int32_t j = 0; j < ncols; j++) {
+                rlx_dw2_tap(rows[i] + j * ch, w + 12 * i + 4 * j, &a0, &a1, &a2, &a3);
+            }
+        }
+        r0 += 4;
+        r1 += 4;
+        r2 += 4;
+        w += 36;
+#endif
+        dst[0] = rlx_dw_rq2(a0, q + 12, q[20], sat, lo, hi);
+        dst[1] = rlx_dw_rq2(a1, q + 14, q[21], sat, lo, hi);
+        dst[2] = rlx_dw_rq2(a2, q + 16, q[22], sat, lo, hi);
+        dst[3] = rlx_dw_rq2(a3, q + 18, q[23], sat, lo, hi);
+    }
+}
+
+/* Out of line, one per tap set and output rule: the tap asm needs 13
+ * registers, which the caller's loop state would otherwise take. */
+#if defined(__GNUC__)
+#define RLX_NOINLINE __attribute__((noinline))
+#else
+#define RLX_NOINLINE
+#endif
+/* The per-layer constants of the pixel functions. */
+typedef struct {
+    const int16_t *w;
+    const int32_t *q;
+    int32_t ch, lo, hi;
+} rlx_dw_k;
+
+/* 9 taps: one pixel */
+#define RLX_DW3X3_PX9(NAME, SAT)                                                                                  \
+    static RLX_NOINLINE void NAME(const rlx_dw_k *k, const int8_t *r0, const int8_t *r1, const int8_t *r2,        \
+                                  int8_t *dst)                                                                    \
+    {                                                                                                             \
+        rlx_dw3x3_dsp_px(r0, r1, r2, k->w, k->q, 0, k->ch, dst, 3, SAT, k->lo, k->hi);                            \
+    }
+/* 6 taps: the left (j_lo 1) or right (j_lo 0) edge pixel */
+#define RLX_DW3X3_PX6(NAME, SAT)                                                                                  \
+    static RLX_NOINLINE void NAME(const rlx_dw_k *k, const int8_t *r0, const int8_t *r1, const int8_t *r2,        \
+                                  int8_t *dst, int32_t j_lo)                                                      \
+    {                                                                                                             \
+        rlx_dw3x3_dsp_px(r0, r1, r2, k->w + 4 * j_lo, k->q, j_lo ? 4 : 8, k->ch, dst, 2, SAT, k->lo, k->hi);      \
+    }
+RLX_DW3X3_PX9(rlx_dw3x3_px9_sat, 1)
+RLX_DW3X3_PX9(rlx_dw3x3_px9_clamp, 0)
+RLX_DW3X3_PX6(rlx_dw3x3_px6_sat, 1)
+RLX_DW3X3_PX6(rlx_dw3x3_px6_clamp, 0)
+
+/* The DSP 3x3 path with the fast requantization: every pixel runs one of
+ * three straight-line tap sets (all 9, or 6 at a left or right edge); a row
+ * above or below the image reads pad3 (the zero point, which the folded
+ * bias cancels) in place of the image, with no step between pixels. The
+ * pixels with all 9 taps inside a row form one run, walked by pointer steps. */
+static RLX_NOINLINE void rlx_dw3x3_dsp(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+{
+    const int32_t ch = p->in_c, in_h = p->in_h, in_w = p->in_w, out_w = p->out_w;
+    const int32_t sw = p->stride_w, pl = p->pad_left;
+    const rlx_dw_k k = {p->weights16x2, p->dwq, ch, p->act_min, p->act_max};
+    const int32_t sat = p->rq_mode == 2;
+    /* the run of pixels whose 3 columns are inside: [ox_a, ox_b) */
+    const int32_t ox_a = (pl + sw - 1) / sw;
+    int32_t ox_b = in_w - 3 + pl >= 0 ? (in_w - 3 + pl) / sw + 1 : 0;
+    ox_b = ox_b < out_w ? ox_b : out_w;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * in_h * in_w * ch;
+        for (int32_t oy = 0; oy < p->out_h; oy++) {
+            const int32_t y0 = oy * p->stride_h - p->pad_top;
+            const int8_t *base[3];
+            int32_t cs[3];
+            for (int32_t i = 0; i < 3; i++) {
+                const int32_t iy = y0 + i;
+                const int32_t inside = iy >= 0 && iy < in_h;
+                base[i] = inside ? img + iy * in_w * ch : p->pad3;
+                cs[i] = inside ? ch : 0;
+            }
+            int8_t *const orow = out + (n * p->out_h + oy) * out_w * ch;
+            if (ox_a < ox_b) {
+                const int32_t xs = ox_a * sw - pl;
+                const int8_t *r0 = base[0] + xs * cs[0], *r1 = base[1] + xs * cs[1], *r2 = base[2] + xs * cs[2];
+                const int32_t s0 = sw * cs[0], s1 = sw * cs[1], s2 = sw * cs[2];
+                int8_t *dst = orow + ox_a * ch;
+                for (int32_t ox = ox_a; ox < ox_b; ox++, r0 += s0, r1 += s1, r2 += s2, dst += ch) {
+                    if (sat) {
+                        rlx_dw3x3_px9_sat(&k, r0, r1, r2, dst);
+                    } else {
+                        rlx_dw3x3_px9_clamp(&k, r0, r1, r2, dst);
+                    }
+                }
+            }
+            for (int32_t ox = 0; ox < out_w; ox++) {
+                if (ox == ox_a && ox_a < ox_b) {
+                    ox = ox_b - 1;
+                    continue;
+                }
+                int8_t *dst = orow + ox * ch;
+                const int32_t x0 = ox * sw - pl;
+                const int32_t j_lo = x0 < 0 ? -x0 : 0;
+                const int32_t j_hi = x0 + 3 > in_w ? in_w - x0 : 3;
+                if (j_hi - j_lo != 2) {
+                    rlx_dw3x3_narrow(p, img, y0, x0, dst);
+                    continue;
+                }
+                const int32_t xs = x0 + j_lo;
+                const int8_t *r0 = base[0] + xs * cs[0], *r1 = base[1] + xs * cs[1], *r2 = base[2] + xs * cs[2];
+                if (sat) {
+                    rlx_dw3x3_px6_sat(&k, r0, r1, r2, dst, j_lo);
+                } else {
+                    rlx_dw3x3_px6_clamp(&k, r0, r1, r2, dst, j_lo);
+                }
+            }
+        }
+    }
+}
+#endif
+
 /* 3x3, depth multiplier 1, no dilation. A pixel whose 9 taps are all inside
  * the image runs straight-line code; border pixels loop over the clipped tap
  * range. DSP cores (channels a multiple of 4): four channels per input word,
@@ -69,6 +276,12 @@ void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t
  * is folded into its bias at compile time (bias_full). */
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
 {
+#if RLX_USE_DSP
+    if (p->dwq != NULL) {
+        rlx_dw3x3_dsp(p, in, out);
+        return;
+    }
+#endif
     const int32_t ch = p->in_c;
     const int32_t row = p->in_w * ch;
     const rlx_rq_params rq = RLX_DW_RQ(p);
@@ -199,4 +412,8 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
 
 #ifdef RLX_DW_ASM_TAP
 #undef RLX_DW_ASM_TAP
+#endif
+#ifdef RLX_DW2_TAP
+#undef RLX_DW2_TAP
+#undef RLX_DW2_OPS
 #endif

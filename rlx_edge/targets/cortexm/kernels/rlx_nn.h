@@ -43,6 +43,8 @@ typedef struct {
     const int32_t *mult;     /* [ceil(out_c/4)*4] Q31 multipliers */
     const int32_t *shift;    /* mode 0: shifts (positive: left); modes 1, 2: right shifts e >= 1 */
     const int32_t *rq_add;   /* modes 1, 2: 2**(e-1) + out_zp * 2**e */
+    const int32_t *gq;       /* DSP convolutions, modes 1, 2, out_c % 4 == 0: per block of 4 rows
+                              * 16 words, bias[4], (mult, rq_add)[4], shift[4]; else NULL */
 } rlx_gemm_params;
 
 typedef struct {
@@ -81,6 +83,13 @@ typedef struct {
     const int32_t *mult;
     const int32_t *shift;    /* as rlx_gemm_params */
     const int32_t *rq_add;
+    /* 3x3 on the DSP build with the fast requantization (rq_mode 1, 2);
+     * else NULL. Accumulators run doubled (acc << 1 is what SMMLAR takes). */
+    const int16_t *weights16x2; /* 2 x weights, laid out as weights16 */
+    const int32_t *dwq;      /* per group of 4 channels, 24 words: [3][4] 2 x (bias + in_offset x sum
+                              * of the taps computed: all 9, columns 1-2 (left edge), columns 0-1
+                              * (right edge)), [4] (mult, rq_add) pairs, [4] right shifts */
+    const int8_t *pad3;      /* 3 x in_c bytes of the input zero point: rows outside the image */
 } rlx_dw_conv_params;
 
 typedef struct {

@@ -23,6 +23,34 @@ void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int
                 const int32_t j_hi = x0 + p->k_w > p->in_w ? p->in_w : x0 + p->k_w;
                 const int32_t count = (i_hi - i_lo) * (j_hi - j_lo);
                 int8_t *dst = out + ((n * p->out_h + oy) * p->out_w + ox) * ch;
+#if RLX_USE_DSP
+                if ((ch & 3) == 0 && count <= 255) {
+                    /* 4 channels a word: int16 lane sums (|sum| <= 255 * 128
+                     * fits), two SXTAB16 a tap */
+                    const int32_t row = p->in_w * ch;
+                    const int32_t jn = j_hi - j_lo;
+                    for (int32_t c = 0; c < ch; c += 4) {
+                        uint32_t s02 = 0, s13 = 0;
+                        const int8_t *src = img + (i_lo * p->in_w + j_lo) * ch + c;
+                        for (int32_t i = i_lo; i < i_hi; i++, src += row) {
+                            const int8_t *t = src;
+                            for (int32_t j = 0; j < jn; j++, t += ch) {
+                                const uint32_t v = rlx_rd32(t);
+                                s02 = rlx_sxtab16(s02, v);
+                                s13 = rlx_sxtab16_ror8(s13, v);
+                            }
+                        }
+                        const int32_t sums[4] = {(int16_t)(s02 & 0xFFFFu), (int16_t)(s13 & 0xFFFFu),
+                                                 (int16_t)(s02 >> 16), (int16_t)(s13 >> 16)};
+                        for (int32_t r = 0; r < 4; r++) {
+                            const int32_t acc = sums[r];
+                            const int32_t num = acc > 0 ? acc + count / 2 : acc - count / 2;
+                            dst[c + r] = (int8_t)rlx_clamp(num / count, p->act_min, p->act_max);
+                        }
+                    }
+                    continue;
+                }
+#endif
                 for (int32_t c = 0; c < ch; c++) {
                     scratch[c] = 0;
                 }
