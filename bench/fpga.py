@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                     "dsp": resources.get("dsp"),
                     "synth_wall_s": resources.get("synth_wall_s"),
                     "sim_wall_s": res["sim_wall_s"],
+                    "sim_cycles_per_s": res["cycles"] * res["inferences"] / res["sim_wall_s"],
+                    "build_wall_s": res["build_wall_s"],
                     "total_wall_s": wall,
                 },
             )

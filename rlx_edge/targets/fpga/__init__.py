@@ -3,8 +3,10 @@
 >>> result = build_fpga(graph, "out/fpga", parallelism=64, simulate=True, synth="ice40")  # doctest: +SKIP
 >>> result["cycles"], result["resources"]["lut"], result["mismatches"]
 
-``build_fpga`` writes ``<top>.v`` (amaranth.back.verilog), ``<top>_axis.sv``
-(a documented AXI-Stream wrapper) and ``layers.json``; with ``simulate`` it
+``build_fpga`` writes ``<top>.v`` (amaranth.back.verilog), the ``$readmemh``
+files ``<top>_rom<N>.hex`` holding weights and constants (keep them next to
+the Verilog: simulators and Yosys read them from the working directory),
+``<top>_axis.sv`` (a documented AXI-Stream wrapper) and ``layers.json``; with ``simulate`` it
 streams inputs through the RTL on Verilator (or Icarus) and compares every
 output with the integer reference bit-exactly; with ``synth`` it runs Yosys.
 """
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.targets.fpga.design import PRESETS, FpgaConfigError, FpgaDesign, rules
-from rlx_edge.targets.fpga.emit import to_verilog, wrapper_sv
+from rlx_edge.targets.fpga.emit import rom_files, to_verilog, wrapper_sv, write
 
 __all__ = [
     "PRESETS",
@@ -27,11 +29,13 @@ __all__ = [
     "FpgaDesign",
     "build_fpga",
     "design_key",
+    "rom_files",
     "rules",
     "run",
     "to_verilog",
     "verilog_cached",
     "wrapper_sv",
+    "write",
 ]
 
 _SOURCES = ("arith.py", "components.py", "design.py", "emit.py")
@@ -60,19 +64,35 @@ def design_key(graph, parallelism: Any) -> str:
     return h.hexdigest()[:20]
 
 
-def verilog_cached(design: FpgaDesign, key: str) -> str:
-    """``to_verilog(design)``, cached on disk by ``key`` (conversion of big ROMs takes tens of seconds)."""
+def verilog_cached(design: FpgaDesign, key: str) -> tuple[str, dict[str, str]]:
+    """``(to_verilog(design), rom_files(design))``, cached on disk by ``key``.
+
+    Elaborating and converting a model takes seconds to minutes; the cache
+    holds one folder per key with the Verilog and its ``$readmemh`` files.
+    """
+    import shutil
+    import tempfile
+
     from rlx_edge.targets.fpga.sim import cache_root
 
-    path = cache_root() / "verilog" / f"{design.top_name}-{key}.v"
-    if path.is_file():
-        return path.read_text()
+    folder = cache_root() / "verilog" / f"{design.top_name}-{key}"
+    vname = f"{design.top_name}.v"
+    if (folder / "rlx_done").is_file():
+        roms = {p.name: p.read_text() for p in sorted(folder.glob("*.hex"))}
+        return (folder / vname).read_text(), roms
     text = to_verilog(design)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{id(text)}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return text
+    roms = rom_files(design)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    (tmp / vname).write_text(text)
+    for name, hex_text in roms.items():
+        (tmp / name).write_text(hex_text)
+    (tmp / "rlx_done").write_text("ok\n")
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process finished first: theirs is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return text, roms
 
 
 def _random_inputs(graph, count: int, seed: int) -> list[np.ndarray]:
@@ -123,7 +143,6 @@ def build_fpga(
     synthesized ``resources`` (lut, ff, bram, dsp, cells).
     """
     from rlx_edge.ir.plan.program import Program
-    from rlx_edge.targets.fpga.emit import write as _unused  # noqa: F401 - keeps emit importable here
 
     g = graph.graph if isinstance(graph, Program) else graph
     design = FpgaDesign(graph, parallelism)
@@ -131,14 +150,24 @@ def build_fpga(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     vpath = out / f"{design.top_name}.v"
-    vpath.write_text(verilog_cached(design, key))
+    text, roms = verilog_cached(design, key)
+    vpath.write_text(text)
+    rom_paths = []
+    for name, hex_text in roms.items():
+        (out / name).write_text(hex_text)
+        rom_paths.append(out / name)
     svpath = out / f"{design.top_name}_axis.sv"
     svpath.write_text(wrapper_sv(design))
     table = design.layer_table()
     macs = sum(r["macs"] for r in table)
     result: dict[str, Any] = {
         "top": design.top_name,
-        "files": {"verilog": str(vpath), "wrapper": str(svpath), "layers": str(out / "layers.json")},
+        "files": {
+            "verilog": str(vpath),
+            "roms": [str(p) for p in rom_paths],
+            "wrapper": str(svpath),
+            "layers": str(out / "layers.json"),
+        },
         "parallelism": parallelism if isinstance(parallelism, (int, str)) else "custom",
         "macs": macs,
         "ideal_cycles": sum(r["ideal_cycles"] or 0 for r in table),
@@ -172,7 +201,9 @@ def build_fpga(
                 expected[k].append(outs[o])
         expected = [np.stack(e) for e in expected]
         bdir = sim.build([vpath], design.top_name, simulator)
-        res = sim.run_vectors(bdir, design.top_name, design.stream_info(), inputs, expected, simulator=simulator)
+        res = sim.run_vectors(
+            bdir, design.top_name, design.stream_info(), inputs, expected, simulator=simulator, data_files=rom_paths
+        )
         phases = res["phase_cycles"]
         for i, row in enumerate(table):
             row["cycles"] = phases.get(str(i + 1))
@@ -185,12 +216,13 @@ def build_fpga(
             inferences=n,
             simulator=simulator,
             sim_wall_s=res["sim_wall_s"],
+            build_wall_s=sim.build_seconds(bdir),  # of the build that made the (possibly cached) model
             outputs=[o.reshape(e.shape) for o, e in zip(res["outputs"], expected)],
         )
     if synth:
         from rlx_edge.targets.fpga.synth import synthesize
 
-        result["resources"] = synthesize(vpath, design.top_name, synth)
+        result["resources"] = synthesize(vpath, design.top_name, synth)  # reads the ROM files beside vpath
     (out / "layers.json").write_text(json.dumps(table, indent=1) + "\n")
     return result
 

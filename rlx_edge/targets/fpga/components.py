@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -33,6 +33,8 @@ from rlx_edge.targets.fpga.arith import (
     count_leading_zeros32,
     rounding_divide_by_pot,
     saturating_rounding_multiply_by_pot,
+    share,
+    sharing,
     srdhm,
     srdhm_finish,
     srdhm_product,
@@ -84,6 +86,66 @@ def _counters(m: Module, step, dims: list[tuple[str, int]]) -> tuple[dict, objec
         ctrs[name] = c
         ctrs[f"{name}_max"] = at_max
     return ctrs, all_max
+
+
+class _RomPort:
+    """The address and data signals of one ROM (the fields of an Amaranth read port that layers use)."""
+
+    def __init__(self, abits: int, width: int, name: str):
+        self.addr = Signal(abits, name=f"{name}_addr")
+        self.data = Signal(width, name=f"{name}_data")
+
+
+class RomSink:
+    """Collects the ROMs of a design as ``$readmemh`` files instead of inline Verilog constants.
+
+    Amaranth turns every bit of a ``Memory`` initializer into netlist constants
+    (tens of seconds for a model's weights) and Verilator compiles them into
+    megabytes of C++; a ROM instance reading a hex file costs neither. Files
+    are named ``<prefix>_rom<N>.hex`` in elaboration order, so the Verilog
+    does not depend on the weights and a simulator build is reused when only
+    they change. ``roms`` holds ``(file name, width, words)``.
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.module = f"{prefix}_rom"
+        self.roms: list[tuple[str, int, list[int]]] = []
+
+    def port(self, m: Module, name: str, width: int, words: list[int]) -> _RomPort:
+        words = list(words) or [0]
+        abits = _addr_bits(len(words))
+        fname = f"{self.prefix}_rom{len(self.roms)}.hex"
+        self.roms.append((fname, width, words))
+        port = _RomPort(abits, width, name)
+        m.submodules[name] = Instance(
+            self.module,
+            p_WIDTH=width,
+            p_DEPTH=len(words),
+            p_ABITS=abits,
+            p_FILE=fname,
+            i_clk=ClockSignal(),
+            i_addr=port.addr,
+            o_data=port.data,
+        )
+        return port
+
+
+def hex_lines(width: int, words: list[int]) -> str:
+    """``$readmemh`` text: one word per line, most significant digit first."""
+    digits = (width + 3) // 4
+    return "".join(f"{w:0{digits}x}\n" for w in words)
+
+
+def rom_port(m: Module, owner, name: str, width: int, words: list[int]):
+    """A synchronous-read ROM holding ``words``: a ``$readmemh`` instance when ``owner.rom_sink``
+    is set (by :class:`~rlx_edge.targets.fpga.design.FpgaDesign`), else an Amaranth ``Memory``."""
+    sink = getattr(owner, "rom_sink", None)
+    if sink is not None:
+        return sink.port(m, name, width, words)
+    mem = Memory(shape=unsigned(width), depth=max(len(words), 1), init=list(words) or [0])
+    m.submodules[name] = mem
+    return mem.read_port()
 
 
 @dataclass
@@ -204,48 +266,49 @@ class Requantizer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n = self.lanes
-        valid = [Signal(name=f"v{i}") for i in range(4)]
-        tags = [Signal(len(self.i_tag), name=f"t{i}") for i in range(4)]
-        m.d.sync += [valid[0].eq(self.i_valid), tags[0].eq(self.i_tag)]
-        for i in range(1, 4):
-            m.d.sync += [valid[i].eq(valid[i - 1]), tags[i].eq(tags[i - 1])]
-        m.d.comb += [self.o_valid.eq(valid[3]), self.o_tag.eq(tags[3])]
-        outs = []
-        for k in range(n):
-            acc = self.i_acc[32 * k : 32 * (k + 1)].as_signed()
-            if self.const_params is not None:
-                mult, shift = self.const_params
-                left, right = max(shift, 0), max(-shift, 0)
-                s_left = wrap32(acc << left) if left else acc
-                m_1 = mult
-                r_3 = right
-            else:
-                left_sig = self.i_left[5 * k : 5 * (k + 1)]
-                s_left = wrap32(acc << left_sig)
-                m_in = self.i_mult[31 * k : 31 * (k + 1)]
-                m_1 = Signal(31, name=f"m1_{k}")
-                r_1, r_2, r_3 = (Signal(5, name=f"r{j}_{k}") for j in (1, 2, 3))
+        with sharing(m):
+            n = self.lanes
+            valid = [Signal(name=f"v{i}") for i in range(4)]
+            tags = [Signal(len(self.i_tag), name=f"t{i}") for i in range(4)]
+            m.d.sync += [valid[0].eq(self.i_valid), tags[0].eq(self.i_tag)]
+            for i in range(1, 4):
+                m.d.sync += [valid[i].eq(valid[i - 1]), tags[i].eq(tags[i - 1])]
+            m.d.comb += [self.o_valid.eq(valid[3]), self.o_tag.eq(tags[3])]
+            outs = []
+            for k in range(n):
+                acc = self.i_acc[32 * k : 32 * (k + 1)].as_signed()
+                if self.const_params is not None:
+                    mult, shift = self.const_params
+                    left, right = max(shift, 0), max(-shift, 0)
+                    s_left = wrap32(acc << left) if left else acc
+                    m_1 = mult
+                    r_3 = right
+                else:
+                    left_sig = self.i_left[5 * k : 5 * (k + 1)]
+                    s_left = wrap32(acc << left_sig)
+                    m_in = self.i_mult[31 * k : 31 * (k + 1)]
+                    m_1 = Signal(31, name=f"m1_{k}")
+                    r_1, r_2, r_3 = (Signal(5, name=f"r{j}_{k}") for j in (1, 2, 3))
+                    m.d.sync += [
+                        m_1.eq(m_in),
+                        r_1.eq(self.i_right[5 * k : 5 * (k + 1)]),
+                        r_2.eq(r_1),
+                        r_3.eq(r_2),
+                    ]
+                x1 = Signal(signed(32), name=f"x1_{k}")
+                ab2 = Signal(signed(64), name=f"ab2_{k}")
+                hi3 = Signal(signed(32), name=f"hi3_{k}")
+                y4 = Signal(signed(8), name=f"y4_{k}")
                 m.d.sync += [
-                    m_1.eq(m_in),
-                    r_1.eq(self.i_right[5 * k : 5 * (k + 1)]),
-                    r_2.eq(r_1),
-                    r_3.eq(r_2),
+                    x1.eq(s_left),
+                    ab2.eq(srdhm_product(x1, m_1)),
+                    hi3.eq(srdhm_finish(ab2)),
+                    y4.eq(clamp(rounding_divide_by_pot(hi3, r_3) + self.zero_point, self.lo, self.hi)),
                 ]
-            x1 = Signal(signed(32), name=f"x1_{k}")
-            ab2 = Signal(signed(64), name=f"ab2_{k}")
-            hi3 = Signal(signed(32), name=f"hi3_{k}")
-            y4 = Signal(signed(8), name=f"y4_{k}")
-            m.d.sync += [
-                x1.eq(s_left),
-                ab2.eq(srdhm_product(x1, m_1)),
-                hi3.eq(srdhm_finish(ab2)),
-                y4.eq(clamp(rounding_divide_by_pot(hi3, r_3) + self.zero_point, self.lo, self.hi)),
-            ]
-            outs.append(y4)
+                outs.append(y4)
 
-        m.d.comb += self.o_data.eq(Cat(*outs))
-        return m
+            m.d.comb += self.o_data.eq(Cat(*outs))
+            return m
 
 
 # layer components -----------------------------------------------------------------------
@@ -347,9 +410,7 @@ class _MacLayer(LayerComponent):
                     v |= max(-sh, 0) << 68
                 row |= v << (k * fields)
             rows.append(row)
-        rom = Memory(shape=unsigned(fields * lanes), depth=max(groups, 1), init=rows)
-        m.submodules.params = rom
-        return rom.read_port(), fields, uniform
+        return rom_port(m, self, "params", fields * lanes, rows), fields, uniform
 
     def _tail(self, m: Module, q: ChannelQuant, lanes: int, s1, dots, params_data, fields: int, uniform: bool):
         """Stages 2.. from the stage-1 signals ``s1`` (valid, first, last, final) and per-lane dot products."""
@@ -433,63 +494,62 @@ class Conv2d(_MacLayer):
 
     def elaborate(self, platform):
         m = Module()
-        w, pe, simd, inp = self.win, self.pe, self.simd, self.in_ports[0]
-        run = Signal()
-        ratio = inp.word_lanes // simd
-        dims = [
-            ("n", w.n),
-            ("oy", w.oh),
-            ("ox", w.ow),
-            ("og", self.o // pe),
-            ("ky", w.kh),
-            ("kx", w.kw),
-            ("cw", w.c // inp.word_lanes),
-            ("g", ratio),
-        ]
-        ctrs, all_max = _counters(m, run, dims)
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run & all_max):
-            m.d.sync += run.eq(0)
-        addr, inside = _window_addresses(m, w, ctrs, inp, simd)
-        m.d.comb += self.rd0_addr.eq(addr)
-        inner = ("ky", "kx", "cw", "g")
-        first = Const(1, 1)
-        last = Const(1, 1)
-        for name in inner:
-            first = first & (ctrs[name] == 0)
-            last = last & ctrs[f"{name}_max"]
+        with sharing(m):
+            w, pe, simd, inp = self.win, self.pe, self.simd, self.in_ports[0]
+            run = Signal()
+            ratio = inp.word_lanes // simd
+            dims = [
+                ("n", w.n),
+                ("oy", w.oh),
+                ("ox", w.ow),
+                ("og", self.o // pe),
+                ("ky", w.kh),
+                ("kx", w.kw),
+                ("cw", w.c // inp.word_lanes),
+                ("g", ratio),
+            ]
+            ctrs, all_max = _counters(m, run, dims)
+            with m.If(self.start):
+                m.d.sync += run.eq(1)
+            with m.Elif(run & all_max):
+                m.d.sync += run.eq(0)
+            addr, inside = _window_addresses(m, w, ctrs, inp, simd)
+            m.d.comb += self.rd0_addr.eq(addr)
+            inner = ("ky", "kx", "cw", "g")
+            first = Const(1, 1)
+            last = Const(1, 1)
+            for name in inner:
+                first = first & (ctrs[name] == 0)
+                last = last & ctrs[f"{name}_max"]
 
-        words = self._weight_words()
-        wrom = Memory(shape=unsigned(8 * pe * simd), depth=len(words), init=words)
-        m.submodules.weights = wrom
-        wport = wrom.read_port()
-        waddr = Signal(range(max(len(words), 2)))
-        with m.If(run):
-            m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
-        m.d.comb += wport.addr.eq(waddr)
-        pport, fields, uniform = self._params_rom(m, self.q, self.o // pe, pe)
-        m.d.comb += pport.addr.eq(ctrs["og"])
+            words = self._weight_words()
+            wport = rom_port(m, self, "weights", 8 * pe * simd, words)
+            waddr = Signal(range(max(len(words), 2)))
+            with m.If(run):
+                m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
+            m.d.comb += wport.addr.eq(waddr)
+            pport, fields, uniform = self._params_rom(m, self.q, self.o // pe, pe)
+            m.d.comb += pport.addr.eq(ctrs["og"])
 
-        # stage 1: the words read for this tap arrive
-        s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
-        g1 = Signal(range(max(ratio, 2)))
-        m.d.sync += [
-            s1["valid"].eq(run),
-            s1["first"].eq(first),
-            s1["last"].eq(last),
-            s1["final"].eq(all_max),
-            s1["inside"].eq(inside),
-            g1.eq(ctrs["g"]),
-        ]
-        xword = self.rd0_data.word_select(g1, 8 * simd) if ratio > 1 else self.rd0_data
-        xs = [Mux(s1["inside"], lane(xword, s) - self.q.zp_in, 0) for s in range(simd)]
-        dots = []
-        for p in range(pe):
-            prods = [xs[s] * lane(wport.data, p * simd + s) for s in range(simd)]
-            dots.append(tree_sum(prods))
-        self._tail(m, self.q, pe, s1, dots, pport.data, fields, uniform)
-        return m
+            # stage 1: the words read for this tap arrive
+            s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
+            g1 = Signal(range(max(ratio, 2)))
+            m.d.sync += [
+                s1["valid"].eq(run),
+                s1["first"].eq(first),
+                s1["last"].eq(last),
+                s1["final"].eq(all_max),
+                s1["inside"].eq(inside),
+                g1.eq(ctrs["g"]),
+            ]
+            xword = self.rd0_data.word_select(g1, 8 * simd) if ratio > 1 else self.rd0_data
+            xs = [Mux(s1["inside"], lane(xword, s) - self.q.zp_in, 0) for s in range(simd)]
+            dots = []
+            for p in range(pe):
+                prods = [xs[s] * lane(wport.data, p * simd + s) for s in range(simd)]
+                dots.append(tree_sum(prods))
+            self._tail(m, self.q, pe, s1, dots, pport.data, fields, uniform)
+            return m
 
 
 class FullyConnected(Conv2d):
@@ -529,54 +589,53 @@ class DepthwiseConv2d(_MacLayer):
 
     def elaborate(self, platform):
         m = Module()
-        w, lanes, inp = self.win, self.lanes, self.in_ports[0]
-        ratio = inp.word_lanes // lanes
-        run = Signal()
-        dims = [
-            ("n", w.n),
-            ("oy", w.oh),
-            ("ox", w.ow),
-            ("cw", w.c // inp.word_lanes),
-            ("g", ratio),
-            ("ky", w.kh),
-            ("kx", w.kw),
-        ]
-        ctrs, all_max = _counters(m, run, dims)
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run & all_max):
-            m.d.sync += run.eq(0)
-        addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
-        m.d.comb += self.rd0_addr.eq(addr)
-        first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
-        last = ctrs["ky_max"] & ctrs["kx_max"]
-        groups = w.c // lanes
-        arr = self.weights.reshape(w.kh * w.kw, groups, lanes).transpose(1, 0, 2).reshape(-1, lanes)
-        words = pack_words(arr, 8)
-        wrom = Memory(shape=unsigned(8 * lanes), depth=len(words), init=words)
-        m.submodules.weights = wrom
-        wport = wrom.read_port()
-        waddr = Signal(range(max(len(words), 2)))
-        with m.If(run):
-            m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
-        m.d.comb += wport.addr.eq(waddr)
-        pport, fields, uniform = self._params_rom(m, self.q, groups, lanes)
-        m.d.comb += pport.addr.eq(ctrs["cw"] * ratio + ctrs["g"])
+        with sharing(m):
+            w, lanes, inp = self.win, self.lanes, self.in_ports[0]
+            ratio = inp.word_lanes // lanes
+            run = Signal()
+            dims = [
+                ("n", w.n),
+                ("oy", w.oh),
+                ("ox", w.ow),
+                ("cw", w.c // inp.word_lanes),
+                ("g", ratio),
+                ("ky", w.kh),
+                ("kx", w.kw),
+            ]
+            ctrs, all_max = _counters(m, run, dims)
+            with m.If(self.start):
+                m.d.sync += run.eq(1)
+            with m.Elif(run & all_max):
+                m.d.sync += run.eq(0)
+            addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
+            m.d.comb += self.rd0_addr.eq(addr)
+            first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
+            last = ctrs["ky_max"] & ctrs["kx_max"]
+            groups = w.c // lanes
+            arr = self.weights.reshape(w.kh * w.kw, groups, lanes).transpose(1, 0, 2).reshape(-1, lanes)
+            words = pack_words(arr, 8)
+            wport = rom_port(m, self, "weights", 8 * lanes, words)
+            waddr = Signal(range(max(len(words), 2)))
+            with m.If(run):
+                m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
+            m.d.comb += wport.addr.eq(waddr)
+            pport, fields, uniform = self._params_rom(m, self.q, groups, lanes)
+            m.d.comb += pport.addr.eq(ctrs["cw"] * ratio + ctrs["g"])
 
-        s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
-        g1 = Signal(range(max(ratio, 2)))
-        m.d.sync += [
-            s1["valid"].eq(run),
-            s1["first"].eq(first),
-            s1["last"].eq(last),
-            s1["final"].eq(all_max),
-            s1["inside"].eq(inside),
-            g1.eq(ctrs["g"]),
-        ]
-        xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
-        dots = [Mux(s1["inside"], lane(xword, k) - self.q.zp_in, 0) * lane(wport.data, k) for k in range(lanes)]
-        self._tail(m, self.q, lanes, s1, dots, pport.data, fields, uniform)
-        return m
+            s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
+            g1 = Signal(range(max(ratio, 2)))
+            m.d.sync += [
+                s1["valid"].eq(run),
+                s1["first"].eq(first),
+                s1["last"].eq(last),
+                s1["final"].eq(all_max),
+                s1["inside"].eq(inside),
+                g1.eq(ctrs["g"]),
+            ]
+            xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
+            dots = [Mux(s1["inside"], lane(xword, k) - self.q.zp_in, 0) * lane(wport.data, k) for k in range(lanes)]
+            self._tail(m, self.q, lanes, s1, dots, pport.data, fields, uniform)
+            return m
 
 
 def _division_magic(counts: set[int], max_abs: int) -> tuple[int, dict[int, int]]:
@@ -634,76 +693,85 @@ class Pool2d(LayerComponent):
     def elaborate(self, platform):
 
         m = Module()
-        w, lanes, inp = self.win, self.lanes, self.in_ports[0]
-        ratio = inp.word_lanes // lanes
-        run = Signal()
-        dims = [
-            ("n", w.n),
-            ("oy", w.oh),
-            ("ox", w.ow),
-            ("cw", w.c // inp.word_lanes),
-            ("g", ratio),
-            ("ky", w.kh),
-            ("kx", w.kw),
-        ]
-        ctrs, all_max = _counters(m, run, dims)
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run & all_max):
-            m.d.sync += run.eq(0)
-        addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
-        m.d.comb += self.rd0_addr.eq(addr)
-        first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
-        last = ctrs["ky_max"] & ctrs["kx_max"]
-        v1, first1, last1, final1, in1 = (Signal(name=n) for n in ("v1", "first1", "last1", "final1", "in1"))
-        g1 = Signal(range(max(ratio, 2)))
-        m.d.sync += [v1.eq(run), first1.eq(first), last1.eq(last), final1.eq(all_max), in1.eq(inside)]
-        m.d.sync += g1.eq(ctrs["g"])
-        xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
+        with sharing(m):
+            w, lanes, inp = self.win, self.lanes, self.in_ports[0]
+            ratio = inp.word_lanes // lanes
+            run = Signal()
+            dims = [
+                ("n", w.n),
+                ("oy", w.oh),
+                ("ox", w.ow),
+                ("cw", w.c // inp.word_lanes),
+                ("g", ratio),
+                ("ky", w.kh),
+                ("kx", w.kw),
+            ]
+            ctrs, all_max = _counters(m, run, dims)
+            with m.If(self.start):
+                m.d.sync += run.eq(1)
+            with m.Elif(run & all_max):
+                m.d.sync += run.eq(0)
+            addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
+            m.d.comb += self.rd0_addr.eq(addr)
+            first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
+            last = ctrs["ky_max"] & ctrs["kx_max"]
+            v1, first1, last1, final1, in1 = (Signal(name=n) for n in ("v1", "first1", "last1", "final1", "in1"))
+            g1 = Signal(range(max(ratio, 2)))
+            m.d.sync += [v1.eq(run), first1.eq(first), last1.eq(last), final1.eq(all_max), in1.eq(inside)]
+            m.d.sync += g1.eq(ctrs["g"])
+            xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
 
-        taps = w.kh * w.kw
-        cnt = Signal(range(taps + 1))
-        cnt_next = Mux(first1, 0, cnt) + in1
-        with m.If(v1):
-            m.d.sync += cnt.eq(cnt_next)
-        # stage 2: the finished window (sum or max) and its count
-        v2, final2 = Signal(), Signal()
-        cnt2 = Signal(range(taps + 1))
-        m.d.sync += [v2.eq(v1 & last1), final2.eq(final1 & last1), cnt2.eq(cnt_next)]
-        # stage 3: rounded quotient (avg) or the max, clamped
-        v3, final3 = Signal(), Signal()
-        m.d.sync += [v3.eq(v2), final3.eq(final2)]
-        counts = {int(c) for c in np.unique(window_counts(w)) if c > 0}
-        max_abs = 128 * taps + taps
-        k, magic = _division_magic(counts, max_abs) if self.kind == "avg" else (0, {})
-        outs = []
-        for i in range(lanes):
-            x = lane(xword, i)
-            if self.kind == "avg":
-                acc = Signal(signed(32), name=f"acc_{i}")
-                acc_next = Mux(first1, 0, acc) + Mux(in1, x, 0)
-            else:
-                acc = Signal(signed(9), name=f"acc_{i}")
-                cand = Mux(in1, x, -128)
-                acc_next = Mux(first1 | (cand > acc), cand, acc)
+            taps = w.kh * w.kw
+            cnt = Signal(range(taps + 1))
+            cnt_next = Mux(first1, 0, cnt) + in1
             with m.If(v1):
-                m.d.sync += acc.eq(acc_next)
-            acc2 = Signal(signed(32), name=f"win_{i}")
-            m.d.sync += acc2.eq(acc_next)
-            y3 = Signal(signed(8), name=f"y_{i}")
+                m.d.sync += cnt.eq(cnt_next)
+            # stage 2: the finished window (sum or max) and its count
+            v2, final2 = Signal(), Signal()
+            cnt2 = Signal(range(taps + 1))
+            m.d.sync += [v2.eq(v1 & last1), final2.eq(final1 & last1), cnt2.eq(cnt_next)]
+            # stage 3: rounded quotient (avg) or the max, clamped
+            v3, final3 = Signal(), Signal()
+            m.d.sync += [v3.eq(v2), final3.eq(final2)]
+            counts = {int(c) for c in np.unique(window_counts(w)) if c > 0}
+            max_abs = 128 * taps + taps
+            k, magic = _division_magic(counts, max_abs) if self.kind == "avg" else (0, {})
+            # the rounding half and reciprocal of this window's count, shared by every lane; only the
+            # counts that occur get a case (one, a constant, for unpadded pools)
+            half2 = Signal(16, name="half2")
+            magic2 = Signal(k + 2, name="magic2")
             if self.kind == "avg":
-                half = Array(Const(c // 2, 16) for c in range(taps + 1))[cnt2]
-                num = Mux(acc2 > 0, acc2 + half, acc2 - half)
-                mag = Mux(num < 0, -num, num).as_unsigned()
-                mg = Array(Const(magic.get(c, 0), k + 2) for c in range(taps + 1))[cnt2]
-                quo = ((mag * mg) >> k)[:16]
-                q = Mux(num < 0, -quo.as_signed(), quo.as_signed())
-                m.d.sync += y3.eq(clamp(q, self.lo, self.hi))
-            else:
-                m.d.sync += y3.eq(clamp(acc2, self.lo, self.hi))
-            outs.append(y3)
-        _Writer(m, self, lanes, self.out_port, v3, Cat(*outs), final3)
-        return m
+                with m.Switch(cnt2):
+                    for c in sorted(counts):
+                        with m.Case(c):
+                            m.d.comb += [half2.eq(c // 2), magic2.eq(magic[c])]
+            outs = []
+            for i in range(lanes):
+                x = lane(xword, i)
+                if self.kind == "avg":
+                    acc = Signal(signed(32), name=f"acc_{i}")
+                    acc_next = Mux(first1, 0, acc) + Mux(in1, x, 0)
+                else:
+                    acc = Signal(signed(9), name=f"acc_{i}")
+                    cand = Mux(in1, x, -128)
+                    acc_next = Mux(first1 | (cand > acc), cand, acc)
+                with m.If(v1):
+                    m.d.sync += acc.eq(acc_next)
+                acc2 = Signal(signed(32), name=f"win_{i}")
+                m.d.sync += acc2.eq(acc_next)
+                y3 = Signal(signed(8), name=f"y_{i}")
+                if self.kind == "avg":
+                    num = share(Mux(acc2 > 0, acc2 + half2, acc2 - half2), f"num_{i}")
+                    # |num| <= 128 * taps + taps // 2 <= max_abs: the magic division is exact up to there
+                    mag = Mux(num < 0, -num, num).as_unsigned()[: max_abs.bit_length()]
+                    quo = ((mag * magic2) >> k)[:16]
+                    q = Mux(num < 0, -quo.as_signed(), quo.as_signed())
+                    m.d.sync += y3.eq(clamp(q, self.lo, self.hi))
+                else:
+                    m.d.sync += y3.eq(clamp(acc2, self.lo, self.hi))
+                outs.append(y3)
+            _Writer(m, self, lanes, self.out_port, v3, Cat(*outs), final3)
+            return m
 
 
 @dataclass
@@ -746,54 +814,55 @@ class Add(LayerComponent):
     def elaborate(self, platform):
 
         m = Module()
-        q, lanes = self.q, self.lanes
-        n = self.steps()
-        run = Signal()
-        count = Signal(range(max(n, 2)))
-        last = count == n - 1
-        readers = [_Reader(m, getattr(self, f"rd{k}_addr"), lanes, self.in_ports[k], run, f"r{k}") for k in (0, 1)]
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run):
-            m.d.sync += count.eq(Mux(last, 0, count + 1))
-            with m.If(last):
-                m.d.sync += run.eq(0)
-                for r in readers:
-                    r.reset(m)
-        valid = [Signal(name=f"v{i}") for i in range(7)]
-        final = [Signal(name=f"f{i}") for i in range(7)]
-        m.d.sync += [valid[0].eq(run), final[0].eq(run & last)]
-        for i in range(1, 7):
-            m.d.sync += [valid[i].eq(valid[i - 1]), final[i].eq(final[i - 1])]
-        g1 = [Signal(range(max(r.ratio, 2)), name=f"g1_{k}") for k, r in enumerate(readers)]
-        m.d.sync += [g1[k].eq(r.group) for k, r in enumerate(readers)]
-        words = [
-            self.rd0_data.word_select(g1[0], 8 * lanes) if readers[0].ratio > 1 else self.rd0_data,
-            self.rd1_data.word_select(g1[1], 8 * lanes) if readers[1].ratio > 1 else self.rd1_data,
-        ]
-        outs = []
-        for i in range(lanes):
-            a = (lane(words[0], i) - q.zp_a) << q.left_shift
-            b = (lane(words[1], i) - q.zp_b) << q.left_shift
-            ab_a, ab_b = Signal(signed(64), name=f"pa_{i}"), Signal(signed(64), name=f"pb_{i}")
-            h_a, h_b = Signal(signed(32), name=f"ha_{i}"), Signal(signed(32), name=f"hb_{i}")
-            raw = Signal(signed(32), name=f"raw_{i}")
-            ab_o = Signal(signed(64), name=f"po_{i}")
-            h_o = Signal(signed(32), name=f"ho_{i}")
-            y = Signal(signed(8), name=f"y_{i}")
-            m.d.sync += [
-                ab_a.eq(srdhm_product(wrap32(a), q.m_a)),
-                ab_b.eq(srdhm_product(wrap32(b), q.m_b)),
-                h_a.eq(srdhm_finish(ab_a)),
-                h_b.eq(srdhm_finish(ab_b)),
-                raw.eq(wrap32(rounding_divide_by_pot(h_a, -q.e_a) + rounding_divide_by_pot(h_b, -q.e_b))),
-                ab_o.eq(srdhm_product(raw, q.m_out)),
-                h_o.eq(srdhm_finish(ab_o)),
-                y.eq(clamp(rounding_divide_by_pot(h_o, -q.e_out) + q.zp_out, q.lo, q.hi)),
+        with sharing(m):
+            q, lanes = self.q, self.lanes
+            n = self.steps()
+            run = Signal()
+            count = Signal(range(max(n, 2)))
+            last = count == n - 1
+            readers = [_Reader(m, getattr(self, f"rd{k}_addr"), lanes, self.in_ports[k], run, f"r{k}") for k in (0, 1)]
+            with m.If(self.start):
+                m.d.sync += run.eq(1)
+            with m.Elif(run):
+                m.d.sync += count.eq(Mux(last, 0, count + 1))
+                with m.If(last):
+                    m.d.sync += run.eq(0)
+                    for r in readers:
+                        r.reset(m)
+            valid = [Signal(name=f"v{i}") for i in range(7)]
+            final = [Signal(name=f"f{i}") for i in range(7)]
+            m.d.sync += [valid[0].eq(run), final[0].eq(run & last)]
+            for i in range(1, 7):
+                m.d.sync += [valid[i].eq(valid[i - 1]), final[i].eq(final[i - 1])]
+            g1 = [Signal(range(max(r.ratio, 2)), name=f"g1_{k}") for k, r in enumerate(readers)]
+            m.d.sync += [g1[k].eq(r.group) for k, r in enumerate(readers)]
+            words = [
+                self.rd0_data.word_select(g1[0], 8 * lanes) if readers[0].ratio > 1 else self.rd0_data,
+                self.rd1_data.word_select(g1[1], 8 * lanes) if readers[1].ratio > 1 else self.rd1_data,
             ]
-            outs.append(y)
-        _Writer(m, self, lanes, self.out_port, valid[6], Cat(*outs), final[6])
-        return m
+            outs = []
+            for i in range(lanes):
+                a = (lane(words[0], i) - q.zp_a) << q.left_shift
+                b = (lane(words[1], i) - q.zp_b) << q.left_shift
+                ab_a, ab_b = Signal(signed(64), name=f"pa_{i}"), Signal(signed(64), name=f"pb_{i}")
+                h_a, h_b = Signal(signed(32), name=f"ha_{i}"), Signal(signed(32), name=f"hb_{i}")
+                raw = Signal(signed(32), name=f"raw_{i}")
+                ab_o = Signal(signed(64), name=f"po_{i}")
+                h_o = Signal(signed(32), name=f"ho_{i}")
+                y = Signal(signed(8), name=f"y_{i}")
+                m.d.sync += [
+                    ab_a.eq(srdhm_product(wrap32(a), q.m_a)),
+                    ab_b.eq(srdhm_product(wrap32(b), q.m_b)),
+                    h_a.eq(srdhm_finish(ab_a)),
+                    h_b.eq(srdhm_finish(ab_b)),
+                    raw.eq(wrap32(rounding_divide_by_pot(h_a, -q.e_a) + rounding_divide_by_pot(h_b, -q.e_b))),
+                    ab_o.eq(srdhm_product(raw, q.m_out)),
+                    h_o.eq(srdhm_finish(ab_o)),
+                    y.eq(clamp(rounding_divide_by_pot(h_o, -q.e_out) + q.zp_out, q.lo, q.hi)),
+                ]
+                outs.append(y)
+            _Writer(m, self, lanes, self.out_port, valid[6], Cat(*outs), final[6])
+            return m
 
 
 class Requantize(LayerComponent):
@@ -818,33 +887,36 @@ class Requantize(LayerComponent):
     def elaborate(self, platform):
 
         m = Module()
-        lanes, n = self.lanes, self.steps()
-        run = Signal()
-        count = Signal(range(max(n, 2)))
-        last = count == n - 1
-        reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], run, "r0")
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run):
-            m.d.sync += count.eq(Mux(last, 0, count + 1))
-            with m.If(last):
-                m.d.sync += run.eq(0)
-                reader.reset(m)
-        v1, f1 = Signal(), Signal()
-        g1 = Signal(range(max(reader.ratio, 2)))
-        m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group)]
-        word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
-        rq = Requantizer(lanes, zero_point=self.zp_out, lo=self.lo, hi=self.hi, const_params=(self.mult, self.shift))
-        m.submodules.requant = rq
-        offsets = []
-        for i in range(lanes):
-            # a 32-bit signal sign-extends the narrow difference (a slice would zero-extend it)
-            d = Signal(signed(32), name=f"x_{i}")
-            m.d.comb += d.eq(lane(word, i) - self.zp_in)
-            offsets.append(d)
-        m.d.comb += [rq.i_valid.eq(v1), rq.i_tag.eq(f1), rq.i_acc.eq(Cat(*offsets))]
-        _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
-        return m
+        with sharing(m):
+            lanes, n = self.lanes, self.steps()
+            run = Signal()
+            count = Signal(range(max(n, 2)))
+            last = count == n - 1
+            reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], run, "r0")
+            with m.If(self.start):
+                m.d.sync += run.eq(1)
+            with m.Elif(run):
+                m.d.sync += count.eq(Mux(last, 0, count + 1))
+                with m.If(last):
+                    m.d.sync += run.eq(0)
+                    reader.reset(m)
+            v1, f1 = Signal(), Signal()
+            g1 = Signal(range(max(reader.ratio, 2)))
+            m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group)]
+            word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+            rq = Requantizer(
+                lanes, zero_point=self.zp_out, lo=self.lo, hi=self.hi, const_params=(self.mult, self.shift)
+            )
+            m.submodules.requant = rq
+            offsets = []
+            for i in range(lanes):
+                # a 32-bit signal sign-extends the narrow difference (a slice would zero-extend it)
+                d = Signal(signed(32), name=f"x_{i}")
+                m.d.comb += d.eq(lane(word, i) - self.zp_in)
+                offsets.append(d)
+            m.d.comb += [rq.i_valid.eq(v1), rq.i_tag.eq(f1), rq.i_acc.eq(Cat(*offsets))]
+            _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
+            return m
 
 
 class Softmax(LayerComponent):
@@ -866,119 +938,118 @@ class Softmax(LayerComponent):
         self.exp_table = np.asarray(exp_table, dtype=np.int64)  # index: max - x (0..255)
 
     def steps(self) -> int:
-        return self.rows * (3 * (self.length + 3) + 12)
+        return self.rows * (3 * (self.length + 3) + 10)
 
     def elaborate(self, platform):
         m = Module()
-        inp, n = self.in_ports[0], self.length
-        rom = Memory(shape=unsigned(32), depth=256, init=[int(v) & 0xFFFFFFFF for v in self.exp_table])
-        m.submodules.exp = rom
-        eport = rom.read_port()
-        row = Signal(range(max(self.rows, 2)))
-        idx = Signal(range(n + 4))  # element being addressed in a pass
-        rd_word = Signal(inp.addr_bits)
-        rd_group = Signal(range(max(inp.word_lanes, 2)))
-        base_word = Signal(inp.addr_bits)
-        base_group = Signal(range(max(inp.word_lanes, 2)))
-        m.d.comb += self.rd0_addr.eq(rd_word)
-        g_rd = Signal.like(rd_group)
-        m.d.sync += g_rd.eq(rd_group)
-        x = (self.rd0_data.word_select(g_rd, 8) if inp.word_lanes > 1 else self.rd0_data[:8]).as_signed()
-        vmax = Signal(signed(8))
-        total = Signal(32)
-        scale = Signal(signed(32))
-        shift = Signal(range(64))
-        hd = Signal(signed(32))  # half denominator
-        xr = Signal(signed(32))  # Newton iterate
-        t = Signal(signed(32))
-        it = Signal(range(4))
-        v1, v2 = Signal(), Signal()  # element read issued 1 / 2 cycles ago
-        out_valid = Signal()
-        out_final = Signal()
-        out_data = Signal(signed(8))
+        with sharing(m):
+            inp, n = self.in_ports[0], self.length
+            eport = rom_port(m, self, "exp", 32, [int(v) & 0xFFFFFFFF for v in self.exp_table])
+            row = Signal(range(max(self.rows, 2)))
+            idx = Signal(range(n + 4))  # element being addressed in a pass
+            rd_word = Signal(inp.addr_bits)
+            rd_group = Signal(range(max(inp.word_lanes, 2)))
+            base_word = Signal(inp.addr_bits)
+            base_group = Signal(range(max(inp.word_lanes, 2)))
+            m.d.comb += self.rd0_addr.eq(rd_word)
+            g_rd = Signal.like(rd_group)
+            m.d.sync += g_rd.eq(rd_group)
+            x = (self.rd0_data.word_select(g_rd, 8) if inp.word_lanes > 1 else self.rd0_data[:8]).as_signed()
+            vmax = Signal(signed(8))
+            total = Signal(32)
+            scale = Signal(signed(32))
+            shift = Signal(range(64))
+            hd = Signal(signed(32))  # half denominator
+            xr = Signal(signed(32))  # Newton iterate
+            t = Signal(signed(32))
+            it = Signal(range(4))
+            v1, v2 = Signal(), Signal()  # element read issued 1 / 2 cycles ago
+            out_valid = Signal()
+            out_final = Signal()
+            out_data = Signal(signed(8))
 
-        def advance_read():
-            with m.If(rd_group == inp.word_lanes - 1):
-                m.d.sync += [rd_group.eq(0), rd_word.eq(rd_word + 1)]
-            with m.Else():
-                m.d.sync += rd_group.eq(rd_group + 1)
-
-        def rewind():
-            m.d.sync += [rd_word.eq(base_word), rd_group.eq(base_group), idx.eq(0)]
-
-        m.d.comb += eport.addr.eq((vmax - x).as_unsigned()[:8])
-        m.d.sync += [v1.eq(0), v2.eq(v1)]
-        mul_a = Signal(signed(32))
-        mul_b = Signal(signed(32))
-        prod = srdhm(mul_a, mul_b)
-        headroom = count_leading_zeros32(total)
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [rd_word.eq(0), rd_group.eq(0), base_word.eq(0), base_group.eq(0), idx.eq(0)]
-                    m.d.sync += [row.eq(0), vmax.eq(-128)]
-                    m.next = "MAX"
-            with m.State("MAX"):
-                with m.If(idx < n):
-                    m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
-                    advance_read()
-                with m.If(v1 & (x > vmax)):
-                    m.d.sync += vmax.eq(x)
-                with m.If((idx == n) & ~v1):
-                    rewind()
-                    m.d.sync += total.eq(0)
-                    m.next = "SUM"
-            with m.State("SUM"):
-                with m.If(idx < n):
-                    m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
-                    advance_read()
-                with m.If(v2):
-                    m.d.sync += total.eq(total + rounding_divide_by_pot(eport.data.as_signed(), 12)[:32])
-                with m.If((idx == n) & ~v1 & ~v2):
-                    m.next = "NORM"
-            with m.State("NORM"):
-                # x = sum normalized into [1, 2), minus one, as Q0.31; the half denominator (x + 1) / 2
-                frac = ((total << headroom)[:32] - (1 << 31))[:32]
-                m.d.sync += [
-                    hd.eq(((frac + (1 << 31)) >> 1)[:32].as_signed()),
-                    shift.eq(35 - headroom),
-                ]
-                m.next = "SEED"
-            with m.State("SEED"):
-                m.d.comb += [mul_a.eq(hd), mul_b.eq(-1010580540)]
-                m.d.sync += [xr.eq(wrap32(1515870810 + prod)), it.eq(0)]
-                m.next = "NR_A"
-            with m.State("NR_A"):
-                m.d.comb += [mul_a.eq(hd), mul_b.eq(xr)]
-                m.d.sync += t.eq(wrap32((1 << 29) - prod))
-                m.next = "NR_B"
-            with m.State("NR_B"):
-                m.d.comb += [mul_a.eq(xr), mul_b.eq(t)]
-                m.d.sync += [xr.eq(wrap32(xr + saturating_rounding_multiply_by_pot(prod, 2))), it.eq(it + 1)]
-                with m.If(it == 2):
-                    m.next = "SCALE"
+            def advance_read():
+                with m.If(rd_group == inp.word_lanes - 1):
+                    m.d.sync += [rd_group.eq(0), rd_word.eq(rd_word + 1)]
                 with m.Else():
-                    m.next = "NR_A"
-            with m.State("SCALE"):
-                m.d.sync += scale.eq(saturating_rounding_multiply_by_pot(xr, 1))
-                rewind()
-                m.next = "OUT"
-            with m.State("OUT"):
-                with m.If(idx < n):
-                    m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
-                    advance_read()
-                y = rounding_divide_by_pot(srdhm(scale, eport.data.as_signed()), shift, max_exponent=63) + self.lo
-                m.d.sync += [out_valid.eq(v2), out_data.eq(clamp(y, self.lo, self.hi))]
-                m.d.sync += out_final.eq(v2 & (idx == n) & ~v1 & (row == self.rows - 1))
-                with m.If((idx == n) & ~v1 & ~v2):
-                    with m.If(row == self.rows - 1):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += [row.eq(row + 1), base_word.eq(rd_word), base_group.eq(rd_group), idx.eq(0)]
-                        m.d.sync += vmax.eq(-128)
+                    m.d.sync += rd_group.eq(rd_group + 1)
+
+            def rewind():
+                m.d.sync += [rd_word.eq(base_word), rd_group.eq(base_group), idx.eq(0)]
+
+            m.d.comb += eport.addr.eq((vmax - x).as_unsigned()[:8])
+            m.d.sync += [v1.eq(0), v2.eq(v1)]
+            mul_a = Signal(signed(32))
+            mul_b = Signal(signed(32))
+            prod = srdhm(mul_a, mul_b)
+            headroom = count_leading_zeros32(total)
+            with m.FSM():
+                with m.State("IDLE"):
+                    with m.If(self.start):
+                        m.d.sync += [rd_word.eq(0), rd_group.eq(0), base_word.eq(0), base_group.eq(0), idx.eq(0)]
+                        m.d.sync += [row.eq(0), vmax.eq(-128)]
                         m.next = "MAX"
-        _Writer(m, self, 1, self.out_port, out_valid, out_data, out_final)
-        return m
+                with m.State("MAX"):
+                    with m.If(idx < n):
+                        m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
+                        advance_read()
+                    with m.If(v1 & (x > vmax)):
+                        m.d.sync += vmax.eq(x)
+                    with m.If((idx == n) & ~v1):
+                        rewind()
+                        m.d.sync += total.eq(0)
+                        m.next = "SUM"
+                with m.State("SUM"):
+                    with m.If(idx < n):
+                        m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
+                        advance_read()
+                    with m.If(v2):
+                        m.d.sync += total.eq(total + rounding_divide_by_pot(eport.data.as_signed(), 12)[:32])
+                    with m.If((idx == n) & ~v1 & ~v2):
+                        m.next = "NORM"
+                with m.State("NORM"):
+                    # x = sum normalized into [1, 2), minus one, as Q0.31; the half denominator (x + 1) / 2
+                    frac = ((total << headroom)[:32] - (1 << 31))[:32]
+                    m.d.sync += [
+                        hd.eq(((frac + (1 << 31)) >> 1)[:32].as_signed()),
+                        shift.eq(35 - headroom),
+                    ]
+                    m.next = "SEED"
+                with m.State("SEED"):
+                    m.d.comb += [mul_a.eq(hd), mul_b.eq(-1010580540)]
+                    m.d.sync += [xr.eq(wrap32(1515870810 + prod)), it.eq(0)]
+                    m.next = "NR_A"
+                with m.State("NR_A"):
+                    m.d.comb += [mul_a.eq(hd), mul_b.eq(xr)]
+                    m.d.sync += t.eq(wrap32((1 << 29) - prod))
+                    m.next = "NR_B"
+                with m.State("NR_B"):
+                    m.d.comb += [mul_a.eq(xr), mul_b.eq(t)]
+                    m.d.sync += [xr.eq(wrap32(xr + saturating_rounding_multiply_by_pot(prod, 2))), it.eq(it + 1)]
+                    with m.If(it == 2):
+                        m.next = "SCALE"
+                    with m.Else():
+                        m.next = "NR_A"
+                with m.State("SCALE"):
+                    m.d.sync += scale.eq(saturating_rounding_multiply_by_pot(xr, 1))
+                    rewind()
+                    m.next = "OUT"
+                with m.State("OUT"):
+                    with m.If(idx < n):
+                        m.d.sync += [idx.eq(idx + 1), v1.eq(1)]
+                        advance_read()
+                    y = rounding_divide_by_pot(srdhm(scale, eport.data.as_signed()), shift, max_exponent=63) + self.lo
+                    m.d.sync += [out_valid.eq(v2), out_data.eq(clamp(y, self.lo, self.hi))]
+                    m.d.sync += out_final.eq(v2 & (idx == n) & ~v1 & (row == self.rows - 1))
+                    with m.If((idx == n) & ~v1 & ~v2):
+                        with m.If(row == self.rows - 1):
+                            m.next = "IDLE"
+                        with m.Else():
+                            m.d.sync += [row.eq(row + 1), base_word.eq(rd_word), base_group.eq(rd_group), idx.eq(0)]
+                            m.d.sync += vmax.eq(-128)
+                            m.next = "MAX"
+            _Writer(m, self, 1, self.out_port, out_valid, out_data, out_final)
+            return m
 
 
 __all__ = [
@@ -994,8 +1065,11 @@ __all__ = [
     "Pool2d",
     "Requantize",
     "Requantizer",
+    "RomSink",
     "Softmax",
     "Window",
+    "hex_lines",
     "pack_words",
+    "rom_port",
     "window_counts",
 ]

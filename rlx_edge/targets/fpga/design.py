@@ -6,7 +6,10 @@ width of every activation buffer, which tensors share a physical buffer
 (by liveness, like the arena planner), and every integer constant (from
 :mod:`rlx_edge.quant.fixedpoint`, exactly as the reference kernels derive
 them). :meth:`FpgaDesign.elaborate` then builds the top level: buffers as
-``Memory`` blocks, one component per layer, valid/ready streams at the edge.
+instances of a small dual-port RAM module (``<top>_ram``), weights and
+constants as ROM instances reading ``$readmemh`` files (``<top>_rom``; see
+:class:`~rlx_edge.targets.fpga.components.RomSink`), one component per layer,
+valid/ready streams at the edge. :mod:`.emit` appends both modules' Verilog.
 
 Execution is layer-sequential: load every input stream, run each layer once
 (each streams through its loops with no stalls), then drain every output
@@ -22,9 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rlx_edge.errors import RlxError
@@ -318,7 +320,7 @@ def _softmax_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
     def build(ins, out):
         return hw.Softmax(rows, length, table, lo=-128, hi=127, inp=ins[0], out=out)
 
-    steps = rows * (3 * (length + 3) + 12)
+    steps = rows * (3 * (length + 3) + 10)  # three passes and ten control states per row
     return Layer(node, "softmax", [node.inputs[0]], node.outputs[0], 1, 1, 0, [1], 1, build, steps)
 
 
@@ -550,16 +552,15 @@ class FpgaDesign(wiring.Component):
         start = Signal()
         m.d.sync += start.eq(0)
 
+        self.rom_sink = hw.RomSink(self.top_name)
         rd, wr = {}, {}
         for buf in self.buffers:
-            mem = Memory(shape=unsigned(8 * buf.word_lanes), depth=max(buf.depth, 1), init=[])
-            m.submodules[f"buf{buf.index}"] = mem
-            rd[buf.index] = mem.read_port()
-            wr[buf.index] = mem.write_port(granularity=8)
+            rd[buf.index], wr[buf.index] = _ram(m, self.top_name, buf)
 
         # layers: each drives its buffers' ports only while its phase is active
         for i, layer in enumerate(self.layers):
             comp = layer.build(*self._ports(layer))
+            comp.rom_sink = self.rom_sink
             m.submodules[f"l{i}_{_verilog_name(layer.kind)}"] = comp
             active = phase == i + 1
             m.d.comb += comp.start.eq(start & active)
@@ -632,6 +633,38 @@ class FpgaDesign(wiring.Component):
             m.d.sync += phase.eq(0)
             m.d.sync += [s.eq(0) for s, _, _ in out_done] + [i.eq(0) for _, i, _ in out_done]
         return m
+
+
+class _Port:
+    """Signals of one RAM port, named like the fields of Amaranth's memory ports."""
+
+    def __init__(self, name: str, abits: int, width: int, en_width: int, en_init: int):
+        self.addr = Signal(abits, name=f"{name}_addr")
+        self.data = Signal(width, name=f"{name}_data")
+        self.en = Signal(en_width, name=f"{name}_en", init=en_init)
+
+
+def _ram(m: Module, top: str, buf: Buffer) -> tuple[_Port, _Port]:
+    """One activation buffer: synchronous read port (enable defaults high), byte-enable write port."""
+    lanes = buf.word_lanes
+    abits = hw._addr_bits(buf.depth)
+    rd = _Port(f"buf{buf.index}_r", abits, 8 * lanes, 1, 1)
+    wr = _Port(f"buf{buf.index}_w", abits, 8 * lanes, lanes, 0)
+    m.submodules[f"buf{buf.index}"] = Instance(
+        f"{top}_ram",
+        p_WIDTH=8 * lanes,
+        p_LANES=lanes,
+        p_DEPTH=max(buf.depth, 1),
+        p_ABITS=abits,
+        i_clk=ClockSignal(),
+        i_rd_addr=rd.addr,
+        i_rd_en=rd.en,
+        o_rd_data=rd.data,
+        i_wr_addr=wr.addr,
+        i_wr_en=wr.en,
+        i_wr_data=wr.data,
+    )
+    return rd, wr
 
 
 def _verilog_name(s: str) -> str:

@@ -6,16 +6,93 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from rlx_edge.targets.fpga.components import hex_lines
 from rlx_edge.targets.fpga.design import FpgaDesign
+
+_RAM = """
+// {top}_ram: one activation buffer of {top}. Synchronous read (a read and a
+// write of the same word in one cycle return the old word), one write port
+// with a write enable per int8 lane. Written by rlx-edge; Yosys maps it to
+// block RAM.
+module {top}_ram #(
+    parameter WIDTH = 8,
+    parameter LANES = 1,
+    parameter DEPTH = 1,
+    parameter ABITS = 1
+) (
+    input wire clk,
+    input wire [ABITS-1:0] rd_addr,
+    input wire rd_en,
+    output reg [WIDTH-1:0] rd_data,
+    input wire [ABITS-1:0] wr_addr,
+    input wire [LANES-1:0] wr_en,
+    input wire [WIDTH-1:0] wr_data
+);
+    reg [WIDTH-1:0] mem [0:DEPTH-1];
+    integer k;
+`ifndef SYNTHESIS
+    integer i;
+    initial begin
+        rd_data = 0;
+        for (i = 0; i < DEPTH; i = i + 1) mem[i] = 0;
+    end
+`endif
+    always @(posedge clk) begin
+        for (k = 0; k < LANES; k = k + 1)
+            if (wr_en[k]) mem[wr_addr][8*k +: 8] <= wr_data[8*k +: 8];
+        if (rd_en) rd_data <= mem[rd_addr];
+    end
+endmodule
+"""
+
+_ROM = """
+// {top}_rom: a constant table of {top} (weights, biases, multipliers, exp
+// table), read from the $readmemh file FILE (one word per line, hex) that
+// rlx-edge writes next to this Verilog. Synchronous read.
+module {top}_rom #(
+    parameter WIDTH = 8,
+    parameter DEPTH = 1,
+    parameter ABITS = 1,
+    parameter FILE = ""
+) (
+    input wire clk,
+    input wire [ABITS-1:0] addr,
+    output reg [WIDTH-1:0] data
+);
+    reg [WIDTH-1:0] mem [0:DEPTH-1];
+    // (tools that elaborate the module alone, with the default FILE, skip the load)
+    generate
+        if (FILE != "") begin : load
+            initial $readmemh(FILE, mem);
+        end
+    endgenerate
+`ifndef SYNTHESIS
+    initial data = 0;
+`endif
+    always @(posedge clk) data <= mem[addr];
+endmodule
+"""
 
 
 def to_verilog(design: FpgaDesign) -> str:
     """The design as one Verilog file (top module ``design.top_name``, plus ``clk`` and ``rst``).
 
+    The file also defines the buffer RAM and ROM modules the top level
+    instantiates; the ROM contents go to ``$readmemh`` files that
+    :func:`rom_files` returns after this call (:func:`write` writes both).
     Amaranth's output is deterministic for a given design: no timestamps, and
     names follow the elaboration order, so equal inputs give equal bytes.
     """
-    return verilog.convert(design, name=design.top_name, emit_src=False)
+    text = verilog.convert(design, name=design.top_name, emit_src=False)
+    text += _RAM.format(top=design.top_name)
+    if design.rom_sink.roms:
+        text += _ROM.format(top=design.top_name)
+    return text
+
+
+def rom_files(design: FpgaDesign) -> dict[str, str]:
+    """``{file name: $readmemh text}`` of every ROM of the design (after :func:`to_verilog`)."""
+    return {name: hex_lines(width, words) for name, width, words in design.rom_sink.roms}
 
 
 def wrapper_sv(design: FpgaDesign) -> str:
@@ -93,12 +170,16 @@ def wrapper_sv(design: FpgaDesign) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(design: FpgaDesign, out_dir: str | Path) -> dict[str, Path]:
-    """Write ``<top>.v`` and ``<top>_axis.sv`` into ``out_dir``; returns their paths."""
+def write(design: FpgaDesign, out_dir: str | Path) -> dict[str, Path | list[Path]]:
+    """Write ``<top>.v``, its ROM files and ``<top>_axis.sv`` into ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     v = out / f"{design.top_name}.v"
     sv = out / f"{design.top_name}_axis.sv"
     v.write_text(to_verilog(design))
+    roms = []
+    for name, text in rom_files(design).items():
+        (out / name).write_text(text)
+        roms.append(out / name)
     sv.write_text(wrapper_sv(design))
-    return {"verilog": v, "wrapper": sv}
+    return {"verilog": v, "wrapper": sv, "roms": roms}

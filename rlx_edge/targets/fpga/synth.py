@@ -92,7 +92,12 @@ def synthesize(verilog: str | Path, top: str, family: str = "ice40", *, timeout:
         )
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [yosys_binary(), "-q", "-p", script], capture_output=True, text=True, timeout=timeout, check=False
+            [yosys_binary(), "-q", "-p", script],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=Path(verilog).resolve().parent,  # $readmemh files are named relative to the Verilog
         )
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not stat.is_file():
