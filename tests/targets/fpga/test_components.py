@@ -1,4 +1,4 @@
-"""One randomized bit-exactness test per hardware component, on Icarus (fast builds).
+"""One randomized bit-exactness test per hardware component, on Verilator and on Icarus.
 
 Random shapes, quantization and parallelism per component; every output
 element of several random inputs must equal the integer reference's.
@@ -29,13 +29,14 @@ def _random_parallelism(rng, graph) -> dict:
     return {node.name: (int(rng.choice(_divisors(inner))), 1)}
 
 
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 @pytest.mark.parametrize("op", sorted(BUILDERS))
-def test_component_bit_exact_icarus(op, tmp_path):
+def test_component_bit_exact(op, simulator, tmp_path):
     rng = np.random.default_rng(SEEDS[op])
     graph = BUILDERS[op](rng)
     par = _random_parallelism(rng, graph)
     res = build_fpga(
-        graph, tmp_path, parallelism=par or "latency", simulate=True, simulator="icarus", inferences=3, seed=SEEDS[op]
+        graph, tmp_path, parallelism=par or "latency", simulate=True, simulator=simulator, inferences=3, seed=SEEDS[op]
     )
     assert res["mismatches"] == 0, res["first_mismatch"]
     assert res["inferences"] == 3
