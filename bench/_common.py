@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# RLX_EDGE_MODELS points elsewhere when ../shared is not beside the checkout (e.g. on the GPU machine)
-MODELS = Path(os.environ.get("RLX_EDGE_MODELS", ROOT.parent / "shared" / "models"))
+MODELS = ROOT / "models"  # the checkout's own model files (models/README.md)
 MLPERF_INT8 = {
     "kws": MODELS / "mlperf-tiny" / "kws_ref_model.tflite",
     "vww": MODELS / "mlperf-tiny" / "vww_96_int8.tflite",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import random
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil import protocol as P
 from rlx_edge.hil.client import HilClient
@@ -22,7 +22,7 @@ from rlx_edge.hil.transport import Transport
 from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
 from rlx_edge.targets.reference import run
 
-MODEL = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny" / "ad01_int8.tflite"
+MODEL = MLPERF / "ad01_int8.tflite"
 
 
 @pytest.fixture(scope="session")

@@ -7,14 +7,13 @@ real board (flashed first with its definition's tool).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.campaign import run_campaign
 
-MLPERF = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny"
 # The two small models get 20 inputs, the two large ones 5 (an emulated VWW
 # inference takes seconds).
 COUNTS = {"kws_ref_model": 20, "ad01_int8": 20, "vww_96_int8": 5, "pretrainedResnet_quant": 5}

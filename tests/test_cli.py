@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.cli import main
 from rlx_edge.ir.serialize import load, save
 from rlx_edge.models import build_digits_cnn
@@ -122,9 +123,6 @@ def test_demo_json(tmp_path):
     assert report["stages"]["plan"]["arena_bytes"] < report["stages"]["plan"]["tflm_arena_bytes"]
     for f in ("digits_cnn.rlx", "digits_cnn_int8.rlx", "digits_cnn_int8.tflite", "arena.png"):
         assert (tmp_path / f).exists()
-
-
-MLPERF = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "mlperf-tiny"
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from modelfiles import ONNX
 from rlx_edge.errors import ModelFileError, UnsupportedOpError
 from rlx_edge.frontends import load_model
 from rlx_edge.frontends.onnx import load_onnx
 from rlx_edge.targets.reference import run
 
-MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "onnx"
+MODELS = ONNX
 MNIST = MODELS / "mnist-8_onnx-model-zoo.onnx"
 MNIST_SMALL = MODELS / "mnist_simplified_onnx2c.onnx"
 SINE = MODELS / "tflm_hello_world_sine.onnx"

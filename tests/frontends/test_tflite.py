@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tflite
 
+from modelfiles import MLPERF
 from rlx_edge.errors import ModelFileError, UnsupportedOpError
 from rlx_edge.frontends import load_model
 from rlx_edge.frontends._tflite_export import _OpOut, _Writer
@@ -20,7 +21,7 @@ from rlx_edge.ir.inspect import summary
 from rlx_edge.ir.types import QuantParams, TensorType
 from rlx_edge.targets.reference import run
 
-MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "mlperf-tiny"
+MODELS = MLPERF
 ALL = [
     "kws_ref_model.tflite",
     "kws_ref_model_float32.tflite",

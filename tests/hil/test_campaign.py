@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.errors import RlxError
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.boards import BUILTIN
@@ -19,7 +20,7 @@ from rlx_edge.hil.transport import HilError
 from rlx_edge.targets.cortexm_fw import build_firmware
 from rlx_edge.targets.reference import run
 
-MODEL = Path(__file__).resolve().parents[2].parent / "shared" / "models" / "mlperf-tiny" / "ad01_int8.tflite"
+MODEL = MLPERF / "ad01_int8.tflite"
 FIXTURES = Path(__file__).resolve().parents[1] / "firmware" / "fixtures"
 BOARD = "qemu-mps2-an386"
 

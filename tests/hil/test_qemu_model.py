@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.qemu import count_instructions_many, run_qemu
 from rlx_edge.targets.cortexm import compile_project
 from rlx_edge.targets.cortexm_fw import build_firmware, get_board, size_report
 from rlx_edge.targets.reference import run
 
-MLPERF = Path(__file__).resolve().parents[2].parent / "shared" / "models" / "mlperf-tiny"
 KWS_MACS = 2_656_768
 BOARDS = ["qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps2-an500", "qemu-mps2-an505"]
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.errors import RlxError
 from rlx_edge.frontends._tflm import TflmModel
 from rlx_edge.frontends.tflite import load_tflite, to_tflite_bytes
@@ -17,7 +16,7 @@ from rlx_edge.quant.calibrate import calibrate
 from rlx_edge.quant.ptq import quantize, quantize_weights
 from rlx_edge.targets.reference import run
 
-MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "mlperf-tiny"
+MODELS = MLPERF
 RNG = np.random.default_rng(0)
 X = RNG.random((32, 8, 8, 1), dtype=np.float32)
 

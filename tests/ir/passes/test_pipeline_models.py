@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from modelfiles import MODELS
 from rlx_edge.frontends.onnx import load_onnx
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.passes import optimize
@@ -15,7 +14,7 @@ from rlx_edge.models import build_digits_cnn
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared" / "models"
+SHARED = MODELS
 TFLITE = [
     "kws_ref_model_float32.tflite",
     "pretrainedResnet.tflite",

@@ -1,14 +1,11 @@
 """The plan proved on real models: executing in the planned arena stays bit-exact with TFLite Micro."""
 
-from pathlib import Path
-
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.plan import plan
 from rlx_edge.targets.reference.compare import compare_with_tflm
-
-MLPERF = Path(__file__).resolve().parents[3].parent / "shared" / "models" / "mlperf-tiny"
 
 # (file, inputs, goal in bytes): min(ratio x TFLite Micro's measured arena, microTVM AOT workspace)
 MODELS = [

@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF as MLPERF_DIR
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import compile_host
 from rlx_edge.targets.reference.compare import make_inputs
 from rlx_edge.targets.reference.interpreter import run
 
-MODELS = Path(__file__).resolve().parents[3] / ".." / "shared" / "models" / "mlperf-tiny"
+MODELS = MLPERF_DIR
 MLPERF = {
     "kws": "kws_ref_model.tflite",
     "vww": "vww_96_int8.tflite",

@@ -1,17 +1,15 @@
 """The generated C as firmware under QEMU: bit-exact with the integer reference on real models."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.qemu import run_qemu
 from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
 
-MLPERF = Path(__file__).resolve().parents[3].parent / "shared" / "models" / "mlperf-tiny"
 MODELS = ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"]
 CASES = [(m, b) for m in MODELS for b in ("qemu-mps2-an386", "qemu-mps2-an385")] + [
     ("kws_ref_model", "qemu-mps2-an505"),

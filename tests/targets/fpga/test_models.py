@@ -14,15 +14,14 @@ Verilator runtime is compiled once for all three.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.targets.fpga import build_fpga
 
-MODELS = Path(__file__).resolve().parents[3].parent / "shared" / "models" / "mlperf-tiny"
+MODELS = MLPERF
 CASES = {"ad": ("ad01_int8", 5), "kws": ("kws_ref_model", 5), "ic": ("pretrainedResnet_quant", 1)}
 PARALLELISM = 8
 MAC_OPS = ("conv2d", "depthwise_conv2d", "fully_connected")

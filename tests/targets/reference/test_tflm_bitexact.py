@@ -9,17 +9,16 @@ batch; TFLite Micro runs them one by one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.quant import intkernels
 from rlx_edge.targets.reference import compare
 from rlx_edge.targets.reference.compare import compare_with_tflm
 
-MODELS = Path(__file__).resolve().parents[3] / ".." / "shared" / "models" / "mlperf-tiny"
+MODELS = MLPERF
 
 # model -> number of tensors compared per input (every node output TFLite names)
 EXPECTED_TENSORS = {
