@@ -7,6 +7,7 @@ emit MIR nodes.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,10 +18,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError
+from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams, TensorType
+from rlx_edge.ir.verify import check_quantized, check_sizes, verify
 
 Perm = tuple[int, ...] | None
 
@@ -86,10 +88,36 @@ NO_FOLD = frozenset({"DequantizeLinear"})
 _RANDOM = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
+# Control flow runs subgraphs a file can make loop (almost) forever: never folded.
+_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
+
+# Shapes of a file are bounded before anything allocates what they say; no
+# embedded model comes near these.
+MAX_TENSOR_BYTES = 1 << 30
+_MAX_FOLD_ELEMENTS = 1 << 24  # constant subgraphs compute shapes and small tables
+# Error messages name nodes and values by their (file-given, unbounded) names.
+NAME_CHARS = 60
+_MESSAGE_CHARS = 400
 
 
 class Unsupported(Exception):
     """Raised by a handler for a node feature rlx-edge cannot import; collected, not fatal at once."""
+
+
+class Invalid(Exception):
+    """Raised by a handler for a node that breaks the ONNX spec; becomes a ModelFileError naming the node."""
+
+
+def type_name(code: int) -> str:
+    """An ONNX element type's name; a number no ONNX version defines is shown as a number."""
+    try:
+        return onnx.TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"{code} (not an ONNX element type)"
+
+
+def _known_type(code: int) -> bool:
+    return code in onnx.TensorProto.DataType.values() and code != onnx.TensorProto.UNDEFINED
 
 
 def read_model(path: Path) -> onnx.ModelProto:
@@ -107,6 +135,7 @@ def read_model(path: Path) -> onnx.ModelProto:
         raise ModelFileError(f"{path}: not an ONNX model (no graph found; corrupt or truncated file?)")
     if model.graph.node and not model.opset_import:
         raise ModelFileError(f"{path}: ONNX model declares no opset (corrupt file?)")
+    _check_names(model, path)
     try:
         # external data is not supported: model files are self-contained here
         for init in model.graph.initializer:
@@ -115,6 +144,18 @@ def read_model(path: Path) -> onnx.ModelProto:
     except ModelFileError:
         raise
     return model
+
+
+def _check_names(model: onnx.ModelProto, path: Path) -> None:
+    """Every name the importer reads must be text: protobuf hands out bytes for invalid UTF-8."""
+    g = model.graph
+    named = [*g.input, *g.output, *g.initializer, *g.value_info]
+    texts = [g.name, *(x.name for x in named), *(i.domain for i in model.opset_import)]
+    for n in g.node:
+        texts += [n.name, n.op_type, n.domain, *n.input, *n.output, *(a.name for a in n.attribute)]
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise ModelFileError(f"{path}: the name {shorten(repr(bad), NAME_CHARS)} is not valid UTF-8 (corrupt file?)")
 
 
 def attrs_of(node: onnx.NodeProto) -> dict[str, Any]:
@@ -217,6 +258,7 @@ class Importer:
                 f" rlx-edge imports opsets {MIN_OPSET} to {MAX_OPSET}"
             )
         graph = self.model.graph
+        self._check_structure()
         for init in graph.initializer:
             self.vals[init.name] = Value(const=self._to_array(init), src=init.name)
         for vi in graph.input:
@@ -233,16 +275,74 @@ class Importer:
             )
         self._outputs()
         self._dce()
+        try:  # every rule a later stage relies on, before anyone runs the graph
+            verify(self.g)
+            check_quantized(self.g)
+            check_sizes(self.g)
+        except IRError as e:
+            raise ModelFileError(f"{self.path}: invalid model: {one_line(e, _MESSAGE_CHARS)}") from None
         self.g.metadata["source"] = "onnx"
         self.g.metadata["onnx_opset"] = self.opset
         return self.g
 
+    def _check_structure(self) -> None:
+        """Single assignment, defined graph outputs, nodes with outputs: what every handler takes for granted."""
+        graph = self.model.graph
+        defined = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+        for k, node in enumerate(graph.node):
+            where = f"node {_where(node, k)}"
+            outs = [o for o in node.output if o]
+            if not outs:
+                raise ModelFileError(f"{self.path}: {where} has no outputs")
+            for o in outs:
+                if o in defined:
+                    raise ModelFileError(f"{self.path}: {where} assigns {_q(o)}, which is already defined")
+                defined.add(o)
+        for vi in graph.output:
+            if vi.name not in defined:
+                raise ModelFileError(f"{self.path}: graph output {_q(vi.name)} is not computed by any node")
+
+    def _check_schema(self, node: onnx.NodeProto, where: str) -> None:
+        """A node against its op's ONNX schema: input and output counts, required attributes, attribute types."""
+        seen: set[str] = set()
+        for a in node.attribute:
+            if a.name in seen:
+                raise self.invalid(where, f"attribute {_q(a.name)} is given twice")
+            seen.add(a.name)
+            if a.type not in onnx.AttributeProto.AttributeType.values() or a.type == onnx.AttributeProto.UNDEFINED:
+                raise self.invalid(where, f"attribute {_q(a.name)} has no valid type ({a.type})")
+        try:
+            schema = onnx.defs.get_schema(node.op_type, _schema_version(self.opset), "")
+        except onnx.defs.SchemaError:
+            return  # an op ONNX does not define here is reported as unsupported
+        for kind, names, lo, hi in (
+            ("inputs", node.input, schema.min_input, schema.max_input),
+            ("outputs", node.output, schema.min_output, schema.max_output),
+        ):
+            if not lo <= len(names) <= hi:
+                raise self.invalid(where, f"has {len(names)} {kind}; {node.op_type} takes {lo} to {hi}")
+        if not all(node.input[: min(schema.min_input, len(node.input))]):
+            raise self.invalid(where, f"leaves a required input empty (the first {schema.min_input} are required)")
+        given = {a.name: a for a in node.attribute}
+        for name, spec in schema.attributes.items():
+            a = given.get(name)
+            if a is None:
+                if spec.required:
+                    raise self.invalid(where, f"required attribute {_q(name)} is missing")
+            elif a.type != int(spec.type):
+                got = onnx.AttributeProto.AttributeType.Name(a.type)
+                raise self.invalid(where, f"attribute {_q(name)} is of type {got}, expected {spec.type.name}")
+
+    def invalid(self, where: str, msg: str) -> ModelFileError:
+        return ModelFileError(f"{self.path}: node {where}: {one_line(msg, _MESSAGE_CHARS)}")
+
     def _import_node(self, node: onnx.NodeProto, handlers: dict) -> None:
         op = node.op_type
-        where = f"{node.name or '(unnamed)'} ({op})"
+        where = _where(node)
         if node.domain not in ("", "ai.onnx"):
-            self._problem(node, f"{where}: op of domain {node.domain!r} is not supported")
+            self._problem(node, f"{where}: op of domain {_q(node.domain)} is not supported")
             return
+        self._check_schema(node, where)
         newer = self._newer_than_supported(op)
         if newer:
             self._problem(node, f"{where}: {newer}")
@@ -257,8 +357,10 @@ class Importer:
             return
         missing = [i for i in ins if i not in self.vals]
         if missing:
-            raise ModelFileError(f"{self.path}: node {where} reads undefined value(s) {', '.join(missing)}")
-        foldable = op not in NO_FOLD and op not in _RANDOM and all(self.vals[i].is_const for i in ins)
+            names = ", ".join(_q(m) for m in missing[:3])
+            raise ModelFileError(f"{self.path}: node {where} reads undefined value(s) {names}")
+        never_folded = op in NO_FOLD or op in _RANDOM or op in _CONTROL_FLOW
+        foldable = not never_folded and all(self.vals[i].is_const for i in ins)
         try:
             if foldable:
                 self._fold(node)
@@ -269,19 +371,30 @@ class Importer:
             if op not in handlers:
                 self._problem(node, f"{where}: op {op} is not supported")
                 return
-            handlers[op](self, node, attrs_of(node))
+            self._convert(node, handlers[op], where)
         except Unsupported as e:
             self._problem(node, f"{where}: {e}")
         except IRError as e:
             # a node the IR rejects (bad shapes, a feature an op lacks) is reported like any unsupported feature
             self._problem(node, f"{where}: {e}")
 
+    def _convert(self, node: onnx.NodeProto, handler: Any, where: str) -> None:
+        try:
+            handler(self, node, attrs_of(node))
+        except Invalid as e:
+            raise self.invalid(where, str(e)) from None
+        except (KeyError, ValueError, IndexError, TypeError) as e:
+            # Safety net for a malformed node that no specific check caught. It names
+            # the node; the cause stays chained for debugging (a bug of ours shows there).
+            why = f"{type(e).__name__}: {e}"
+            raise self.invalid(where, f"cannot be imported, the node is malformed ({why})") from e
+
     def _newer_than_supported(self, op: str) -> str:
         """A model may declare a newer opset; its ops are fine while they are unchanged since opset 22."""
         if self.opset <= MAX_OPSET:
             return ""
         try:
-            since = onnx.defs.get_schema(op, self.opset).since_version
+            since = onnx.defs.get_schema(op, _schema_version(self.opset)).since_version
         except Exception:
             return f"op {op} is unknown at opset {self.opset}"
         if since > MAX_OPSET:
@@ -298,27 +411,34 @@ class Importer:
     # inputs / outputs ----------------------------------------------------------
     def _add_input(self, vi: onnx.ValueInfoProto) -> None:
         t = vi.type.tensor_type
+        what = f"{self.path}: input {_q(vi.name)}"
         if not vi.type.HasField("tensor_type"):
-            raise UnsupportedOpError(
-                f"{self.path}: input {vi.name!r} is not a tensor (sequences/maps are not supported)"
-            )
+            raise UnsupportedOpError(f"{what} is not a tensor (sequences/maps are not supported)")
+        if not _known_type(t.elem_type):
+            raise ModelFileError(f"{what} has element type {type_name(t.elem_type)}")
         if t.elem_type not in ONNX_DTYPES:
-            raise UnsupportedOpError(
-                f"{self.path}: input {vi.name!r} has element type"
-                f" {onnx.TensorProto.DataType.Name(t.elem_type)}, which is not supported"
-            )
+            raise UnsupportedOpError(f"{what} has element type {type_name(t.elem_type)}, which is not supported")
         shape: list[int | str] = []
         for i, d in enumerate(t.shape.dim):
             if d.HasField("dim_value"):
+                if d.dim_value < 0:
+                    raise ModelFileError(f"{what} has the negative dimension {d.dim_value}")
                 shape.append(int(d.dim_value))
             else:
                 shape.append(_symbol(d.dim_param) if d.dim_param else _symbol(f"{vi.name}_d{i}"))
-        self.g.input(vi.name, shape, ONNX_DTYPES[t.elem_type])
+        static = [d for d in shape if isinstance(d, int)]
+        if math.prod(static) * ONNX_DTYPES[t.elem_type].numpy.itemsize > MAX_TENSOR_BYTES:
+            big = shorten(shape, NAME_CHARS)
+            raise ModelFileError(f"{what} of shape {big} would take over {MAX_TENSOR_BYTES} bytes")
+        try:
+            self.g.input(vi.name, shape, ONNX_DTYPES[t.elem_type])
+        except IRError as e:  # a repeated name, a symbol the IR cannot hold
+            raise ModelFileError(f"{what}: {one_line(e, _MESSAGE_CHARS)}") from None
         self.vals[vi.name] = Value(name=vi.name)
 
     def _outputs(self) -> None:
         for vi in self.model.graph.output:
-            v = self.vals[vi.name]
+            v = self.vals[vi.name]  # defined: _check_structure saw to it
             name = self.rt(v, None)
             if name != vi.name:
                 name = self._rename(name, vi.name)
@@ -362,15 +482,17 @@ class Importer:
 
     # values ----------------------------------------------------------------------
     def _to_array(self, t: onnx.TensorProto) -> np.ndarray:
+        what = f"{self.path}: tensor {_q(t.name)}"
+        if not _known_type(t.data_type):
+            raise ModelFileError(f"{what} has element type {type_name(t.data_type)}")
         if t.data_type not in ONNX_DTYPES:
-            raise UnsupportedOpError(
-                f"{self.path}: tensor {t.name!r} has element type"
-                f" {onnx.TensorProto.DataType.Name(t.data_type)}, which is not supported"
-            )
+            raise UnsupportedOpError(f"{what} has element type {type_name(t.data_type)}, which is not supported")
+        if any(d < 0 for d in t.dims):
+            raise ModelFileError(f"{what} has a negative dimension in {shorten(list(t.dims), NAME_CHARS)}")
         try:
             arr = numpy_helper.to_array(t)
         except Exception as e:
-            raise ModelFileError(f"{self.path}: tensor {t.name!r} cannot be read ({e}); corrupt file?") from None
+            raise ModelFileError(f"{what} cannot be read ({one_line(e, 200)}); corrupt file?") from None
         if t.data_type == onnx.TensorProto.BFLOAT16:
             arr = arr.astype(np.float32)
         return np.asarray(arr)
@@ -518,6 +640,9 @@ class Importer:
         """Evaluate a node whose inputs are all constants with ONNX's numpy reference evaluator."""
         from onnx.reference import ReferenceEvaluator
 
+        size = self._fold_size(node)
+        if size is not None and size > _MAX_FOLD_ELEMENTS:
+            raise Unsupported(f"constant folding would create {size} elements (at most {_MAX_FOLD_ELEMENTS})")
         feeds: dict[str, np.ndarray] = {}
         inputs = []
         for name in node.input:
@@ -537,13 +662,41 @@ class Importer:
         m.ir_version = self.model.ir_version or onnx.IR_VERSION
         try:
             results = ReferenceEvaluator(m).run(None, feeds)
-        except Exception as e:
-            raise Unsupported(f"constant folding failed ({type(e).__name__}: {e})") from None
+        except (Exception, MemoryError) as e:
+            raise Unsupported(f"constant folding failed ({one_line(f'{type(e).__name__}: {e}', 200)})") from None
         for o, r in zip(outs, results):
             arr = np.asarray(r)
             if arr.dtype == object or arr.dtype.kind in "USV" or not _storable(arr.dtype):
                 raise Unsupported(f"constant {o!r} has element type {arr.dtype}, which the IR cannot hold")
             self.vals[o] = Value(const=arr, src=o)
+
+    def _fold_size(self, node: onnx.NodeProto) -> int | None:
+        """Elements folding ``node`` would create, for the ops whose result can dwarf their inputs."""
+        c = [self.vals[i].const if i else None for i in node.input]
+        op = node.op_type
+        try:
+            if op == "ConstantOfShape":
+                return abs(math.prod(int(d) for d in c[0].reshape(-1)))  # type: ignore[union-attr]
+            if op == "Expand":
+                shape = [abs(int(d)) for d in c[1].reshape(-1)]  # type: ignore[union-attr]
+                rank = max(len(shape), c[0].ndim)  # type: ignore[union-attr]
+                a = [1] * (rank - c[0].ndim) + list(c[0].shape)  # type: ignore[union-attr]
+                b = [1] * (rank - len(shape)) + shape
+                return math.prod(max(x, y) for x, y in zip(a, b))
+            if op == "Tile":
+                return c[0].size * abs(math.prod(int(r) for r in c[1].reshape(-1)))  # type: ignore[union-attr]
+            if op == "Range":
+                start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in c[:3])
+                return math.ceil(abs((limit - start) / delta)) if delta else None
+            if op == "Pad" and len(c) > 1 and c[1] is not None:
+                pads = [int(p) for p in c[1].reshape(-1)]
+                shape = c[0].shape  # type: ignore[union-attr]
+                if len(pads) != 2 * len(shape):
+                    return None
+                return math.prod(max(d + pads[i] + pads[i + len(shape)], 0) for i, d in enumerate(shape))
+        except (ValueError, TypeError, IndexError, AttributeError, OverflowError, ZeroDivisionError):
+            return None  # malformed inputs: the evaluator reports them
+        return None
 
     def _shape_of(self, node: onnx.NodeProto) -> None:
         """Shape / Size of a runtime value: a constant when its shape is static."""
@@ -591,5 +744,21 @@ def _symbol(s: str) -> str:
     return s
 
 
+def _schema_version(opset: int) -> int:
+    """An opset as onnx.defs takes it (a C int); a file may declare any 64-bit number."""
+    return min(max(opset, 1), 2**31 - 1)
+
+
 def _clean_name(s: str) -> str:
     return s.strip()
+
+
+def _q(name: str) -> str:
+    """A file-given name, quoted and cut short for a message."""
+    return repr(shorten(name, NAME_CHARS))
+
+
+def _where(node: onnx.NodeProto, index: int | None = None) -> str:
+    """``conv1 (Conv)``: how messages name a node."""
+    name = shorten(node.name, NAME_CHARS) if node.name else "(unnamed)" if index is None else f"#{index}"
+    return f"{name} ({shorten(node.op_type, NAME_CHARS)})"

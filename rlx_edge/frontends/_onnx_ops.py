@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import onnx
 
+from rlx_edge.errors import shorten
 from rlx_edge.frontends._onnx_import import (
     NHWC,
     ONNX_DTYPES,
     Importer,
+    Invalid,
     Perm,
     Unsupported,
     Value,
@@ -204,6 +206,9 @@ def _window(
     dil = tuple(a.get("dilations", (1, 1)))
     if len(kernel) != 2 or len(strides) != 2 or len(dil) != 2:
         raise Unsupported("only 2-D windows (4-D NCHW inputs) are supported")
+    for what, values in (("kernel_shape", kernel), ("strides", strides), ("dilations", dil)):
+        if min(values) < 1:
+            raise Invalid(f"{what} {list(values)} must be positive")
     h, w = _static(x_shape[2:], "window input height/width")
     auto = a.get("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -246,6 +251,8 @@ def _conv(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     b = imp.val(node, 2)
     if imp.rank(x) != 4:
         raise Unsupported(f"only 2-D convolution (4-D NCHW input) is supported, input has rank {imp.rank(x)}")
+    if imp.rank(w) != 4:
+        raise Invalid(f"weight has rank {imp.rank(w)}, but a 4-D input needs a 4-D weight [O, I/group, KH, KW]")
     xs = imp.onnx_shape(x)
     o, ig, kh, kw = _static(imp.onnx_shape(w), "Conv weight")
     kernel = tuple(a.get("kernel_shape", (kh, kw)))
@@ -275,6 +282,8 @@ def _scalar_const(imp: Importer, value: float, like: DType) -> str:
 @handles("Gemm")
 def _gemm(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     av, bv, cv = _runtime(imp, node, 0), _runtime(imp, node, 1), imp.val(node, 2)
+    if imp.rank(av) != 2 or imp.rank(bv) != 2:
+        raise Invalid(f"A and B must be matrices, got ranks {imp.rank(av)} and {imp.rank(bv)}")
     alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
     ta, tb = int(a.get("transA", 0)), int(a.get("transB", 0))
     dt = imp.dtype(av)
@@ -546,8 +555,10 @@ def _common_perm(imp: Importer, vals: Sequence[Value]) -> Perm:
 @handles("Concat")
 def _concat(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     vals = [imp.vals[i] for i in node.input if i]
+    if not vals:
+        raise Invalid("Concat needs at least one input")
     r = imp.rank(vals[0])
-    axis = _axis(int(a["axis"]), r)
+    axis = _axis(int(a["axis"]), r)  # required: the attribute check has seen to it
     perm = _common_perm(imp, vals)
     names = [imp.rt(v, perm) for v in vals]
     attrs = {"axis": internal_axis(perm, axis)}
@@ -698,6 +709,8 @@ def _qparams(imp: Importer, scale: np.ndarray, zp: np.ndarray | None, storage: D
     scale = np.asarray(scale)
     if scale.ndim > 1:
         raise Unsupported(f"blocked quantization (scale of shape {list(scale.shape)}) is not supported")
+    if scale.dtype.kind != "f" or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        raise Invalid(f"quantization scale {shorten(scale.reshape(-1).tolist(), 40)} must be finite and positive")
     zpa = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp).astype(np.int64)
     if scale.size == 1:
         return QuantParams(scale.reshape(-1).astype(np.float32), zpa.reshape(-1), storage=storage)
@@ -797,6 +810,8 @@ def _qlinear_conv(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> Non
         raise Unsupported("QLinearConv needs weights")
     if imp.rank(x) != 4:
         raise Unsupported("only 2-D convolution (4-D NCHW input) is supported")
+    if c["w"].ndim != 4:  # type: ignore[union-attr]
+        raise Invalid(f"weight has rank {c['w'].ndim}, but a 4-D input needs a 4-D weight")  # type: ignore[union-attr]
     xq = _qparams(imp, c["x_scale"], c["x_zero_point"], _storage_of(imp.dtype(x).numpy, "input"), None)  # type: ignore[arg-type]
     w, wzp = _int8_weight(c["w"], c["w_zero_point"])  # type: ignore[arg-type]
     yzp = c["y_zero_point"]

@@ -17,8 +17,12 @@ emits MIR nodes. Three things happen on the way:
   conversions cancel and never reach the graph.
 * **Errors.** Every node that cannot be imported is collected; the import
   ends with one :class:`~rlx_edge.errors.UnsupportedOpError` listing all of
-  them with their node names. An unreadable file is a
-  :class:`~rlx_edge.errors.ModelFileError` naming the file.
+  them with their node names. An unreadable file, or one that breaks the
+  ONNX spec (undefined or reassigned values, attributes missing or of the
+  wrong type per the op's schema, wrong-rank weights, unknown element
+  types), is one :class:`~rlx_edge.errors.ModelFileError` naming the file
+  and the node. The result is verified, quantization checked throughout and
+  sizes bounded (:mod:`rlx_edge.ir.verify`) before anything runs it.
 
 The graph's public inputs and outputs keep ONNX shapes (NCHW images), so a
 user feeds the data the ONNX model takes and gets what it returns.

@@ -26,9 +26,10 @@ from typing import Any
 
 import flatbuffers
 import numpy as np
+from tflite.BuiltinOptions import BuiltinOptions
 from tflite.Model import Model
 
-from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError
+from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.frontends._tflite_export import export_tflite, to_tflite_bytes
 from rlx_edge.frontends._tflite_schema import (
     ACT_NAMES,
@@ -45,12 +46,21 @@ from rlx_edge.frontends._tflite_schema import (
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
+from rlx_edge.ir.verify import check_quantized, check_sizes, verify
 
 __all__ = ["export_tflite", "load_tflite", "load_tflite_bytes", "to_tflite_bytes"]
 
 # Tensors above this many dimensions are not something an embedded graph holds;
 # the bound also keeps shape products of a hostile file small.
 _MAX_RANK = 8
+# No tensor of an embedded model comes near this; later stages allocate what a
+# shape says, so a file's shapes are bounded before anything trusts them.
+_MAX_TENSOR_BYTES = 1 << 30
+# Error messages name tensors and ops by their (file-given, unbounded) names.
+_NAME_CHARS = 60
+_MESSAGE_CHARS = 400
+
+_OPTION_TYPES: dict[int, str] = {v: k for k, v in vars(BuiltinOptions).items() if not k.startswith("_")}
 
 
 @dataclass(frozen=True)
@@ -90,9 +100,10 @@ def load_tflite_bytes(data: bytes, *, name: str = "model", source: str = "<bytes
     except (UnsupportedOpError, ModelFileError):
         raise
     except (_Bad, IRError) as e:
-        raise ModelFileError(f"{source}: invalid TFLite model: {e}") from None
+        raise ModelFileError(f"{source}: invalid TFLite model: {one_line(e, _MESSAGE_CHARS)}") from None
     except Exception as e:  # the generated readers raise anything on garbage
-        raise ModelFileError(f"{source}: corrupt or truncated TFLite model ({type(e).__name__}: {e})") from None
+        why = one_line(f"{type(e).__name__}: {e}", _MESSAGE_CHARS)
+        raise ModelFileError(f"{source}: corrupt or truncated TFLite model ({why})") from None
 
 
 # reading -------------------------------------------------------------------
@@ -160,6 +171,17 @@ def _ints(v: np.ndarray | None) -> list[int]:
     return [] if v is None else [int(x) for x in v]
 
 
+def _some(names: list[str], n: int = 3) -> str:
+    """The first ``n`` names, quoted and cut short, and how many more there are."""
+    shown = ", ".join(repr(shorten(x, _NAME_CHARS)) for x in names[:n])
+    return shown if len(names) <= n else f"{shown} and {len(names) - n} more"
+
+
+def _named(index: int, raw: str) -> str:
+    """``tensor 3 ('conv/weights')`` with a long name cut short."""
+    return f"tensor {index} ({shorten(raw, _NAME_CHARS)!r})"
+
+
 def _sanitize(raw: str, index: int, used: set[str]) -> str:
     """A stable, unique value name from a TFLite tensor name.
 
@@ -194,13 +216,18 @@ class _Importer:
             shape_arr = self.r.vector(t, 4, 4, f"shape of tensor {i}")
             shape = () if shape_arr is None else tuple(int(d) for d in shape_arr)
             if len(shape) > _MAX_RANK or any(d < 0 for d in shape):
-                raise _Bad(f"tensor {i} ({raw!r}) has an invalid shape {list(shape)}")
+                raise _Bad(f"{_named(i, raw)} has an invalid shape {shorten(list(shape), _NAME_CHARS)}")
             ttype = t.Type()
             if ttype not in TFL_TO_DTYPE:
-                raise _Bad(f"tensor {i} ({raw!r}) has unsupported element type {TFL_TYPE_NAMES.get(ttype, ttype)}")
+                raise _Bad(f"{_named(i, raw)} has unsupported element type {TFL_TYPE_NAMES.get(ttype, ttype)}")
             dtype = TFL_TO_DTYPE[ttype]
-            quant = self.read_quant(t, i, shape, dtype)
-            self.tensors.append(_TensorInfo("", raw, shape, dtype, quant, t.Buffer()))
+            if math.prod(shape) * dtype.numpy.itemsize > _MAX_TENSOR_BYTES:
+                raise _Bad(f"{_named(i, raw)} of shape {list(shape)} would take over {_MAX_TENSOR_BYTES} bytes")
+            buffer = t.Buffer()
+            if not 0 <= buffer < self.r.n_buffers:
+                raise _Bad(f"{_named(i, raw)} refers to buffer {buffer}, but the model has {self.r.n_buffers}")
+            quant = self.read_quant(t, i, raw, shape, dtype)
+            self.tensors.append(_TensorInfo("", raw, shape, dtype, quant, buffer))
         # Converters give a bias and the activation it feeds the same leading
         # name; model inputs and operator outputs claim the clean names first.
         sg = self.r.sg
@@ -213,24 +240,32 @@ class _Importer:
                 info = self.tensors[i]
                 self.tensors[i] = replace(info, name=_sanitize(info.raw_name, i, self.used))
 
-    def read_quant(self, t: Any, i: int, shape: tuple[int, ...], dtype: DType) -> QuantParams | None:
+    def read_quant(self, t: Any, i: int, raw: str, shape: tuple[int, ...], dtype: DType) -> QuantParams | None:
+        """The tensor's quantization, checked as TFLite Micro's kernels assume it (they do not check)."""
         q = t.Quantization()
         if q is None or not dtype.is_int:
             return None
+        what = _named(i, raw)
         scale = self.r.vector(q, 8, 4, f"scales of tensor {i}")
         if scale is None or scale.size == 0:
             return None
         scale = scale.view("<f4").astype(np.float32)
+        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            bad = scale[~(np.isfinite(scale) & (scale > 0))][0]
+            raise _Bad(f"{what} has quantization scale {bad}; scales must be finite and positive")
         zp_raw = self.r.vector(q, 10, 8, f"zero points of tensor {i}")
         zp = np.zeros(scale.size, np.int64) if zp_raw is None or zp_raw.size == 0 else zp_raw.astype(np.int64)
+        if zp.size != scale.size:
+            raise _Bad(f"{what} has {scale.size} quantization scales but {zp.size} zero points")
+        if np.any(zp < dtype.min) or np.any(zp > dtype.max):
+            bad_zp = int(zp[(zp < dtype.min) | (zp > dtype.max)][0])
+            raise _Bad(f"{what} has zero point {bad_zp}, outside the range of {dtype} [{dtype.min}, {dtype.max}]")
         qd = int(q.QuantizedDimension())
-        if scale.size > 1 or qd != 0:
-            if not 0 <= qd < max(len(shape), 1) or (scale.size > 1 and shape and shape[qd] != scale.size):
-                raise _Bad(f"tensor {i}: {scale.size} scales do not match dimension {qd} of shape {list(shape)}")
-            axis: int | None = qd
-        else:
-            axis = None
-        return QuantParams(scale, zp, axis=axis, storage=dtype)
+        if scale.size == 1 and not (0 < qd < len(shape) and shape[qd] == 1):
+            return QuantParams(scale, zp, storage=dtype)  # one scale is per-tensor, whatever the dimension says
+        if not 0 <= qd < len(shape) or shape[qd] != scale.size:
+            raise _Bad(f"{what}: {scale.size} scales do not match dimension {qd} of shape {list(shape)}")
+        return QuantParams(scale, zp, axis=qd, storage=dtype)
 
     def const(self, index: int) -> np.ndarray | None:
         """The constant value of tensor ``index`` (``None`` for activations)."""
@@ -279,6 +314,10 @@ class _Importer:
             _CONVERTERS[op.opname](self, op)
         for i in _ints(self.r.vector(sg, 8, 4, "subgraph outputs")):
             self.g.output(self.value(int(i)))
+        # every rule a later stage (ours or TFLite Micro's) relies on, before anyone runs the graph
+        verify(self.g)
+        check_quantized(self.g, narrow_is_quantized=True)
+        check_sizes(self.g)
         self.g.metadata["source_format"] = "tflite"
         self.g.metadata["tflite_tensor_index"] = dict(self.index_of)
         return self.g
@@ -307,9 +346,29 @@ class _Importer:
         for t in (*inputs, *outputs):
             if t != -1:
                 self.tensor(t)
+        where = f"operator {i} ({shorten(opname, _NAME_CHARS)})"
         if not outputs or -1 in outputs:
-            raise _Bad(f"operator {i} ({opname}) has no output tensor")
+            raise _Bad(f"{where} has no output tensor")
+        for t in outputs:
+            if self.r.buffer_bytes(self.tensors[t].buffer, _named(t, self.tensors[t].raw_name)) is not None:
+                raise _Bad(f"{where} writes {_named(t, self.tensors[t].raw_name)}, which holds constant data")
+        self.check_options(op, opname, where)
         return _Op(i, opname, inputs, outputs, op, self.tensors[outputs[0]].name)
+
+    def check_options(self, op: Any, opname: str, where: str) -> None:
+        """The options union must hold the op's own table: TFLite Micro reads it without asking."""
+        kind = int(op.BuiltinOptionsType())
+        if kind not in _OPTION_TYPES:
+            raise _Bad(f"{where} has options of unknown type {kind}")
+        table = _OPTIONS.get(opname)
+        if table is None or kind == BuiltinOptions.NONE:
+            if opname in _OPTIONS_REQUIRED:
+                raise _Bad(f"{where} lacks its {table} (strides, padding)")
+            return
+        if _OPTION_TYPES[kind] != table:
+            raise _Bad(f"{where} has options of type {_OPTION_TYPES[kind]}, expected {table}")
+        if op.BuiltinOptions() is None and opname in _OPTIONS_REQUIRED:
+            raise _Bad(f"{where} lacks its {table} (strides, padding)")
 
     def check_supported(self, ops: list[_Op]) -> None:
         """Collect every unsupported op (type and feature) before converting anything."""
@@ -326,7 +385,7 @@ class _Importer:
             if reason is not None:
                 bad.setdefault(reason, []).append(op.name)
         if bad:
-            parts = [f"{k} (at {', '.join(repr(n) for n in v)})" for k, v in bad.items()]
+            parts = [f"{shorten(k, _NAME_CHARS)} (at {_some(v)})" for k, v in bad.items()]
             raise UnsupportedOpError(f"{self.r.source}: {len(bad)} unsupported TFLite op type(s): {'; '.join(parts)}")
 
     # emitting -------------------------------------------------------------
@@ -338,7 +397,8 @@ class _Importer:
         t = out.type
         if tuple(t.shape) != info.shape or t.dtype != info.dtype:
             raise _Bad(
-                f"operator {op.index} ({op.opname}) output {info.raw_name!r} is {info.dtype}{list(info.shape)}"
+                f"operator {op.index} ({op.opname}) output {_named(out_index, info.raw_name)} is"
+                f" {info.dtype}{list(info.shape)}"
                 f" in the file, but its inputs give {t.dtype}{list(t.shape)}"
             )
         self.bind(out_index, info.name)
@@ -358,7 +418,7 @@ class _Importer:
         dequantize node keeps the int8 data and scale exact, and is what
         TFLite Micro (which refuses hybrid kernels) can run after export.
         """
-        x, w, b = self.x(op, 0), self.x(op, 1), self.x(op, 2)
+        x, w, b = self.x(op, 0), self.x(op, 1), self.x(op, 2, optional=True)
         if x is not None and self.g.types[x].dtype.is_float:
             w, b = self.as_float(w), self.as_float(b)
         return x, w, b
@@ -372,10 +432,12 @@ class _Importer:
             self.dequantized[v] = name
         return self.dequantized[v]
 
-    def x(self, op: _Op, j: int) -> str | None:
-        """Input ``j`` of ``op`` as an IR value (None when the optional input is absent)."""
+    def x(self, op: _Op, j: int, *, optional: bool = False) -> str | None:
+        """Input ``j`` of ``op`` as an IR value (None when an optional input is absent)."""
         if j >= len(op.inputs) or op.inputs[j] == -1:
-            return None
+            if optional:
+                return None
+            raise _Bad(f"operator {op.index} ({op.opname}) lacks its input {j}")
         return self.value(op.inputs[j])
 
     def const_input(self, op: _Op, j: int, what: str) -> np.ndarray:
@@ -387,6 +449,8 @@ class _Importer:
         return arr
 
     def shape_of(self, op: _Op, j: int) -> tuple[int, ...]:
+        if j >= len(op.inputs) or op.inputs[j] == -1:
+            raise _Bad(f"operator {op.index} ({op.opname}) lacks its input {j}")
         return self.tensors[op.inputs[j]].shape
 
 
@@ -403,23 +467,27 @@ class _Op:
     raw: Any
     name: str  # the IR name of its first output
 
-    def options(self, table: str) -> Any:
-        """The builtin options table, or None when the file omits it (all defaults)."""
+    def options(self) -> Any:
+        """The op's builtin options table, or None when the file omits it (all defaults).
+
+        :meth:`_Importer.describe` has checked that the union holds the op's own table.
+        """
+        table = _OPTIONS.get(self.opname)
         tab = self.raw.BuiltinOptions()
-        if tab is None:
-            return None
-        cls = getattr(schema_module(table), table)
-        opts = cls()
+        if table is None or tab is None or self.raw.BuiltinOptionsType() == BuiltinOptions.NONE:
+            return None  # TFLite reads a union by its type: no type, no table
+        opts = getattr(schema_module(table), table)()
         opts.Init(tab.Bytes, tab.Pos)
         return opts
 
 
-def _opt(op: _Op, table: str, field: str, default: Any) -> Any:
-    o = op.options(table)
+def _opt(op: _Op, field: str, default: Any) -> Any:
+    o = op.options()
     return default if o is None else getattr(o, field)()
 
 
-_ACT_TABLES = {
+# The options table of each op we convert (the union member the file must hold, if any).
+_OPTIONS: dict[str, str] = {
     "CONV_2D": "Conv2DOptions",
     "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "FULLY_CONNECTED": "FullyConnectedOptions",
@@ -428,13 +496,29 @@ _ACT_TABLES = {
     "ADD": "AddOptions",
     "SUB": "SubOptions",
     "MUL": "MulOptions",
+    "MAXIMUM": "MaximumMinimumOptions",
+    "MINIMUM": "MaximumMinimumOptions",
+    "HARD_SWISH": "HardSwishOptions",
+    "RESHAPE": "ReshapeOptions",
+    "SOFTMAX": "SoftmaxOptions",
+    "QUANTIZE": "QuantizeOptions",
+    "DEQUANTIZE": "DequantizeOptions",
+    "PAD": "PadOptions",
     "CONCATENATION": "ConcatenationOptions",
+    "MEAN": "ReducerOptions",
+    "TRANSPOSE": "TransposeOptions",
+    "STRIDED_SLICE": "StridedSliceOptions",
 }
+# TFLite Micro runs these with zeroed parameters (stride 0) when the options are
+# missing, so a file without them is refused rather than given our defaults.
+_OPTIONS_REQUIRED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D"})
 
 
 def _fused_activation(op: _Op) -> int | None:
-    table = _ACT_TABLES.get(op.opname)
-    return None if table is None else int(_opt(op, table, "FusedActivationFunction", 0))
+    table = _OPTIONS.get(op.opname)
+    if table is None or not hasattr(getattr(schema_module(table), table), "FusedActivationFunction"):
+        return None
+    return int(_opt(op, "FusedActivationFunction", 0))
 
 
 def _act(op: _Op) -> str:
@@ -471,28 +555,25 @@ def _check(*names: str):
     return deco
 
 
-def _window(op: _Op, table: str) -> dict[str, Any]:
-    o = op.options(table)
-    if o is None:
-        return {"strides": (1, 1), "padding": "same"}
+def _window(op: _Op) -> dict[str, Any]:
+    o = op.options()  # present: describe() requires it for window ops
     return {"strides": (int(o.StrideH()), int(o.StrideW())), "padding": PADDING_TO_IR[int(o.Padding())]}
 
 
 @_check("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D")
 def _check_padding(imp: _Importer, op: _Op) -> str | None:
-    table = {"CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions"}.get(op.opname, "Pool2DOptions")
-    pad = _opt(op, table, "Padding", 0)
+    pad = _opt(op, "Padding", 0)
     return None if pad in PADDING_TO_IR else f"{op.opname} with padding code {pad}"
 
 
 @_converter("CONV_2D")
 def _conv(imp: _Importer, op: _Op) -> None:
-    o = op.options("Conv2DOptions")
+    o = op.options()
     x, w, b = imp.weights(op)
     c = imp.g.types[x].shape[3]
     ig = imp.g.types[w].shape[3]
-    attrs = _window(op, "Conv2DOptions")
-    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor())) if o is not None else (1, 1)
+    attrs = _window(op)
+    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor()))
     attrs["activation"] = _act(op)
     attrs["groups"] = c // ig if ig and c % ig == 0 else 1
     imp.emit(op, "conv2d", [x, w, b], attrs)
@@ -500,22 +581,22 @@ def _conv(imp: _Importer, op: _Op) -> None:
 
 @_converter("DEPTHWISE_CONV_2D")
 def _depthwise(imp: _Importer, op: _Op) -> None:
-    o = op.options("DepthwiseConv2DOptions")
+    o = op.options()
     x, w, b = imp.weights(op)
     c = imp.g.types[x].shape[3]
     cm = imp.g.types[w].shape[3]
     # Some converters write depth_multiplier 0 or a stale value; TFLite itself
     # derives it from the shapes, and so do we.
-    attrs = _window(op, "DepthwiseConv2DOptions")
-    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor())) if o is not None else (1, 1)
+    attrs = _window(op)
+    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor()))
     attrs["activation"] = _act(op)
-    attrs["depth_multiplier"] = cm // c if c and cm % c == 0 else int(o.DepthMultiplier() if o is not None else 1)
+    attrs["depth_multiplier"] = cm // c if c and cm % c == 0 else int(o.DepthMultiplier())
     imp.emit(op, "depthwise_conv2d", [x, w, b], attrs)
 
 
 @_check("FULLY_CONNECTED")
 def _check_fc(imp: _Importer, op: _Op) -> str | None:
-    fmt = _opt(op, "FullyConnectedOptions", "WeightsFormat", 0)
+    fmt = _opt(op, "WeightsFormat", 0)
     if fmt != 0:
         return "FULLY_CONNECTED with shuffled weights"
     if len(op.inputs) > 1 and op.inputs[1] != -1 and len(imp.tensors[op.inputs[1]].shape) != 2:
@@ -526,7 +607,7 @@ def _check_fc(imp: _Importer, op: _Op) -> str | None:
 @_converter("FULLY_CONNECTED")
 def _fc(imp: _Importer, op: _Op) -> None:
     x, w, b = imp.weights(op)
-    keep = bool(_opt(op, "FullyConnectedOptions", "KeepNumDims", False))
+    keep = bool(_opt(op, "KeepNumDims", False))
     xt = imp.g.types[x]
     if not keep and xt.rank != 2:
         # TFLite flattens the input to [-1, I] when keep_num_dims is false.
@@ -540,9 +621,9 @@ def _fc(imp: _Importer, op: _Op) -> None:
 
 @_converter("AVERAGE_POOL_2D", "MAX_POOL_2D")
 def _pool(imp: _Importer, op: _Op) -> None:
-    o = op.options("Pool2DOptions")
-    attrs = _window(op, "Pool2DOptions")
-    attrs["kernel"] = (int(o.FilterHeight()), int(o.FilterWidth())) if o is not None else (1, 1)
+    o = op.options()
+    attrs = _window(op)
+    attrs["kernel"] = (int(o.FilterHeight()), int(o.FilterWidth()))
     attrs["activation"] = _act(op)
     irop = "avg_pool2d" if op.opname == "AVERAGE_POOL_2D" else "max_pool2d"
     imp.emit(op, irop, [imp.x(op, 0)], attrs)
@@ -581,7 +662,7 @@ def _reshape(imp: _Importer, op: _Op) -> None:
         if arr is not None:
             shape = [int(v) for v in arr.reshape(-1)]
     if shape is None:
-        o = op.options("ReshapeOptions")
+        o = op.options()
         ns = None if o is None else imp.r.vector(o, 4, 4, f"new_shape of operator {op.index}")
         if ns is not None and ns.size:
             shape = [int(v) for v in ns]
@@ -601,7 +682,7 @@ def _reshape(imp: _Importer, op: _Op) -> None:
 
 @_converter("SOFTMAX")
 def _softmax(imp: _Importer, op: _Op) -> None:
-    beta = float(np.float32(_opt(op, "SoftmaxOptions", "Beta", 1.0)))
+    beta = float(np.float32(_opt(op, "Beta", 1.0)))
     imp.emit(op, "softmax", [imp.x(op, 0)], {"axis": -1, "beta": beta})
 
 
@@ -639,7 +720,7 @@ def _pad(imp: _Importer, op: _Op) -> None:
 
 @_converter("CONCATENATION")
 def _concat(imp: _Importer, op: _Op) -> None:
-    axis = int(_opt(op, "ConcatenationOptions", "Axis", 0))
+    axis = int(_opt(op, "Axis", 0))
     xs = [imp.x(op, j) for j in range(len(op.inputs))]
     if _fused_activation(op):
         raise _Bad("CONCATENATION with a fused activation")  # rejected by the check before
@@ -661,7 +742,7 @@ def _check_mean(imp: _Importer, op: _Op) -> str | None:
 @_converter("MEAN")
 def _mean(imp: _Importer, op: _Op) -> None:
     axes = tuple(int(v) for v in imp.const_input(op, 1, "axes").reshape(-1))
-    keep = bool(_opt(op, "ReducerOptions", "KeepDims", False))
+    keep = bool(_opt(op, "KeepDims", False))
     imp.emit(op, "mean", [imp.x(op, 0)], {"axes": axes, "keepdims": keep})
 
 
@@ -679,7 +760,7 @@ def _transpose(imp: _Importer, op: _Op) -> None:
 
 @_check("STRIDED_SLICE")
 def _check_strided_slice(imp: _Importer, op: _Op) -> str | None:
-    o = op.options("StridedSliceOptions")
+    o = op.options()
     if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
         return "STRIDED_SLICE with ellipsis or new-axis masks"
     for j, what in ((1, "begin"), (2, "end"), (3, "strides")):
@@ -692,7 +773,7 @@ def _check_strided_slice(imp: _Importer, op: _Op) -> str | None:
 
 @_converter("STRIDED_SLICE")
 def _strided_slice(imp: _Importer, op: _Op) -> None:
-    o = op.options("StridedSliceOptions")
+    o = op.options()
     begin_mask = o.BeginMask() if o is not None else 0
     end_mask = o.EndMask() if o is not None else 0
     shrink = o.ShrinkAxisMask() if o is not None else 0

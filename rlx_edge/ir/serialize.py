@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from rlx_edge._io import atomic_write_bytes
-from rlx_edge.errors import IRError, ModelFileError
+from rlx_edge.errors import IRError, ModelFileError, one_line, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import STAGES, Graph, Node
 from rlx_edge.ir.ops import REGISTRY
@@ -60,6 +60,8 @@ SUPPORTED_FEATURES: frozenset[str] = frozenset()
 _PREFIX = struct.Struct("<8sIIQQ")
 _DIGEST = 32
 _RESERVED_KEYS = ("requires",)
+_MESSAGE_CHARS = 400  # errors quote file-given names; a message stays one readable line
+_NAME_CHARS = 60
 
 
 # --------------------------------------------------------------------------
@@ -164,7 +166,8 @@ class Container:
     blob: memoryview
 
     def fail(self, msg: str) -> NoReturn:
-        raise ModelFileError(f"{self.source}: {msg}")
+        # messages quote names from the file: each cut short, the line bounded
+        raise ModelFileError(f"{self.source}: {one_line(msg, _MESSAGE_CHARS)}")
 
     def array(self, rec: Any, what: str) -> tuple[np.ndarray, DType]:
         """The read-only array that record ``rec`` describes, checked against the blob first."""
@@ -306,7 +309,7 @@ def graph_to_json(graph: Graph, blob: BlobWriter) -> dict[str, Any]:
 
 def graph_from_json(d: Any, c: Container) -> Graph:
     """Rebuild and verify the graph of a ``graph`` section read from container ``c``."""
-    from rlx_edge.ir.verify import verify
+    from rlx_edge.ir.verify import check_quantized, check_sizes, verify
 
     d = _obj(c, d, "graph section")
     name = d.get("name")
@@ -316,11 +319,11 @@ def graph_from_json(d: Any, c: Container) -> Graph:
     if stage not in STAGES:
         c.fail(f"graph stage {stage!r} is not one of {', '.join(STAGES)}")
     g = Graph(name, stage)
-    g.metadata = _obj(c, d.get("metadata", {}), "graph metadata")
+    g.metadata = _metadata(c, d.get("metadata", {}))
     for i, v in enumerate(_list(c, d.get("values"), "graph values")):
         v = _obj(c, v, f"value {i}")
         vname = _str(c, v.get("name"), f"value {i} name")
-        what = f"value {vname!r}"
+        what = f"value {shorten(vname, _NAME_CHARS)!r}"
         if vname in g.types:
             c.fail(f"{what} is declared twice")
         g.types[vname] = _type(c, v, what)
@@ -329,7 +332,7 @@ def graph_from_json(d: Any, c: Container) -> Graph:
     for i, p in enumerate(_list(c, d.get("params"), "graph params")):
         p = _obj(c, p, f"param {i}")
         pname = _str(c, p.get("name"), f"param {i} name")
-        what = f"param {pname!r}"
+        what = f"param {shorten(pname, _NAME_CHARS)!r}"
         if pname in g.params:
             c.fail(f"{what} is stored twice")
         arr, dt = c.array(p, what)
@@ -349,21 +352,41 @@ def graph_from_json(d: Any, c: Container) -> Graph:
     g._counters = dict(counters)
     try:
         verify(g)
+        check_quantized(g)
+        check_sizes(g)
     except IRError as e:
-        c.fail(f"invalid graph: {e}")
+        c.fail(f"invalid graph: {one_line(e, _MESSAGE_CHARS)}")
     except Exception as e:  # an op's inference tripped over odd but well-typed input
-        raise ModelFileError(f"{c.source}: invalid graph: verification failed ({type(e).__name__}: {e})") from e
+        why = one_line(f"{type(e).__name__}: {e}", _MESSAGE_CHARS)
+        raise ModelFileError(f"{c.source}: invalid graph: verification failed ({why})") from e
     return g
+
+
+def _metadata(c: Container, x: Any) -> dict[str, Any]:
+    """Graph metadata; the entries later stages read must have the form they assume."""
+    meta = _obj(c, x, "graph metadata")
+    index = meta.get("tflite_tensor_index", {})
+    if not isinstance(index, dict) or not all(_is_int(i) and i >= 0 for i in index.values()):
+        c.fail("graph metadata 'tflite_tensor_index' must map value names to tensor indices")
+    quant = meta.get("quantization", {})
+    if not isinstance(quant, dict):
+        c.fail("graph metadata 'quantization' must be a JSON object")
+    for key in ("values", "float_nodes"):
+        entries = quant.get(key, {})
+        if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+            c.fail(f"graph metadata 'quantization.{key}' must map names to names")
+    return meta
 
 
 def _node(c: Container, nd: Any, i: int) -> Node:
     nd = _obj(c, nd, f"node {i}")
     name = _str(c, nd.get("name"), f"node {i} name")
-    op = _str(c, nd.get("op"), f"node {name!r} op")
-    where = f"node {name!r} ({op})"
+    op = _str(c, nd.get("op"), f"node {shorten(name, _NAME_CHARS)!r} op")
+    where = f"node {shorten(name, _NAME_CHARS)!r} ({shorten(op, _NAME_CHARS)})"
     opdef = REGISTRY.get(op)
     if opdef is None:
-        c.fail(f"node {name!r} uses unknown op {op!r} (written by a newer rlx-edge or a plugin?)")
+        node, unknown = shorten(name, _NAME_CHARS), shorten(op, _NAME_CHARS)
+        c.fail(f"node {node!r} uses unknown op {unknown!r} (written by a newer rlx-edge or a plugin?)")
     nid = nd.get("id")
     if not _is_int(nid) or nid < 0:
         c.fail(f"{where}: id must be a non-negative integer")

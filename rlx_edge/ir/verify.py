@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx_edge.errors import IRError, OpError
+from rlx_edge.errors import IRError, OpError, RlxError, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import STAGES, Graph, Node, infer_node
 from rlx_edge.ir.ops import get_op
@@ -194,3 +194,103 @@ def _check_param(what: str, arr: Any, t: TensorType) -> None:
 
 def _sd(t: TensorType) -> str:
     return f"{t.dtype}[{','.join(str(d) for d in t.shape)}]"
+
+
+# Storage types whose values mean nothing without a scale and zero point when an op computes on them.
+_QUANTIZED_STORAGE = frozenset({DType.i4, DType.i8, DType.u8, DType.i16})
+
+
+def check_quantized(graph: Graph, *, narrow_is_quantized: bool = False) -> None:
+    """Check that every node with integer semantics is quantized throughout; raise :class:`IRError` if not.
+
+    Loaders run this on untrusted models (``verify`` stays neutral about
+    quantization, so that passes may build partial graphs). A node whose op
+    has an integer reference runs it as soon as one of its values carries
+    quantization, and that reference reads the parameters of every narrow
+    integer value (i4, i8, u8, i16) of the node: all of them must have some.
+    Only ``quant`` family ops, which convert between domains, may mix in
+    float values. Without this, a model whose tensor lost its quantization
+    loads and fails later, inside an integer kernel.
+
+    ``narrow_is_quantized`` is TFLite's convention: a narrow integer value
+    that an op computes on is always quantized, so a node of such values
+    without any quantization is broken too (``layout`` ops, which only move
+    values, excepted). In ONNX it is plain integer arithmetic.
+    """
+    for node in graph.nodes:
+        opdef = _opdef(node, f"node {node.name!r} ({node.op})")
+        if not opdef.has_int_reference:
+            continue
+        types = [(v, graph.types[v]) for v in (*node.inputs, *node.outputs) if v is not None]
+        narrow = [v for v, t in types if t.dtype in _QUANTIZED_STORAGE]
+        quantized = any(t.quant is not None for _, t in types)
+        if not quantized and (not narrow_is_quantized or not narrow or opdef.family == "layout"):
+            continue
+        where = f"node {shorten(node.name, 60)!r} ({node.op})"
+        for v, t in types:
+            what = f"{where}: value {shorten(v, 60)!r}"
+            if t.dtype in _QUANTIZED_STORAGE and t.quant is None:
+                why = "the node is quantized" if quantized else f"{node.op} computes on quantized values"
+                raise IRError(f"{what} is {t.dtype} without quantization parameters, but {why}")
+            if not t.dtype.is_int and opdef.family != "quant":
+                raise IRError(f"{what} is {t.dtype} in a quantized node (expected an integer type)")
+
+
+# Bounds for untrusted models: no embedded model comes near them (the largest
+# real layers are around 1e8 multiply-accumulates), and later stages allocate
+# and compute what a model's shapes and attributes say.
+MAX_VALUE_BYTES = 1 << 30
+MAX_NODE_MACS = 1 << 32
+
+
+def check_sizes(graph: Graph, max_bytes: int = MAX_VALUE_BYTES, max_macs: int = MAX_NODE_MACS) -> None:
+    """Bound the memory and work running ``graph`` takes; raise :class:`IRError` naming the value or node.
+
+    Every value (symbolic dimensions counted as 1), every padded input of a
+    node with ``pads`` and every node's multiply-accumulates must stay within
+    the bounds. Loaders run this so that a hostile file is refused before a
+    reference run allocates terabytes or computes for days.
+    """
+    for name, t in graph.types.items():
+        if _static_numel(t.shape) * t.dtype.storage_bytes > max_bytes:
+            raise IRError(f"value {shorten(name, 60)!r} ({_sd(t)}) would take over {max_bytes} bytes")
+    for node in graph.nodes:
+        where = f"node {shorten(node.name, 60)!r} ({node.op})"
+        x = graph.types[node.inputs[0]] if node.inputs and node.inputs[0] is not None else None
+        pads = node.attrs.get("pads")
+        if x is not None and isinstance(pads, tuple) and pads:
+            padded = _padded_numel(x.shape, pads)
+            if padded * x.dtype.storage_bytes > max_bytes:
+                raise IRError(f"{where}: pads {shorten(list(pads), 60)} make its input take over {max_bytes} bytes")
+        macs = _macs(graph, node)
+        if macs is not None and macs > max_macs:
+            raise IRError(f"{where}: {macs} multiply-accumulates, more than {max_macs}")
+
+
+def _static_numel(shape: Any) -> int:
+    return math.prod(d for d in shape if isinstance(d, int))
+
+
+def _padded_numel(shape: Any, pads: tuple) -> int:
+    """Elements of an input padded by ``pads``: a (before, after) pair per axis, or per spatial axis of NHWC."""
+    dims = [d if isinstance(d, int) else 1 for d in shape]
+    if len(pads) == 2 * len(dims):
+        axes = range(len(dims))
+    elif len(pads) == 4 and len(dims) == 4:
+        axes = range(1, 3)
+    else:
+        return math.prod(dims)
+    for k, ax in enumerate(axes):
+        dims[ax] += max(pads[2 * k], 0) + max(pads[2 * k + 1], 0)
+    return math.prod(dims)
+
+
+def _macs(graph: Graph, node: Node) -> int | None:
+    ins = [None if v is None else graph.types[v] for v in node.inputs]
+    outs = [graph.types[o] for o in node.outputs]
+    if any(isinstance(d, str) for t in (*ins, *outs) if t is not None for d in t.shape):
+        return None
+    try:
+        return _opdef(node, node.name).count_macs(ins, outs, node.attrs)
+    except RlxError:
+        return None
