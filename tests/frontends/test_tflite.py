@@ -13,7 +13,7 @@ from rlx_edge.errors import ModelFileError, UnsupportedOpError
 from rlx_edge.frontends import load_model
 from rlx_edge.frontends._tflite_export import _OpOut, _Writer
 from rlx_edge.frontends._tflite_schema import OP_CODES
-from rlx_edge.frontends._tflm import TflmModel, tflm_arena_bytes
+from rlx_edge.frontends._tflm import TflmError, TflmModel, tflm_arena_bytes
 from rlx_edge.frontends.tflite import export_tflite, load_tflite, load_tflite_bytes, to_tflite_bytes
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
@@ -111,7 +111,7 @@ def test_float_models_match_tflm(name: str) -> None:
 
 
 def test_hybrid_model_is_refused_by_tflm_but_runs_after_export() -> None:
-    with pytest.raises(RuntimeError):
+    with pytest.raises(TflmError, match="cannot run hybrid models"):
         TflmModel(MODELS / HYBRID)
     g = _load(HYBRID)
     assert sum(n.op == "dequantize" for n in g.nodes) == 5  # 4 pointwise convs and the first conv

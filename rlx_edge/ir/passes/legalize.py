@@ -1,4 +1,4 @@
-"""Legalization: check that a target supports every op of a graph.
+"""Legalization: check that a target supports every op of a graph, and can compute each node.
 
 ``rlx_edge.ir`` never imports a target, so callers hand in the target's rule
 table (any container of op names, such as a ``RuleTable``) and, to make the
@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 
-from rlx_edge.errors import UnsupportedOpError
-from rlx_edge.ir.graph import Graph
+import numpy as np
+
+from rlx_edge.errors import IRError, UnsupportedOpError, shorten
+from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.graph import Graph, Node
+
+# Storage whose integers mean nothing without a scale and zero point once a node computes on them.
+_QUANTIZED_STORAGE = frozenset({DType.i4, DType.i8, DType.u8, DType.i16})
 
 
 def legalize(
@@ -48,3 +54,28 @@ def legalize(
     raise UnsupportedOpError(
         f"graph {graph.name!r} has {len(bad)} node(s) that {name} does not support: " + "; ".join(lines)
     )
+
+
+def check_quantized_node(graph: Graph, node: Node) -> None:
+    """Raise one :class:`IRError` naming ``node`` if its integer kernel cannot run on its types.
+
+    A node is quantized (runs an integer kernel) when any of its integer values
+    carries quantization. Every narrow integer value of such a node then needs
+    quantization too, with finite, positive scales: kernels read them to
+    requantize. The loaders refuse such files; this covers graphs built or
+    edited in Python, before a kernel fails on a missing scale deep inside.
+    """
+    types = [(v, graph.types[v]) for v in (*node.inputs, *node.outputs) if v is not None]
+    if not any(t.dtype.is_int and t.quant is not None for _, t in types):
+        return
+    where = f"node {shorten(node.name, 60)!r} ({node.op})"
+    for v, t in types:
+        if t.dtype in _QUANTIZED_STORAGE and t.quant is None:
+            raise IRError(
+                f"{where}: value {shorten(v, 60)!r} is {t.dtype} without quantization parameters, "
+                "but the node is quantized; give it a scale and zero point (or quantize the graph again)"
+            )
+        if t.quant is not None:
+            scale = np.asarray(t.quant.scale, dtype=np.float64)
+            if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+                raise IRError(f"{where}: value {shorten(v, 60)!r} has quantization scales that are not finite and > 0")

@@ -12,12 +12,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rlx_edge.errors import RlxError
-from rlx_edge.ir.ops import QContext, get_op
 from rlx_edge.ir.ops._common import finish
 from rlx_edge.ir.plan.program import Program
 from rlx_edge.ir.shape import numel
-from rlx_edge.targets.reference.interpreter import _is_quantized, bind_inputs
+from rlx_edge.targets.reference.interpreter import bind_inputs, run_node
 
 
 class Arena:
@@ -54,17 +52,9 @@ def run_program(
         arena.write(name, arr)
     traced: dict[str, np.ndarray] = {}
     for node in program.nodes():
-        opdef = get_op(node.op)
         args = [None if v is None else (g.params[v] if v in g.params else arena.read(v)) for v in node.inputs]
-        in_types = tuple(None if v is None else g.types[v] for v in node.inputs)
+        outs = run_node(g, node, args)
         out_types = tuple(g.types[o] for o in node.outputs)
-        ctx = QContext(node.name, in_types, out_types)
-        if _is_quantized(in_types, out_types):
-            if not opdef.has_int_reference:
-                raise RlxError(f"node {node.name!r} ({node.op}) is quantized but has no integer reference")
-            outs = opdef.run_int_reference(ctx, args, node.attrs)
-        else:
-            outs = opdef.run_typed_reference(ctx, args, node.attrs)
         for name, arr, t in zip(node.outputs, outs, out_types):
             arr = finish(np.asarray(arr), t.dtype)
             arena.write(name, arr.reshape(t.shape))

@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from rlx_edge.errors import RlxError
+from rlx_edge.errors import IRError, RlxError
 from rlx_edge.ir.dtype import DType
-from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops import QContext, get_op
 from rlx_edge.ir.ops._common import finish
+from rlx_edge.ir.passes.legalize import check_quantized_node
 from rlx_edge.ir.shape import format_shape
 from rlx_edge.ir.types import TensorType
 
@@ -40,23 +41,9 @@ def run(
     env.update(bind_inputs(graph, inputs))
     traced: dict[str, np.ndarray] = {}
     for node in graph.nodes:
-        opdef = get_op(node.op)
         args = [None if v is None else env[v] for v in node.inputs]
-        in_types = tuple(None if v is None else graph.types[v] for v in node.inputs)
+        outs = run_node(graph, node, args)
         out_types = tuple(graph.types[o] for o in node.outputs)
-        try:
-            if _is_quantized(in_types, out_types):
-                if not opdef.has_int_reference:
-                    raise RlxError(
-                        f"node {node.name!r} ({node.op}) is quantized but op {node.op} has no integer reference yet"
-                    )
-                outs = opdef.run_int_reference(QContext(node.name, in_types, out_types), args, node.attrs)
-            else:
-                outs = opdef.run_typed_reference(QContext(node.name, in_types, out_types), args, node.attrs)
-        except RlxError:
-            raise
-        except Exception as e:  # name the node, keep the cause for debugging
-            raise RuntimeError(f"reference failed at node {node.name!r} ({node.op}): {e}") from e
         for name, arr, t in zip(node.outputs, outs, out_types):
             arr = np.asarray(arr)
             if arr.dtype != t.dtype.numpy or t.dtype == DType.bf16:
@@ -66,6 +53,38 @@ def run(
                 traced[name] = arr
     outputs = {o: env[o] for o in graph.outputs}
     return (outputs, traced) if trace else outputs
+
+
+def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> Sequence[np.ndarray]:
+    """One node's outputs: its integer reference when quantized, else its (typed) float reference.
+
+    Errors name the node. A quantized node whose types the integer kernels
+    cannot use (a value without quantization, a scale ratio no fixed-point
+    multiplier holds) is an :class:`IRError`: the graph's fault, from a
+    hand-built graph or a model file the loader could not judge. Anything
+    else is a bug in the reference, and stays one (RuntimeError, cause kept).
+    """
+    opdef = get_op(node.op)
+    in_types = tuple(None if v is None else graph.types[v] for v in node.inputs)
+    out_types = tuple(graph.types[o] for o in node.outputs)
+    ctx = QContext(node.name, in_types, out_types)
+    quantized = _is_quantized(in_types, out_types)
+    if quantized:
+        check_quantized_node(graph, node)  # a clear error naming the node, not a None scale inside
+        if not opdef.has_int_reference:
+            raise RlxError(f"node {node.name!r} ({node.op}) is quantized but op {node.op} has no integer reference yet")
+    try:
+        if quantized:
+            return opdef.run_int_reference(ctx, args, node.attrs)
+        return opdef.run_typed_reference(ctx, args, node.attrs)
+    except RlxError:
+        raise
+    except ValueError as e:
+        if quantized:  # intkernels / fixedpoint checking the quantization parameters they were given
+            raise IRError(f"node {node.name!r} ({node.op}): its quantization does not fit integer kernels: {e}") from e
+        raise RuntimeError(f"reference failed at node {node.name!r} ({node.op}): {e}") from e
+    except Exception as e:  # name the node, keep the cause for debugging
+        raise RuntimeError(f"reference failed at node {node.name!r} ({node.op}): {e}") from e
 
 
 def _is_quantized(in_types, out_types) -> bool:

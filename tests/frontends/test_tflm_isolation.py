@@ -1,0 +1,86 @@
+"""TFLite Micro in its own process: crashes, refusals and hybrid models become one TflmError naming the model."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import _mutants
+import numpy as np
+import pytest
+
+from modelfiles import MLPERF, TFLM
+from rlx_edge.errors import RlxError
+from rlx_edge.frontends import _tflm
+from rlx_edge.frontends._tflm import HYBRID_MESSAGE, TflmError, TflmModel, find_hybrid_operator, run_tflm
+
+AD01 = MLPERF / "ad01_int8.tflite"
+
+
+def _mutant(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_a_native_crash_while_loading_is_one_error_and_the_next_model_runs(tmp_path: Path) -> None:
+    bad = _mutant(tmp_path, "buffer_past_list.tflite", _mutants.activation_buffer_past_list(AD01.read_bytes()))
+    with pytest.raises(TflmError) as e:
+        TflmModel(bad)
+    assert str(e.value) == f"{bad}: TFLite Micro crashed with SIGSEGV while loading the model"
+    assert isinstance(e.value, RlxError)
+    x = np.zeros((1, 640), np.int8)
+    assert np.array_equal(run_tflm(AD01, x)[0], run_tflm(AD01.read_bytes(), x)[0])  # fresh children still run
+
+
+def test_a_crash_while_invoking_is_one_error_and_the_model_stays_dead() -> None:
+    with TflmModel(AD01, name="ad01") as m:
+        x = m.zero_inputs()
+        first = m(x)[0]
+        assert np.array_equal(m(x)[0], first)  # one child serves every inference
+        os.kill(m._child.pid, signal.SIGSEGV)  # what a kernel reading past its tensor does
+        for _ in range(2):
+            with pytest.raises(TflmError, match=r"^ad01: TFLite Micro crashed with SIGSEGV while invoking the model$"):
+                m(x)
+
+
+def test_tflite_micro_refusing_a_model_says_why_and_prints_nothing_here(
+    tmp_path: Path, capfd: pytest.CaptureFixture
+) -> None:
+    bad = _mutant(
+        tmp_path, "bias_scale_off.tflite", _mutants.bias_scale_off((TFLM / "hello_world_int8.tflite").read_bytes())
+    )
+    with pytest.raises(TflmError) as e:
+        TflmModel(bad)
+    msg = str(e.value)
+    assert msg.startswith(f"{bad}: TFLite Micro failed while loading the model: RuntimeError: ")
+    assert "Node FULLY_CONNECTED (number 2) failed to prepare" in msg  # what TFLite Micro printed
+    out, err = capfd.readouterr()
+    assert out == err == ""  # its prints went to the child's log, not to our stdout/stderr
+
+
+def test_hybrid_models_are_found_up_front() -> None:
+    hybrid = (MLPERF / "kws_ref_model_float32.tflite").read_bytes()
+    assert find_hybrid_operator(hybrid) == "operator 0 (CONV_2D)"
+    assert find_hybrid_operator((MLPERF / "kws_ref_model.tflite").read_bytes()) is None
+    assert find_hybrid_operator((MLPERF / "vww_96_float.tflite").read_bytes()) is None
+    with pytest.raises(TflmError, match=f"^hyb: {HYBRID_MESSAGE} \\(operator 0 \\(CONV_2D\\) has float"):
+        TflmModel(hybrid, name="hyb")
+
+
+def test_tflite_micros_own_hybrid_refusal_gets_the_same_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_tflm, "find_hybrid_operator", lambda data, source: None)
+    with pytest.raises(TflmError, match=f"^hyb: {HYBRID_MESSAGE}$"):
+        TflmModel((MLPERF / "kws_ref_model_float32.tflite").read_bytes(), name="hyb")
+
+
+def test_close_ends_the_child() -> None:
+    m = TflmModel(AD01)
+    pid = m._child.pid
+    os.kill(pid, 0)  # alive
+    m.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # ended and reaped
+    with pytest.raises(ValueError, match="closed"):
+        m(np.zeros((1, 640), np.int8))
