@@ -30,6 +30,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rlx_edge.errors import RlxError
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops._common import window_shape
 from rlx_edge.ir.types import TensorType
@@ -41,6 +42,10 @@ from rlx_edge.targets.fpga import components as hw
 PRESETS = {"area": 1, "balanced": 16, "latency": 64}
 
 rules = RuleTable("fpga")
+# Quantized storage types the layers take (rlx_edge.targets.support reports them): buffers hold
+# int8 lanes; weight ROMs hold int4 weights as the int8 values they are in the IR.
+ACTIVATION_DTYPES = frozenset({DType.i8})
+WEIGHT_DTYPES = frozenset({DType.i8, DType.i4})
 
 
 class FpgaConfigError(RlxError):
@@ -91,7 +96,7 @@ def _largest_divisor(n: int, p: int) -> int:
 
 
 def _quant(t: TensorType, what: str):
-    if t.quant is None or t.dtype.value != "i8":
+    if t.quant is None or t.dtype not in ACTIVATION_DTYPES:
         raise FpgaConfigError(f"{what} must be an int8 quantized tensor, got {t}")
     return t.quant
 
@@ -100,8 +105,10 @@ def _quant(t: TensorType, what: str):
 def _mac_quant(g: Graph, node: Node, o: int) -> hw.ChannelQuant:
     xt, wt, yt = g.types[node.inputs[0]], g.types[node.inputs[1]], g.types[node.outputs[0]]
     xq, wq, yq = _quant(xt, "input"), wt.quant, _quant(yt, "output")
-    if wq is None or np.any(wq.zero_point != 0):
-        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): weights must be symmetric int8 (zero point 0)")
+    if wq is None or np.any(wq.zero_point != 0) or wt.dtype not in WEIGHT_DTYPES:
+        raise FpgaConfigError(
+            f"layer {node.name!r} ({node.op}): weights must be symmetric int8 or int4 (zero point 0), got {wt}"
+        )
     s_x, zp_x = ik.scalar_params(xq, "input")
     s_y, zp_y = ik.scalar_params(yq, "output")
     mult, shift = ik._conv_multipliers(s_x, wq.scale, s_y, o)
