@@ -1,7 +1,9 @@
 """The ``rlx-edge`` command (ARCHITECTURE.md, "Command line").
 
 User errors exit with status 2 and one line on stderr; a failed comparison
-exits 1; ``--json`` prints exactly one JSON object on stdout.
+exits 1; ``--json`` prints exactly one JSON object on stdout. When the
+reader of stdout goes away (``rlx-edge inspect M | head -1``) the command
+exits 141 (128 + SIGPIPE, as a shell reports it) without a traceback.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any, NoReturn
 import numpy as np
 
 from rlx_edge import __version__
-from rlx_edge.errors import RlxError
+from rlx_edge._io import atomic_dir, check_output_dir, check_output_file
+from rlx_edge.errors import RlxError, one_line, shorten
 
+ERROR_LIMIT = 280  # characters of an error message; with "rlx-edge: error: " a line stays under 300
 TARGETS = ("reference", "cortexm-host", "qemu-m3", "qemu-m4", "qemu-m33", "qemu-m7", "fpga-sim", "jax")
 
 
@@ -72,6 +76,87 @@ def _read_array_file(path: str) -> dict[str, np.ndarray] | np.ndarray:
 
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+# argument types: checked while parsing, so a bad value stops before any work ----------
+def _checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``check`` as an argparse type: its RlxError (or ValueError) becomes argparse's one-line error."""
+
+    def convert(text: str) -> Any:
+        try:
+            return check(text)
+        except (RlxError, ValueError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{shorten(text, 40)!r} is not an integer") from None
+
+
+def _at_least(lo: int) -> Callable[[str], Any]:
+    def _integer(text: str) -> int:
+        v = _int(text)
+        if v < lo:
+            raise ValueError(f"must be >= {lo}, not {v}")
+        return v
+
+    return _checked(_integer)
+
+
+def _power_of_two(text: str) -> int:
+    v = _int(text)
+    if v < 1 or v & (v - 1):
+        raise ValueError(f"must be a power of two (1, 2, 4, ..., 16, ...), not {v}")
+    return v
+
+
+def _positive_seconds(text: str) -> float:
+    v = float(text)
+    if not v > 0 or v == float("inf"):  # NaN fails too
+        raise ValueError(f"must be a positive number of seconds, not {shorten(text, 40)}")
+    return v
+
+
+def _fault_rate(text: str) -> float:
+    v = float(text)
+    if not 0 <= v < 1:
+        raise ValueError(f"RATE is a probability per message: 0 <= RATE < 1, not {shorten(text, 40)}")
+    return v
+
+
+def _parallelism(text: str) -> int | str:
+    from rlx_edge.targets.fpga.design import PRESETS
+
+    if text in PRESETS:
+        return text
+    if text.lstrip("+-").isdigit() and int(text) >= 1:
+        return int(text)
+    raise ValueError(f"use {', '.join(PRESETS)} or a positive integer (PE x SIMD per layer), not {shorten(text, 40)!r}")
+
+
+def _file_path(text: str) -> str:
+    check_output_file(text, "")
+    return text
+
+
+_output_file = _checked(_file_path)
+
+
+def _output_dir(replaces: Callable[[Path], bool] | None) -> Callable[[str], str]:
+    def _directory(text: str) -> str:
+        check_output_dir(text, "", replaces)
+        return text
+
+    return _checked(_directory)
+
+
+def _only_npy(path: Path) -> bool:
+    return all(p.suffix == ".npy" and p.is_file() for p in path.iterdir())
 
 
 # commands ------------------------------------------------------------------------
@@ -151,14 +236,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run(graph, inputs)
 
     outs = _run_many(graph, run_one, x)
-    _write_outputs(args.output, outs)
-    if args.trace:
-        from rlx_edge._io import atomic_write_bytes
-
-        tdir = Path(args.trace)
+    if not args.trace:
+        _write_outputs(args.output, outs)
+        return 0
+    # The output is written while the trace is still under its temporary name:
+    # a failure leaves neither, a success both.
+    with atomic_dir(args.trace) as tdir:
         for name in traces[0]:
             arr = traces[0][name] if len(traces) == 1 else np.stack([t[name] for t in traces])
-            atomic_write_bytes(tdir / f"{_safe_name(name)}.npy", _npy_bytes(arr))
+            (tdir / f"{_safe_name(name)}.npy").write_bytes(_npy_bytes(arr))
+        out, trace = Path(args.output).resolve(), Path(args.trace).resolve()
+        # An output inside the trace directory goes in with it.
+        _write_outputs(str(tdir / out.relative_to(trace)) if out.is_relative_to(trace) else args.output, outs)
     return 0
 
 
@@ -223,57 +312,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_target(graph, target: str, n: int, seed: int):
-    """Outputs of ``target`` against the reference on seeded and edge inputs, exactly."""
-    from rlx_edge.targets.reference import run
-    from rlx_edge.targets.reference.compare import CompareResult, Mismatch, make_inputs
-    from rlx_edge.targets.registry import prepare
-
-    graph = _as_mir(graph)
-    runner = prepare(target, graph)
-    samples = make_inputs(graph, n, seed)
-    first = None
-    bad_inputs: set[int] = set()
-    mismatches = 0
-    for k, sample in enumerate(samples):
-        want = run(graph, sample)
-        got = runner(sample)
-        for name in graph.outputs:
-            a, b = np.asarray(got[name]), want[name]
-            if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b):
-                continue
-            mismatches += 1
-            bad_inputs.add(k)
-            if first is None:
-                pos = tuple(int(i) for i in np.argwhere(a != b)[0]) if a.shape == b.shape else ()
-                ours = a[pos].item() if pos else float("nan")
-                theirs = b[pos].item() if pos else float("nan")
-                first = Mismatch(name, -1, k, pos, ours, theirs, int((a != b).sum()) if a.shape == b.shape else a.size)
-    return CompareResult(
-        model=graph.name,
-        inputs=len(samples),
-        tensors=len(graph.outputs),
-        compared=len(samples) * len(graph.outputs),
-        mismatches=mismatches,
-        mismatched_inputs=len(bad_inputs),
-        first_mismatch=first,
-    )
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Bit-exact check of every output and intermediate; exit 1 on any difference."""
+    """Every output (and, against TFLite Micro, intermediate): integers exactly, floats within tolerance."""
     if args.inputs < 0:
         raise UsageError("--inputs must be >= 0")
+    if args.inputs == 0 and not args.edge:
+        raise UsageError("nothing to compare: --inputs 0 with --no-edge; give --inputs N")
+    from rlx_edge.targets.reference.compare import compare_with_target, compare_with_tflm
+
     path = Path(args.model)
+    how = {"edge": args.edge, "atol": args.atol, "rtol": args.rtol}
     if args.against in ("tflm", "reference"):
         if path.suffix.lower() != ".tflite":
             raise UsageError(f"--against {args.against} needs a .tflite model (TFLite Micro runs it)")
-        from rlx_edge.frontends import load_model
-        from rlx_edge.targets.reference.compare import compare_with_tflm
-
-        load_model(path)  # the clear error for a missing or corrupt file comes from the loader
+        _load(args.model)  # the clear error for a missing or corrupt file comes from the loader
         runner = "interpreter" if args.against == "tflm" else "arena"
-        result = compare_with_tflm(path, n_inputs=args.inputs, seed=args.seed, runner=runner)
+        result = compare_with_tflm(path, n_inputs=args.inputs, seed=args.seed, runner=runner, **how)
         report = result.to_json()
         report["against"] = "tflm"
         report["ours"] = "reference" if runner == "interpreter" else "reference (planned arena)"
@@ -282,22 +336,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         if args.against not in TARGETS:
             raise UsageError(f"--against must be tflm, reference or a target ({', '.join(TARGETS)})")
-        result = _compare_target(_load(args.model), args.against, args.inputs, args.seed)
+        result = compare_with_target(_float_mir(args.model), args.against, args.inputs, args.seed, **how)
         report = result.to_json()
         report["against"] = "reference"
         report["ours"] = args.against
     if args.json:
         _emit_json(report)
-    elif result.ok:
-        print(f"bit-exact: {result.inputs}/{result.inputs} inputs, {result.tensors} tensors each ({report['ours']})")
     else:
-        m = result.first_mismatch
-        print(
-            f"MISMATCH: {result.mismatched_inputs}/{result.inputs} inputs differ; first at {m.node} "
-            f"(tensor {m.tensor_index}) input {m.input} index {list(m.index)}: {report['ours']} {m.ours}, "
-            f"{report['against']} {m.theirs}"
-        )
+        print(_compare_text(result, report["ours"], report["against"]))
     return 0 if result.ok else 1
+
+
+def _compare_text(result, ours: str, against: str) -> str:
+    counts = f"{result.inputs} inputs + {result.edge_inputs} edge inputs"
+    floats = ""
+    if result.float_tensors:
+        floats = (
+            f"; {result.float_tensors} float tensors: max abs error {result.max_abs_error:.3g}, "
+            f"max rel error {result.max_rel_error:.3g} (atol {result.atol:g}, rtol {result.rtol:g})"
+        )
+    if result.ok:
+        verdict = "within tolerance" if result.float_tensors else "bit-exact"
+        return f"{verdict}: {counts}, {result.tensors} tensors each ({ours}){floats}"
+    m = result.first_mismatch
+    return (
+        f"MISMATCH: {result.mismatched_inputs}/{result.inputs} inputs and {result.mismatched_edge_inputs}/"
+        f"{result.edge_inputs} edge inputs differ; first at {m.node} (tensor {m.tensor_index}) {m.where()} "
+        f"index {list(m.index)}: {ours} {m.ours}, {against} {m.theirs}{floats}"
+    )
 
 
 def _as_mir(graph):
@@ -328,7 +394,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
 
     if not args.output.endswith(".rlx"):
         raise UsageError("quantize writes an .rlx file; name it like model_int8.rlx")
-    cli_quantize(
+    _, report = cli_quantize(
         _float_mir(args.model),
         args.output,
         data=args.data,
@@ -339,7 +405,22 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         float_interface=args.float_interface,
     )
     print(f"wrote {args.output}", file=sys.stderr)
+    _print_quantize_summary(args, report)
     return 0
+
+
+def _print_quantize_summary(args: argparse.Namespace, report: dict[str, Any] | None) -> None:
+    from rlx_edge.quant.report import summary, summary_text
+
+    no_data = "no SQNR summary: a calibration record holds ranges, not samples (give --data to measure)"
+    if args.json:
+        out: dict[str, Any] = {"output": args.output, "scheme": args.scheme, "report": args.report}
+        out["summary"] = summary(report) if report is not None else None
+        if report is None:
+            out["reason"] = no_data
+        _emit_json(out)
+    else:
+        print(summary_text(report) if report is not None else no_data)
 
 
 DEFAULT_BOARD = {
@@ -349,6 +430,21 @@ DEFAULT_BOARD = {
     "cortex-m33": "qemu-mps2-an505",
     "cortex-m0plus": "rpi-pico",
 }
+
+
+# Options whose values may start with '-' (gcc's "-Os"); main() glues them to their value.
+_DASH_VALUE_OPTIONS = ("--opt",)
+
+
+def _opt_level(value: str) -> str:
+    """--opt's value as gcc's flag: "Os" and "-Os" both give "-Os"."""
+    from rlx_edge.targets.cortexm_fw.build import OPT_LEVELS
+
+    flag = value if value.startswith("-") else f"-{value}"
+    if flag not in OPT_LEVELS:
+        levels = ", ".join(o.lstrip("-") for o in OPT_LEVELS)
+        raise argparse.ArgumentTypeError(f"unknown optimization level {value!r}; use one of {levels}")
+    return flag
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -362,7 +458,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     graph = _float_mir(args.model)
     board = get_board(args.board or DEFAULT_BOARD[args.target])
     out = Path(args.output)
-    info = compile_project(graph, out, core=args.target)
+    # Project and firmware are built under a temporary name and renamed in whole.
+    with atomic_dir(out) as proj, tempfile.TemporaryDirectory() as tmp:
+        info = compile_project(graph, proj, core=args.target)
+        fw_dir = proj / "firmware" if args.firmware else Path(tmp)
+        # Debug info names the sources where they will be, not where they were built.
+        prefix_map = f"-ffile-prefix-map={proj.resolve()}={out.resolve()}"
+        elf = build_firmware(proj, board.name, fw_dir, opt=args.opt, extra_cflags=[prefix_map])
+        sizes = size_report(elf, board.name)
     report: dict[str, Any] = {
         "target": args.target,
         "board": board.name,
@@ -370,20 +473,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "weight_bytes": info.get("weight_bytes"),
         "files": sorted(info["files"]),
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        fw_dir = out / "firmware" if args.firmware else Path(tmp)
-        elf = build_firmware(out, board.name, fw_dir, opt=args.opt)
-        sizes = size_report(elf, board.name)
-        report.update(flash_bytes=sizes["flash_bytes"], ram_bytes=sizes["ram_bytes"])
-        if args.firmware:
-            report["elf"] = str(elf)
+    # ram: arena + stack + other == ram_bytes, measured in the linked image.
+    report.update(flash_bytes=sizes["flash_bytes"], ram_bytes=sizes["ram_bytes"], ram=sizes["ram"])
+    if args.firmware:
+        report["elf"] = str(out.resolve() / "firmware" / elf.name)
     if args.json:
         _emit_json(report)
     else:
+        ram = report["ram"]
         print(
             f"{graph.name}: {len(report['files'])} files in {out}/; flash {report['flash_bytes']:,} B, "
-            f"RAM {report['ram_bytes']:,} B (arena {report['arena_bytes']:,} B) on {board.name}"
-            + (f"; firmware {report['elf']}" if args.firmware else "")
+            f"RAM {report['ram_bytes']:,} B (arena {ram['arena']:,} B, stack {ram['stack']:,} B, "
+            f"other {ram['other']:,} B) on {board.name}" + (f"; firmware {report['elf']}" if args.firmware else "")
         )
     return 0
 
@@ -434,12 +535,11 @@ def cmd_fpga(args: argparse.Namespace) -> int:
         data = [x if x.ndim == graph.types[graph.inputs[0]].rank + 1 else x[None]]
     if data is not None and not args.simulate:
         raise UsageError("--data goes with --simulate")
-    parallelism: Any = int(args.parallelism) if args.parallelism.isdigit() else args.parallelism
     try:
         res = build_fpga(
             graph,
             args.output,
-            parallelism=parallelism,
+            parallelism=args.parallelism,
             simulate=args.simulate,
             data=data,
             synth=args.synth,
@@ -469,9 +569,19 @@ def cmd_hil(args: argparse.Namespace) -> int:
 
     graph = _float_mir(args.model)
     report = run_campaign(
-        graph, args.board, port=args.port, data=args.data, count=args.count, progress=not args.json, seed=args.seed
+        graph,
+        args.board,
+        port=args.port,
+        data=args.data,
+        count=args.count,
+        progress=not args.json,
+        seed=args.seed,
+        timeout=args.timeout,
+        faults=args.faults,
     )
     rep = report.to_json()
+    if args.faults is not None:
+        return _link_test(rep, args)
     if args.json:
         _emit_json(rep)
     else:
@@ -490,15 +600,47 @@ def cmd_hil(args: argparse.Namespace) -> int:
     return 1 if rep["mismatches"] or rep["errors"] else 0
 
 
+def _link_test(rep: dict[str, Any], args: argparse.Namespace) -> int:
+    """hil --faults: inputs lost to faults are reported, not failures; a wrong result accepted is one."""
+    if args.json:
+        _emit_json(rep)
+    else:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(rep["faults"]["by_kind"].items()))
+        print(
+            f"link test on {args.board} at fault rate {args.faults:g}: {rep['faults_injected']} faults injected"
+            f"{f' ({kinds})' if kinds else ''}, {rep['retries']} retries, {rep['answered']}/{rep['requested']} "
+            f"answered, {rep['wrong_accepted']} wrong results accepted"
+        )
+    return 1 if rep["wrong_accepted"] or not rep["answered"] else 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rlx_edge.demo import run_demo
 
     return run_demo(Path(args.output), as_json=args.json)
 
 
+def cmd_targets(args: argparse.Namespace) -> int:
+    """What each target supports, read off its rule table and declarations (the README's table)."""
+    from rlx_edge.targets.support import support_table, targets_support
+
+    if args.json:
+        _emit_json({"targets": [t.to_json() for t in targets_support()]})
+    else:
+        sys.stdout.write(support_table())
+    return 0
+
+
 # parser --------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="rlx-edge", description="Put neural networks on the smallest hardware.")
+    from rlx_edge.targets.reference.compare import DEFAULT_ATOL, DEFAULT_RTOL
+
+    p = _Parser(
+        prog="rlx-edge",
+        description="Put neural networks on the smallest hardware.",
+        epilog="exit status: 0 success; 1 a comparison failed; 2 a user error (one line on stderr); "
+        "3 an internal error; 130 interrupted; 141 the reader of stdout went away (as in `rlx-edge ... | head`)",
+    )
     p.add_argument("--version", action="version", version=f"rlx-edge {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -510,36 +652,71 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("convert", help="import a model and save it as .rlx")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx", type=_output_file)
     s.set_defaults(fn=cmd_convert)
 
     s = sub.add_parser("run", help="run one input (a leading batch axis runs many)")
     s.add_argument("model", metavar="MODEL")
     s.add_argument("--input", required=True, metavar="X.npy", help=".npy (one input) or .npz (inputs by name)")
-    s.add_argument("-o", "--output", required=True, metavar="Y.npy", help=".npy, or .npz for several outputs")
+    s.add_argument(
+        "-o", "--output", required=True, metavar="Y.npy", type=_output_file, help=".npy, or .npz for several outputs"
+    )
     s.add_argument("--target", default="reference", choices=TARGETS)
-    s.add_argument("--trace", metavar="DIR", help="write every intermediate as DIR/<value>.npy")
+    s.add_argument(
+        "--trace",
+        metavar="DIR",
+        type=_output_dir(replaces=_only_npy),
+        help="write every intermediate as DIR/<value>.npy (DIR is replaced whole)",
+    )
     s.add_argument("--device", default="cpu", help="jax device: cpu, gpu or tpu")
     s.set_defaults(fn=cmd_run)
 
-    s = sub.add_parser("compare", help="bit-exact check of outputs and intermediates")
+    s = sub.add_parser(
+        "compare",
+        help="check outputs and intermediates: integers bit-exact, floats within --atol/--rtol",
+        description=(
+            "Run the same inputs on two sides and compare. Integer tensors must be bit-exact. Float tensors pass "
+            "when |ours - theirs| <= atol + rtol * |theirs| elementwise (numpy.isclose): correct float "
+            "implementations sum in different orders and differ in the last bits, and sums that cancel to near "
+            "zero keep an absolute error, hence atol. Exit 1 on any difference."
+        ),
+    )
     s.add_argument("model", metavar="MODEL")
     s.add_argument(
         "--against",
         required=True,
         metavar="tflm|reference|TARGET",
-        help="tflm: our reference vs TFLite Micro; reference: the planned-arena run vs TFLite Micro",
+        help="tflm: the reference interpreter vs TFLite Micro (outputs and intermediates); "
+        "reference: the reference run inside its planned arena vs TFLite Micro (also proves the arena plan); "
+        "TARGET (jax, cortexm-host, qemu-m4, ...): that target's outputs vs the reference interpreter",
     )
-    s.add_argument("--inputs", type=int, default=50, help="seeded random inputs (edge inputs are added)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--inputs",
+        type=_at_least(0),  # 0: the edge inputs alone
+        default=50,
+        metavar="N",
+        help="N seeded random inputs (default 50); edge inputs extra",
+    )
+    s.add_argument(
+        "--edge",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the 3 edge inputs (all minimum, all maximum, all zero point), counted apart as edge "
+        "inputs (default: on; --no-edge runs exactly N)",
+    )
+    s.add_argument("--seed", type=_at_least(0), default=0)
+    for name, default, kind in (("--atol", DEFAULT_ATOL, "absolute"), ("--rtol", DEFAULT_RTOL, "relative")):
+        s.add_argument(
+            name, type=float, default=default, help=f"{kind} tolerance, float tensors only (default {default:g})"
+        )
+    s.add_argument("--json", action="store_true", help="print one JSON object (float errors, atol, rtol included)")
     s.set_defaults(fn=cmd_compare)
 
     methods = ("minmax", "moving_average", "percentile", "entropy", "mse")
     s = sub.add_parser("calibrate", help="observe activation ranges on calibration data")
     s.add_argument("model", metavar="MODEL")
     s.add_argument("--data", required=True, metavar="D.npz", help=".npy or .npz of float calibration inputs")
-    s.add_argument("-o", "--output", required=True, metavar="REC.json")
+    s.add_argument("-o", "--output", required=True, metavar="REC.json", type=_output_file)
     s.add_argument("--method", default="minmax", choices=methods)
     s.add_argument("--per-channel", action="store_true", help="also record per-channel activation ranges")
     s.set_defaults(fn=cmd_calibrate)
@@ -549,27 +726,54 @@ def build_parser() -> argparse.ArgumentParser:
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", metavar="D.npz", help="calibrate on this data")
     src.add_argument("--record", metavar="REC.json", help="use a saved calibration record")
-    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx", type=_output_file)
     s.add_argument("--scheme", default="int8", choices=("int8", "int16x8", "int4w"))
     s.add_argument("--method", default="minmax", choices=methods)
-    s.add_argument("--report", metavar="R.json", help="per-layer SQNR and output error (needs --data)")
+    s.add_argument(
+        "--report", metavar="R.json", type=_output_file, help="per-layer SQNR and output error (needs --data)"
+    )
     s.add_argument("--float-interface", action="store_true", help="keep float input/output (quantize at the edges)")
+    s.add_argument("--json", action="store_true", help="print the summary (output SQNR, 5 worst layers) as JSON")
     s.set_defaults(fn=cmd_quantize)
 
     s = sub.add_parser("compile", help="Cortex-M C project (and firmware ELF)")
     s.add_argument("model", metavar="MODEL")
     s.add_argument("--target", default="cortex-m4", choices=tuple(DEFAULT_BOARD), help="the core to compile for")
-    s.add_argument("-o", "--output", required=True, metavar="DIR")
+    s.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        type=_output_dir(replaces=lambda d: (d / "model.h").is_file()),
+        help="the C project (replaced whole when it holds an earlier one)",
+    )
     s.add_argument("--board", help="board to link for (default: the QEMU board of the core)")
     s.add_argument("--firmware", action="store_true", help="also write the linked ELF (and .hex, .map)")
-    s.add_argument("--opt", default="-O2", help="optimization level for the firmware (-O2, -Os, -Ofast, ...)")
+    s.add_argument(
+        "--opt",
+        default="-O2",
+        type=_opt_level,
+        help="optimization level for the firmware: O0, O1, O2, O3, Os, Ofast or Og (with or without the dash)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_compile)
 
     s = sub.add_parser("fpga", help="FPGA datapath: Verilog, simulation, synthesis")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument("-o", "--output", required=True, metavar="DIR")
-    s.add_argument("--parallelism", default="latency", help="area, balanced, latency, or PE x SIMD per layer")
+    s.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        type=_output_dir(replaces=lambda d: (d / "layers.json").is_file()),
+        help="where the Verilog goes (replaced whole when it holds an earlier design)",
+    )
+    s.add_argument(
+        "--parallelism",
+        default="latency",
+        type=_checked(_parallelism),
+        help="area, balanced, latency, or PE x SIMD per layer",
+    )
     s.add_argument("--simulate", action="store_true", help="simulate and compare with the reference bit-exactly")
     s.add_argument("--data", metavar="X.npy", help="inputs for --simulate (default: seeded random)")
     s.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
@@ -584,22 +788,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--port", metavar="URL", help="pyserial URL of a real board (default: boot QEMU)")
     s.add_argument("--data", metavar="D.npz|X.npy", help="inputs (and labels); default: seeded random inputs")
-    s.add_argument("--count", type=int, help="how many inputs (default: all of --data, else 20)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--count", type=_at_least(1), help="how many inputs (default: all of --data, else 20)")
+    s.add_argument("--seed", type=_at_least(0), default=0)
+    s.add_argument(
+        "--timeout", type=_checked(_positive_seconds), default=2.0, metavar="S", help="seconds per command attempt"
+    )
+    s.add_argument(
+        "--faults",
+        type=_checked(_fault_rate),
+        metavar="RATE",
+        help="test the link: corrupt, drop, delay or reset each message with probability RATE (QEMU or socket://)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_hil)
 
     s = sub.add_parser("plan", help="static arena plan")
     s.add_argument("model", metavar="MODEL")
     s.add_argument("--target", default="reference", choices=TARGETS)
-    s.add_argument("--alignment", type=int, default=16, help="offset alignment in bytes (power of two)")
-    s.add_argument("--plot", metavar="arena.png", help="draw the plan (.png or .svg)")
+    s.add_argument(
+        "--alignment", type=_checked(_power_of_two), default=16, help="offset alignment in bytes (power of two)"
+    )
+    s.add_argument("--plot", metavar="arena.png", type=_output_file, help="draw the plan (.png or .svg)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_plan)
 
     s = sub.add_parser("export", help="write a TFLite flatbuffer (runs in TFLite Micro)")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument("-o", "--output", required=True, metavar="OUT.tflite")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.tflite", type=_output_file)
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("eval", help="accuracy and agreement over a dataset (batched)")
@@ -611,28 +826,55 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--float-model", metavar="F", help="float model to measure top-1 agreement against")
     s.add_argument("--target", default="jax", choices=("jax", "reference"))
     s.add_argument("--device", default="cpu", help="jax device: cpu, gpu, tpu or gpu:N")
-    s.add_argument("--batch-size", type=int, default=256)
+    s.add_argument("--batch-size", type=_at_least(1), default=256)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_eval)
 
     s = sub.add_parser("demo", help="the main job on the bundled default model")
-    s.add_argument("-o", "--output", default="out/demo", metavar="DIR")
+    s.add_argument("-o", "--output", default="out/demo", metavar="DIR", type=_output_dir(replaces=None))
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("targets", help="what each target supports: schemes, inputs, ops")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_targets)
     return p
+
+
+def _glue_dash_values(argv: Sequence[str]) -> list[str]:
+    """``--opt -Os`` as ``--opt=-Os``: argparse takes a separate value starting with '-' for an option."""
+    out: list[str] = []
+    it = iter(argv)
+    for tok in it:
+        if tok in _DASH_VALUE_OPTIONS:
+            nxt = next(it, None)
+            out.append(tok if nxt is None else f"{tok}={nxt}")
+        else:
+            out.append(tok)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_glue_dash_values(sys.argv[1:] if argv is None else argv))
         if not getattr(args, "fn", None):
             parser.print_help(sys.stderr)
             return 2
-        return int(args.fn(args) or 0)
+        code = int(args.fn(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, inside the handlers, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
+    except SystemExit:  # --help and --version print, then exit through argparse
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _stdout_gone()
+        raise
     except RlxError as e:
-        msg = " ".join(str(e).split())  # one line, whatever the message held
-        print(f"rlx-edge: error: {msg}", file=sys.stderr)
+        # One bounded line, whatever the message held (a raw tensor name can be megabytes).
+        print(f"rlx-edge: error: {one_line(str(e), ERROR_LIMIT)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rlx-edge: interrupted", file=sys.stderr)
@@ -647,6 +889,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rlx-edge: internal error (a bug in rlx-edge; please report it with the traceback above)", file=sys.stderr
         )
         return 3
+
+
+def _stdout_gone() -> int:
+    """stdout's reader closed early (``rlx-edge inspect M | head -1``): exit 141 quietly.
+
+    141 (128 + SIGPIPE) is what a shell reports for a writer killed by a closed
+    pipe, so ``set -o pipefail`` scripts see the usual status. stdout goes to
+    /dev/null first: Python flushes it again at exit and would print a warning.
+    """
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

@@ -209,7 +209,22 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
         detail = f"{len(xq) - bad}/{len(xq)} firmware outputs equal; {instr / macs:.2f} instr/MAC"
         return verdict(bad == 0, detail, instructions=instr, macs=macs, **sizes)
 
-    stages = [("cortexm", cortexm_host), ("qemu", qemu)]
+    def hil_link():
+        from rlx_edge.hil.campaign import run_campaign
+
+        # The HIL protocol over a link that corrupts, drops, duplicates or resets one message in five:
+        # lost inputs are retried or reported, a corrupted result is never accepted.
+        xq = st["xq"][:20]
+        report = run_campaign(st["q"], board_name, data=list(xq), progress=False, timeout=0.5, faults=0.2)
+        rep = report.to_json()
+        answered, wrong = rep["answered"], rep["wrong_accepted"]
+        demo.say(f"hil      link at fault rate 0.2 ({board_name}): {rep['faults_injected']} faults injected, "
+                 f"{rep['retries']} retries, {answered}/{len(xq)} answered, {wrong} wrong accepted")  # fmt: skip
+        detail = f"{rep['faults_injected']} faults: {answered}/{len(xq)} answered, {wrong} wrong accepted"
+        return verdict(wrong == 0 and answered >= 0.9 * len(xq), detail, **{k: rep[k] for k in ("retries", "answered")})
+
+    board_name = "qemu-mps2-an386"
+    stages = [("cortexm", cortexm_host), ("qemu", qemu), ("hil", hil_link)]
     try:
         from rlx_edge.targets.fpga import build_fpga
     except ImportError:

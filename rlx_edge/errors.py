@@ -30,3 +30,32 @@ class UnsupportedOpError(RlxError):
 
 class ToolchainError(RlxError):
     """An external tool (compiler, simulator, emulator) is missing or failed."""
+
+
+ELLIPSIS = "…"
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut to at most ``limit`` characters, its middle replaced by an ellipsis.
+
+    Keeps both ends: a tensor name's prefix says where it is in the model and
+    its suffix which output it is; a message's end usually says what to do.
+    """
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    if limit <= len(ELLIPSIS):
+        return ELLIPSIS[:limit]
+    keep = limit - len(ELLIPSIS)
+    tail = keep // 3
+    return text[: keep - tail] + ELLIPSIS + text[len(text) - tail :] if tail else text[:keep] + ELLIPSIS
+
+
+def one_line(text: str, limit: int = 300, word_limit: int = 160) -> str:
+    """A message as one bounded line: whitespace collapsed, each over-long word
+    (a raw tensor name, a dumped value) shortened, then the whole line.
+
+    The word limit keeps one runaway name from crowding out the rest of the
+    message; it is long enough for a deep path."""
+    words = (shorten(w, word_limit) for w in str(text).split())
+    return shorten(" ".join(words), limit)

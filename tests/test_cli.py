@@ -154,10 +154,11 @@ def test_export_then_inspect(tmp_path):
 def test_compare_against_tflm_passes_and_reports_json():
     r = cli("compare", str(MLPERF / "kws_ref_model.tflite"), "--against", "tflm", "--inputs", "3")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("bit-exact: 6/6 inputs")
+    assert r.stdout.startswith("bit-exact: 3 inputs + 3 edge inputs")
     r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "reference", "--inputs", "2", "--json")
     obj = json.loads(r.stdout)
-    assert r.returncode == 0 and obj["inputs"] == 5 and obj["mismatches"] == 0 and obj["first_mismatch"] is None
+    assert r.returncode == 0 and obj["inputs"] == 2 and obj["edge_inputs"] == 3
+    assert obj["mismatches"] == 0 and obj["first_mismatch"] is None
 
 
 def test_compare_exits_1_on_a_mismatch(monkeypatch, capsys):
@@ -256,7 +257,7 @@ def test_run_and_compare_on_cortexm_host(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), np.load(tmp_path / "r.npy"))
     r = cli("compare", model, "--against", "cortexm-host", "--inputs", "4", "--json")
     obj = json.loads(r.stdout)
-    assert r.returncode == 0 and obj["inputs"] == 7 and obj["mismatches"] == 0
+    assert r.returncode == 0 and obj["inputs"] == 4 and obj["edge_inputs"] == 3 and obj["mismatches"] == 0
     r = cli("compare", model, "--against", "gpu-magic")
     assert r.returncode == 2 and "--against must be" in r.stderr
 
@@ -276,7 +277,7 @@ def test_compile_reports_sizes_and_is_deterministic(tmp_path):
 def test_compare_against_qemu(tmp_path):
     r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "qemu-m3", "--inputs", "2")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("bit-exact: 5/5 inputs")
+    assert r.stdout.startswith("bit-exact: 2 inputs + 3 edge inputs")
 
 
 def test_eval_and_jax_target(tmp_path):
@@ -290,7 +291,7 @@ def test_eval_and_jax_target(tmp_path):
     obj = json.loads(r.stdout)
     assert obj["count"] == 64 and obj["accuracy"] > 0.9
     r = cli("compare", str(MLPERF / "ad01_int8.tflite"), "--against", "jax", "--inputs", "3")
-    assert r.returncode == 0 and r.stdout.startswith("bit-exact: 6/6"), r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("bit-exact: 3 inputs + 3 edge inputs"), r.stderr
 
 
 def test_hil_campaign_on_qemu_and_a_dead_port():

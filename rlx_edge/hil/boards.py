@@ -87,7 +87,6 @@ BUILTIN: dict[str, HilBoard] = {
             flash_tool="openocd",
             pyocd_target="rp2040",
             openocd_config=("interface/cmsis-dap.cfg", "target/rp2040.cfg"),
-            ram_image=True,
         ),
     )
 }

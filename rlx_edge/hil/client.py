@@ -85,6 +85,12 @@ class HilClient:
     bounds one inference once the board has acknowledged RUN; ``retries`` is
     how many times an attempt is repeated. So no call blocks longer than
     ``(retries + 1) * timeout`` (plus ``run_timeout`` for RUN).
+
+    Once runs have been timed, an acknowledged RUN whose answer is overdue
+    (twice the longest run seen, plus ``timeout``) is sent again rather than
+    waited for up to ``run_timeout``: an answer lost on the wire would
+    otherwise cost the whole ``run_timeout``. Sending RUN again is safe (it
+    recomputes the same output; the run's CRCs are checked end to end).
     """
 
     def __init__(
@@ -109,8 +115,10 @@ class HilClient:
         self._frames: deque[P.Frame] = deque()
         self._seq = 0
         self._heard = False
-        self._stalls = 0
         """Whether any valid frame came from the board on this link."""
+        self._stalls = 0
+        self._longest_run: float | None = None
+        """Seconds from BUSY to the RUN answer, the longest seen on this link."""
         self.console = bytearray()
         """Bytes that were not frames (text a fault handler printed, noise), last 4 KB."""
 
@@ -257,6 +265,12 @@ class HilClient:
         self._seq = self._seq % 255 + 1
         return self._seq
 
+    def _run_wait(self) -> float:
+        """How long to wait for a RUN answer after BUSY."""
+        if self._longest_run is None:
+            return self.run_timeout
+        return min(self.run_timeout, 2 * self._longest_run + self.timeout)
+
     def _damage(self) -> int:
         s = self._decoder.stats
         return s.bad_headers + s.bad_crcs + s.too_long + self._stalls
@@ -315,6 +329,7 @@ class HilClient:
             self.transport.write(frame)
             self.stats.bytes_sent += len(frame)
             deadline = time.monotonic() + self.timeout
+            busy_at: float | None = None
             while True:
                 if not self._pump(deadline, damage):
                     if self._damage() > damage:
@@ -344,9 +359,13 @@ class HilClient:
                         break
                     raise HilCommandError(f"{self.url}: {name} refused: {msg} ({P.ERROR_NAMES.get(code, code)})", code)
                 if f.type == P.BUSY and cmd == P.RUN:
-                    deadline = time.monotonic() + self.run_timeout
+                    busy_at = time.monotonic()
+                    deadline = busy_at + self._run_wait()
                     continue
                 if f.type == (cmd | P.ANSWER):
+                    if cmd == P.RUN and busy_at is not None:
+                        took = time.monotonic() - busy_at
+                        self._longest_run = max(self._longest_run or 0.0, took)
                     if self.stats.boots != boots and cmd not in (P.RESET, P.HELLO):
                         # Answered, then reset (or reset, then answered a
                         # retry): the caller's multi-command state is gone.

@@ -24,6 +24,7 @@ import contextlib
 import random
 import select
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -40,6 +41,24 @@ def _host_port(url: str) -> tuple[str, int]:
     if u.scheme != "socket" or not u.hostname or not u.port:
         raise HilError(f"the fault proxy needs a socket://HOST:PORT upstream, not {url!r}")
     return u.hostname, u.port
+
+
+def _ends_inside_frame(data: bytes) -> bool:
+    """Whether the last frame in ``data`` is still missing bytes (by its header's length field)."""
+    i = data.find(P.SOF)
+    while i >= 0:
+        head = data[i + len(P.SOF) : i + P.HEADER_BYTES]
+        if len(head) < P.HEADER_BYTES - len(P.SOF):
+            return True
+        if P.crc8(head[:-1]) == head[-1]:
+            (length,) = struct.unpack_from("<H", head, 2)
+            end = i + P.HEADER_BYTES + length + P.CRC_BYTES
+            if end > len(data):
+                return True
+            i = data.find(P.SOF, end)
+        else:  # not a frame start: noise that looked like one
+            i = data.find(P.SOF, i + 1)
+    return data.endswith(P.SOF[:1])
 
 
 class FaultProxy:
@@ -162,11 +181,13 @@ class FaultProxy:
 
     def _recv_burst(self, s: socket.socket) -> bytes:
         """What ``s`` sends in one burst: QEMU writes its UART byte by byte (a
-        TCP segment each), so bytes that follow within 2 ms are gathered and a
-        fault rate applies per message rather than per byte."""
+        TCP segment each), so bytes that follow within 2 ms are gathered, and
+        the rest of a frame cut short within 50 ms (a loaded emulator pauses
+        inside long answers), so that a fault rate applies per message rather
+        than per byte or per pause."""
         data = s.recv(65536)
         while data:
-            more, _, _ = select.select([s], [], [], 0.002)
+            more, _, _ = select.select([s], [], [], 0.05 if _ends_inside_frame(data) else 0.002)
             if not more:
                 break
             chunk = s.recv(65536)

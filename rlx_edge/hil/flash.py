@@ -7,7 +7,7 @@ missing tool and a missing debug probe are clear errors saying what to do.
 - pyOCD: ``pyocd flash -t TARGET [-u PROBE] firmware.elf``, which erases,
   programs, verifies and resets the target.
 - OpenOCD: ``openocd -f IFACE.cfg -f TARGET.cfg -c "program firmware.elf
-  verify reset exit"``; for a RAM image (rpi-pico, see its README) the ELF
+  verify reset exit"``; for a RAM image (a board definition with ``ram_image``) the ELF
   is loaded into SRAM with the core halted and started at its entry point.
 """
 

@@ -473,12 +473,15 @@ def cli_quantize(
     method: str = "minmax",
     report: str | None = None,
     float_interface: bool = False,
-) -> Graph:
+) -> tuple[Graph, dict[str, Any] | None]:
     """``rlx-edge quantize MODEL (--data D.npz | --record REC.json) -o OUT.rlx [--scheme S] [--method M] [--report R]``.
 
     Calibrates from ``data`` (with ``method``) unless a saved ``record`` is
-    given, quantizes, saves the ``.rlx`` file and, with ``report``, writes the
-    quantization report (which needs ``data``).
+    given, quantizes and saves the ``.rlx`` file. With ``data`` it also
+    measures the quantization report (per-layer SQNR, output error) on the
+    same samples, for the summary the command prints, and writes it to
+    ``report`` when given. Returns the quantized graph and the report (None
+    without ``data``: a record holds ranges, not samples to measure on).
     """
     from rlx_edge.ir.serialize import save
     from rlx_edge.quant.calibrate import calibrate, load_data
@@ -486,6 +489,8 @@ def cli_quantize(
 
     if (data is None) == (record is None):
         raise RlxError("give exactly one of --data and --record")
+    if report is not None and data is None:
+        raise RlxError("--report needs --data (the samples to compare float and quantized outputs on)")
     arrays = load_data(data) if data is not None else None
     if record is not None:
         rec = CalibrationRecord.load(record)
@@ -493,8 +498,9 @@ def cli_quantize(
         rec = calibrate(graph, arrays, method=method, progress=True)
     q = quantize(graph, rec, scheme=scheme, float_interface=float_interface)
     save(q, out)
+    if arrays is None:
+        return q, None
+    rep = quantization_report(graph, q, arrays)
     if report is not None:
-        if arrays is None:
-            raise RlxError("--report needs --data (the samples to compare float and quantized outputs on)")
-        save_report(quantization_report(graph, q, arrays), report)
-    return q
+        save_report(rep, report)
+    return q, rep

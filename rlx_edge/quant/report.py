@@ -159,3 +159,30 @@ def report_text(report: dict[str, Any]) -> str:
         a = report["accuracy"]
         lines.append(f"  accuracy: float {100 * a['float']:.2f} %, quantized {100 * a['quantized']:.2f} %")
     return "\n".join(lines)
+
+
+def worst_layers(report: dict[str, Any], k: int = 5) -> list[dict[str, Any]]:
+    """The ``k`` layers with the lowest SQNR, worst first (exact layers, ``sqnr_db`` None, count as best)."""
+    return sorted(report["layers"], key=lambda row: math.inf if row["sqnr_db"] is None else row["sqnr_db"])[:k]
+
+
+def summary(report: dict[str, Any], k: int = 5) -> dict[str, Any]:
+    """What ``rlx-edge quantize`` prints at the end: output SQNR and the ``k`` worst layers."""
+    return {
+        "samples": report["samples"],
+        "outputs": {o: s["sqnr_db"] for o, s in report["outputs"].items()},
+        "worst_layers": worst_layers(report, k),
+    }
+
+
+def summary_text(report: dict[str, Any], k: int = 5) -> str:
+    """:func:`summary` as a few lines."""
+    s = summary(report, k)
+    lines = [f"output SQNR over {s['samples']} samples: " + ", ".join(f"{o} {_db(v)}" for o, v in s["outputs"].items())]
+    lines.append(f"{len(s['worst_layers'])} worst layers by SQNR:")
+    lines += [f"  {_db(row['sqnr_db']):>9}  {row['value']} ({row['op']})" for row in s["worst_layers"]]
+    return "\n".join(lines)
+
+
+def _db(sqnr: float | None) -> str:
+    return "exact" if sqnr is None else f"{sqnr:.2f} dB"

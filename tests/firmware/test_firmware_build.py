@@ -66,6 +66,7 @@ def test_size_report(elves, board):
     rep = size_report(elves[board], board)
     s = rep["sections"]
     stored = s[".vectors"] + s[".text"] + s[".rodata"] + s.get(".data", 0) + s.get(".ARM.exidx", 0)
+    stored += s.get(".boot2", 0)  # the RP2040's second-stage boot, in front of the vectors
     assert rep["flash_bytes"] == stored + s.get(".init_array", 0)
     writable = s.get(".data", 0) + s[".bss"] + s[".stack"]
     if get_board(board).runs_from_ram:
@@ -113,9 +114,11 @@ def test_outputs_next_to_the_elf(elves):
     assert ":020000040800F2" in hex_text
 
 
-def test_rp2040_image_is_in_ram(elves):
-    addrs = [_section_addr(elves["rpi-pico"], s) for s in (".vectors", ".text", ".bss")]
-    assert all(0x20000000 <= a < 0x20042000 for a in addrs)
+def test_rp2040_image_is_in_flash_with_boot2_first(elves):
+    elf = elves["rpi-pico"]
+    assert _section_addr(elf, ".boot2") == 0x10000000
+    assert all(0x10000100 <= _section_addr(elf, s) < 0x10200000 for s in (".vectors", ".text", ".rodata"))
+    assert all(0x20000000 <= _section_addr(elf, s) < 0x20042000 for s in (".bss", ".stack"))
 
 
 def test_missing_compiler_is_a_clear_error(monkeypatch, tmp_path):

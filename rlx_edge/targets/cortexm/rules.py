@@ -19,15 +19,21 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops import QContext, get_op
 from rlx_edge.ir.ops._common import window_shape
+from rlx_edge.ir.passes.legalize import check_quantized_node
 from rlx_edge.ir.types import TensorType
 from rlx_edge.quant import fixedpoint as fp
 from rlx_edge.quant import intkernels as ik
 from rlx_edge.targets._rules import RuleTable
 
 RULES = RuleTable("cortexm")
+# Quantized storage types the kernels take (rlx_edge.targets.support reports them);
+# int4 weights are held one per byte, like the IR holds them.
+ACTIVATION_DTYPES = frozenset({DType.i8})
+WEIGHT_DTYPES = frozenset({DType.i8, DType.i4})
 
 __all__ = ["RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
 
@@ -66,7 +72,11 @@ def layer_for(graph: Graph, node: Node) -> Layer:
         raise UnsupportedOpError(
             f"node {node.name!r}: op {node.op} has no cortexm kernel (cortexm supports: {', '.join(RULES.ops())})"
         )
-    return RULES[node.op](graph, node)
+    check_quantized_node(graph, node)  # rules read scales and zero points without asking
+    try:
+        return RULES[node.op](graph, node)
+    except ValueError as e:  # intkernels' checks of the types (per-tensor scales, representable multipliers)
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op}): the cortexm target cannot compile it: {e}") from e
 
 
 def scratch_bytes(graph: Graph, node: Node) -> int:
@@ -91,9 +101,8 @@ def _need(cond: bool, node: Node, why: str) -> None:
 def _int8(graph: Graph, node: Node, *values: str) -> None:
     for v in values:
         t = _t(graph, v)
-        _need(
-            t.dtype.numpy == np.int8 and t.quant is not None, node, f"needs quantized int8 tensors ({v} is {t.dtype})"
-        )
+        ok = t.dtype in ACTIVATION_DTYPES and t.quant is not None
+        _need(ok, node, f"needs quantized int8 tensors ({v} is {t.dtype})")
         _need(not t.quant.per_channel, node, f"needs per-tensor quantization of activation {v}")
 
 
@@ -205,7 +214,7 @@ def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None, gq_ok:
     xt, wt, yt = _t(graph, node.inputs[0]), _t(graph, node.inputs[1]), _t(graph, node.outputs[0])
     s_x, zp_x = ik.scalar_params(xt.quant, "input")
     s_y, zp_y = ik.scalar_params(yt.quant, "output")
-    _need(wt.dtype.numpy == np.int8, node, "needs int8 weights")
+    _need(wt.dtype in WEIGHT_DTYPES, node, f"needs int8 or int4 weights (got {wt.dtype})")
     _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
     o, k = w2.shape
     kq = -(-k // 4)
@@ -337,7 +346,7 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
     wv = graph.params.get(w)
     _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
     wt = _t(graph, w)
-    _need(wt.dtype.numpy == np.int8 and not np.any(wt.quant.zero_point), node, "needs symmetric int8 weights")
+    _need(wt.dtype in WEIGHT_DTYPES and not np.any(wt.quant.zero_point), node, "needs symmetric int8 or int4 weights")
     xt, yt = _t(graph, x), _t(graph, node.outputs[0])
     s_x, zp_x = ik.scalar_params(xt.quant, "input")
     s_y, zp_y = ik.scalar_params(yt.quant, "output")

@@ -25,6 +25,9 @@ class Board:
     """Address of the vector table (the start of the code region)."""
     runs_from_ram: bool = False
     """The whole image is loaded into RAM (code included), so its code counts as RAM."""
+    boot2: str | None = None
+    """RP2040 second-stage boot source (relative to the firmware directory): the build assembles it,
+    pads it to 252 bytes and appends the CRC-32 the boot ROM checks, in section .boot2."""
 
     @property
     def is_qemu(self) -> bool:
@@ -73,15 +76,15 @@ BOARDS: dict[str, Board] = {
             tested="untested",
             vector_table=0x08000000,
         ),
-        # Runs from SRAM, loaded over SWD: see boards/rpi-pico/README.md for why there is no flash image.
+        # A flash image: boot2 at 0x10000000, vectors, code and weights after it (XIP); see its README.
         Board(
             "rpi-pico",
             "cortex-m0plus",
             ("-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"),
             ("boards/rpi-pico/board.c",),
             tested="untested",
-            vector_table=0x20000000,
-            runs_from_ram=True,
+            vector_table=0x10000100,
+            boot2="boards/rpi-pico/boot2.S",
         ),
     )
 }

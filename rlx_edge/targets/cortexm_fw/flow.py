@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 
 # rlx-edge run targets -> QEMU boards
@@ -75,23 +78,73 @@ def _ensure(p: Path) -> Path:
     return p
 
 
+# The runner's limit on inputs and on outputs (RLX_FW_MAX_IO in runtime/rlx_model_iface.h).
+MAX_IO = 8
+
+
+@dataclass(frozen=True)
+class IoLayout:
+    """How the runner firmware lays a model's inputs (outputs) into its one input (output) buffer.
+
+    Back to back, in the graph's order, each as its raw bytes; see
+    ``runtime/rlx_model_iface.h``. The HIL protocol moves the whole buffer.
+    """
+
+    inputs: tuple[tuple[str, np.dtype, tuple[int, ...]], ...]
+    outputs: tuple[tuple[str, np.dtype, tuple[int, ...]], ...]
+
+    @classmethod
+    def of(cls, graph: Graph) -> IoLayout:
+        if len(graph.inputs) > MAX_IO or len(graph.outputs) > MAX_IO:
+            raise RlxError(
+                f"{graph.name}: {len(graph.inputs)} inputs and {len(graph.outputs)} outputs; "
+                f"the firmware runner takes at most {MAX_IO} of each"
+            )
+
+        def spec(names: list[str]) -> tuple[tuple[str, np.dtype, tuple[int, ...]], ...]:
+            ts = [graph.types[n] for n in names]
+            return tuple((n, np.dtype(t.dtype.numpy), tuple(int(d) for d in t.shape)) for n, t in zip(names, ts))
+
+        return cls(spec(graph.inputs), spec(graph.outputs))
+
+    def pack(self, inputs: dict[str, np.ndarray]) -> bytes:
+        """The input buffer's bytes for one set of named inputs."""
+        parts = []
+        for name, dtype, shape in self.inputs:
+            if name not in inputs:
+                raise RlxError(f"input {name!r} missing; the model takes {', '.join(n for n, _, _ in self.inputs)}")
+            x = np.asarray(inputs[name])
+            if x.dtype != dtype or x.size != math.prod(shape):
+                raise RlxError(f"input {name!r} is {x.dtype}{list(x.shape)}; the model takes {dtype}{list(shape)}")
+            parts.append(np.ascontiguousarray(x).tobytes())
+        return b"".join(parts)
+
+    def unpack(self, raw: bytes) -> dict[str, np.ndarray]:
+        """The named outputs in the output buffer's bytes."""
+        outs, off = {}, 0
+        for name, dtype, shape in self.outputs:
+            n = dtype.itemsize * math.prod(shape)
+            outs[name] = np.frombuffer(raw[off : off + n], dtype=dtype).reshape(shape).copy()
+            off += n
+        if off != len(raw):
+            raise RlxError(f"the firmware sent {len(raw)} output bytes; the model's outputs have {off}")
+        return outs
+
+
 def qemu_runner(
     graph: Graph, board: str, workdir: str | os.PathLike | None = None
 ) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
-    """A function running one input dict through the firmware under QEMU (one boot per call)."""
+    """A function running one input dict through the firmware under QEMU (one boot per call).
+
+    Any number of inputs and outputs (up to :data:`MAX_IO`), laid out as :class:`IoLayout` says.
+    """
     from rlx_edge.hil.qemu import run_qemu
 
-    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
-        from rlx_edge.errors import RlxError
-
-        raise RlxError("the QEMU runner handles models with one input and one output")
+    layout = IoLayout.of(graph)
     elf, _ = build_model_firmware(graph, board, workdir)
-    out_t = graph.types[graph.outputs[0]]
-    shape = tuple(int(d) for d in out_t.shape)
 
     def run_one(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        x = np.ascontiguousarray(inputs[graph.inputs[0]])
-        (y,) = run_qemu(elf, board, [x], output_dtype=out_t.dtype.numpy, output_shape=shape)
-        return {graph.outputs[0]: y}
+        (raw,) = run_qemu(elf, board, [layout.pack(inputs)], output_dtype=np.uint8)
+        return layout.unpack(raw.tobytes())
 
     return run_one

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx_edge._io import atomic_dir
 from rlx_edge.targets.fpga.design import PRESETS, FpgaConfigError, FpgaDesign, rules
 from rlx_edge.targets.fpga.emit import rom_files, to_verilog, wrapper_sv, write
 
@@ -141,14 +142,38 @@ def build_fpga(
     ``cycles`` (mean per inference, first input beat to last output beat),
     ``mismatches``, ``first_mismatch``, ``sim_wall_s``, ``outputs``; when
     synthesized ``resources`` (lut, ff, bram, dsp, cells).
+
+    ``out_dir`` is written whole: built under a temporary name beside it and
+    renamed in (replacing an earlier one), so a failure or a kill never
+    leaves a partial design there.
     """
+    final = Path(out_dir)
+    with atomic_dir(final) as work:
+        result = _build_into(work, graph, parallelism, simulate, data, synth, simulator, inferences, seed)
+    # Report where the files are now, not where they were built.
+    files = result["files"]
+    for key, value in files.items():
+        moved = [str(final / Path(v).relative_to(work)) for v in (value if isinstance(value, list) else [value])]
+        files[key] = moved if isinstance(value, list) else moved[0]
+    return result
+
+
+def _build_into(
+    out: Path,
+    graph,
+    parallelism: Any,
+    simulate: bool,
+    data: np.ndarray | list[np.ndarray] | None,
+    synth: str | None,
+    simulator: str,
+    inferences: int,
+    seed: int,
+) -> dict[str, Any]:
     from rlx_edge.ir.plan.program import Program
 
     g = graph.graph if isinstance(graph, Program) else graph
     design = FpgaDesign(graph, parallelism)
     key = design_key(graph, parallelism)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     vpath = out / f"{design.top_name}.v"
     text, roms = verilog_cached(design, key)
     vpath.write_text(text)
@@ -251,7 +276,7 @@ def fpga_runner(graph, workdir=None, *, parallelism: Any = "latency", simulator:
     """``rlx-edge run --target fpga-sim``: one input dict in, the simulated outputs out."""
 
     def run_one(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        x = inputs[graph.inputs[0]]
-        return run(graph, x, parallelism=parallelism, simulator=simulator, out_dir=workdir)
+        xs = [inputs[v] for v in graph.inputs]  # one stream per graph input
+        return run(graph, xs, parallelism=parallelism, simulator=simulator, out_dir=workdir)
 
     return run_one

@@ -19,7 +19,7 @@ MODELS = [
 @pytest.mark.parametrize("model,n,goal", MODELS, ids=[m[0].split(".")[0] for m in MODELS])
 def test_arena_execution_is_bit_exact_with_tflm(model, n, goal):
     result = compare_with_tflm(MLPERF / model, n_inputs=n, seed=7, runner="arena")
-    assert result.inputs == n + 3 and result.tensors > 0
+    assert result.inputs == n and result.edge_inputs == 3 and result.tensors > 0
     assert result.mismatches == 0, result.first_mismatch
     p = plan(load_tflite(MLPERF / model))
     assert p.lower_bound_bytes <= p.arena_bytes <= goal

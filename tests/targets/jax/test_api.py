@@ -11,6 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF as MODELS
 from rlx_edge.errors import RlxError, UnsupportedOpError
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.graph import Graph
@@ -18,8 +19,6 @@ from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.jax import RULES, compile_jax, eval_dataset, run_jax
 from rlx_edge.targets.jax._lazy import JAX_MISSING
 from rlx_edge.targets.reference import run
-
-from .conftest import MODELS
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from modelfiles import MLPERF as MODELS
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.graph import Graph
 from rlx_edge.targets.jax import compile_jax
 from rlx_edge.targets.reference import run
 
-from .conftest import DEVICE, MODELS
+from .conftest import DEVICE
 
 INT8_MODELS = ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"]
 FLOAT_MODELS = ["kws_ref_model_float32", "pretrainedResnet", "vww_96_float"]

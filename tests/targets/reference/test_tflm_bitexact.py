@@ -32,7 +32,7 @@ EXPECTED_TENSORS = {
 @pytest.mark.parametrize("model", sorted(EXPECTED_TENSORS))
 def test_model_bitexact_with_tflm(model):
     r = compare_with_tflm(MODELS / f"{model}.tflite", n_inputs=50, seed=0)
-    assert r.inputs == 53
+    assert r.inputs == 50 and r.edge_inputs == 3
     assert r.tensors == EXPECTED_TENSORS[model]
     assert r.compared == 53 * EXPECTED_TENSORS[model]
     assert r.mismatches == 0, (r.first_mismatch, r.by_tensor)
@@ -72,8 +72,8 @@ def test_a_one_bit_error_is_reported(monkeypatch):
     r = compare_with_tflm(MODELS / "ad01_int8.tflite", n_inputs=2)
     assert r.mismatches == 0  # no softmax in the autoencoder
     r = compare_with_tflm(MODELS / "kws_ref_model.tflite", n_inputs=3)
-    assert r.mismatches == r.inputs == 6
-    assert r.mismatched_inputs == 6
+    assert r.mismatches == r.inputs + r.edge_inputs == 6
+    assert r.mismatched_inputs == 3 and r.mismatched_edge_inputs == 3
     m = r.first_mismatch
     assert m is not None and m.node == "Identity" and m.input == 0
     assert m.ours == m.theirs + 1

@@ -1,4 +1,5 @@
-/* The model runner: one model, one input buffer, one output buffer, one arena.
+/* The model runner: one model, one input buffer, one output buffer, one arena
+ * (several inputs or outputs share them back to back: rlx_model_iface.h).
  *
  * Two modes, chosen at build time:
  *
@@ -23,7 +24,41 @@
 
 static int8_t input_buf[RLX_FW_INPUT_BYTES] __attribute__((aligned(16)));
 static int8_t output_buf[RLX_FW_OUTPUT_BYTES] __attribute__((aligned(16)));
-static uint8_t arena[RLX_FW_ARENA_BYTES] __attribute__((aligned(RLX_FW_ARENA_ALIGN)));
+/* The name is looked up in the ELF by size_report (the arena share of RAM). */
+static uint8_t rlx_fw_arena[RLX_FW_ARENA_BYTES] __attribute__((aligned(RLX_FW_ARENA_ALIGN)));
+
+#ifdef RLX_FW_MULTI_IO
+static const uint32_t in_sizes[RLX_FW_MAX_IO] = {
+    RLX_FW_IN0, RLX_FW_IN1, RLX_FW_IN2, RLX_FW_IN3, RLX_FW_IN4, RLX_FW_IN5, RLX_FW_IN6, RLX_FW_IN7,
+};
+static const uint32_t out_sizes[RLX_FW_MAX_IO] = {
+    RLX_FW_OUT0, RLX_FW_OUT1, RLX_FW_OUT2, RLX_FW_OUT3, RLX_FW_OUT4, RLX_FW_OUT5, RLX_FW_OUT6, RLX_FW_OUT7,
+};
+
+/* The inputs (outputs) lie back to back in input_buf (output_buf), in the
+ * model's order; the model copies them with memcpy, so no alignment is due. */
+static int model_invoke(void)
+{
+    const void *ins[RLX_NUM_INPUTS];
+    void *outs[RLX_NUM_OUTPUTS];
+    uint32_t off = 0;
+    for (int k = 0; k < RLX_NUM_INPUTS; ++k) {
+        ins[k] = input_buf + off;
+        off += in_sizes[k];
+    }
+    off = 0;
+    for (int k = 0; k < RLX_NUM_OUTPUTS; ++k) {
+        outs[k] = output_buf + off;
+        off += out_sizes[k];
+    }
+    int status = rlx_model_invoke_multi(ins, outs, rlx_fw_arena);
+    __asm__ volatile("" ::: "memory"); /* a BL with a return site, as in invoke() below */
+    return status;
+}
+#else
+/* A macro, not a function: a wrapper could turn the call into a tail branch. */
+#define model_invoke() rlx_model_invoke(input_buf, output_buf, rlx_fw_arena)
+#endif
 
 #ifdef RLX_TEST_VECTOR
 
@@ -32,7 +67,7 @@ static uint8_t arena[RLX_FW_ARENA_BYTES] __attribute__((aligned(RLX_FW_ARENA_ALI
 static int run_once(void)
 {
     uint64_t t0 = rlx_ticks();
-    int status = rlx_model_invoke(input_buf, output_buf, arena);
+    int status = model_invoke();
     uint64_t t1 = rlx_ticks();
     con_puts("O ");
     con_puti(status);
@@ -92,22 +127,27 @@ int main(void)
 #define RLX_MODEL_NAME ""
 #endif
 
-#if defined(RLX_INPUT0_SHAPE) && RLX_INPUT0_RANK <= RLX_HIL_MAX_RANK
+/* Several inputs (outputs) travel as one flat byte buffer: see rlx_model_iface.h. */
+#if defined(RLX_FW_MULTI_IO)
+#define IN_DESC "uint8", 1, {RLX_FW_INPUT_BYTES}
+#elif defined(RLX_INPUT0_SHAPE) && RLX_INPUT0_RANK <= RLX_HIL_MAX_RANK
 #define IN_DESC RLX_INPUT0_DTYPE, RLX_INPUT0_RANK, RLX_INPUT0_SHAPE
 #else
 #define IN_DESC "int8", 1, {RLX_FW_INPUT_BYTES}
 #endif
-#if defined(RLX_INPUT0_SCALE)
+#if defined(RLX_INPUT0_SCALE) && !defined(RLX_FW_MULTI_IO)
 #define IN_QUANT 1, RLX_INPUT0_SCALE, RLX_INPUT0_ZERO_POINT
 #else
 #define IN_QUANT 0, 0.0f, 0
 #endif
-#if defined(RLX_OUTPUT0_SHAPE) && RLX_OUTPUT0_RANK <= RLX_HIL_MAX_RANK
+#if defined(RLX_FW_MULTI_IO)
+#define OUT_DESC "uint8", 1, {RLX_FW_OUTPUT_BYTES}
+#elif defined(RLX_OUTPUT0_SHAPE) && RLX_OUTPUT0_RANK <= RLX_HIL_MAX_RANK
 #define OUT_DESC RLX_OUTPUT0_DTYPE, RLX_OUTPUT0_RANK, RLX_OUTPUT0_SHAPE
 #else
 #define OUT_DESC "int8", 1, {RLX_FW_OUTPUT_BYTES}
 #endif
-#if defined(RLX_OUTPUT0_SCALE)
+#if defined(RLX_OUTPUT0_SCALE) && !defined(RLX_FW_MULTI_IO)
 #define OUT_QUANT 1, RLX_OUTPUT0_SCALE, RLX_OUTPUT0_ZERO_POINT
 #else
 #define OUT_QUANT 0, 0.0f, 0
@@ -115,7 +155,7 @@ int main(void)
 
 static int invoke(void)
 {
-    int status = rlx_model_invoke(input_buf, output_buf, arena);
+    int status = model_invoke();
     /* Keeps the call a BL with a return site rather than a tail branch: the
      * instruction counter (rlx_edge.hil.qemu.count_instructions) closes its
      * window at the instruction after each BL to the model. */
@@ -128,7 +168,7 @@ static const struct rlx_hil_target target = {
     .input_bytes = sizeof input_buf,
     .out_buf = output_buf,
     .output_bytes = sizeof output_buf,
-    .arena_bytes = sizeof arena,
+    .arena_bytes = sizeof rlx_fw_arena,
     .invoke = invoke,
     .model_hash = RLX_MODEL_HASH,
     .model_name = RLX_MODEL_NAME,

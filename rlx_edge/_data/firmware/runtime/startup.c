@@ -3,8 +3,8 @@
  * The linker script (runtime/sections.ld) places .vectors first in the code
  * region and defines the symbols used below. The reset handler also sets VTOR
  * and MSP itself, so the same image starts correctly when a debugger loads it
- * into RAM and jumps to the entry point without a hardware reset (the RP2040
- * RAM build relies on this).
+ * into RAM and jumps to the entry point without a hardware reset (a board
+ * definition with ram_image relies on this).
  */
 #include <stdint.h>
 #include <string.h>
