@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlx_edge.errors import IRError
+from rlx_edge.errors import IRError, shorten
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.plan.liveness import Liveness, ScratchFn, analyze
 from rlx_edge.ir.plan.placement import ALGORITHMS, place
@@ -43,6 +43,11 @@ def plan(
             raise IRError(f"value {v!r} has symbolic shape {list(t.shape)}; bind the symbols before planning")
     if alignment < 1 or alignment & (alignment - 1):
         raise IRError(f"alignment must be a power of two, got {alignment}")
+    for v in graph.outputs:
+        if v in graph.params:
+            # An arena holds computed values; a constant output would need a copy no target emits.
+            raise IRError(f"graph output {shorten(v, 80)!r} is a constant (weights), not computed by any node; "
+                          "outputs must be node results")  # fmt: skip
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise IRError(f"unknown placement algorithm {', '.join(unknown)}; use {', '.join(ALGORITHMS)}")

@@ -188,3 +188,11 @@ def test_plan_cli_json_and_plot(tmp_path):
         assert isinstance(obj[key], int)
     assert obj["arena_bytes"] == plan(residual_net()).arena_bytes
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_constant_graph_output_is_a_clear_error():
+    # Found by fuzzing: a TFLite subgraph listing a weight tensor among its outputs reached the validator as a KeyError.
+    g = residual_net()
+    g.output(next(iter(g.params)))
+    with pytest.raises(IRError, match=r"is a constant \(weights\), not computed by any node"):
+        plan(g)
