@@ -56,7 +56,10 @@ _MIN_ARENA = 1 << 20
 # this is a hung interpreter: mutated shapes can make kernels loop for ages.
 REQUEST_TIMEOUT_S = 300.0
 
-HYBRID_MESSAGE = "TFLite Micro cannot run hybrid models; compare against the reference instead"
+HYBRID_MESSAGE = (
+    "TFLite Micro cannot run hybrid models (float activations, int8 weights); "
+    "compare a target against our reference instead, e.g. --against jax"
+)
 # Ops whose TFLite kernels have a "hybrid" variant (float activations, int8
 # weights, dequantized on the fly), which TFLite Micro does not implement.
 _HYBRID_OPS = frozenset(
