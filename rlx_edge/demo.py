@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx_edge._io import atomic_dir
 from rlx_edge.errors import RlxError
 
 
@@ -173,7 +174,8 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
     def cortexm_host():
         from rlx_edge.targets.cortexm import compile_host, compile_project
 
-        info = compile_project(st["program"].graph, demo.out / "cortexm", core="cortex-m4")
+        with atomic_dir(demo.out / "cortexm") as project:  # a killed demo never leaves half a project
+            info = compile_project(st["program"].graph, project, core="cortex-m4")
         model = compile_host(st["q"])
         out = st["q"].outputs[0]
         xq = st["xq"]
@@ -194,7 +196,9 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
 
         board = "qemu-mps2-an386"
         g = st["q"]
-        elf, _ = build_model_firmware(g, board, demo.out / "firmware")
+        with atomic_dir(demo.out / "firmware") as fw:
+            elf, _ = build_model_firmware(g, board, fw)
+        elf = demo.out / "firmware" / elf.relative_to(fw)
         out_t = g.types[g.outputs[0]]
         xq = st["xq"][:20]
         got = run_qemu(elf, board, list(xq), output_dtype=out_t.dtype.numpy, output_shape=out_t.shape)
