@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys perl make gcc
+# g++: Verilator compiles its simulation models as C++
+APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys perl make gcc g++
               python3 python3-venv python3-dev)
 EXTRAS="onnx,tflite,fpga,hil,jax,plot,dev"
 

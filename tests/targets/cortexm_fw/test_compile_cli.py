@@ -38,8 +38,9 @@ def _check_ram_split(report: dict) -> None:
 
 
 @pytest.mark.parametrize("spelling", [["--opt", "-Os"], ["--opt=-Os"], ["--opt", "Os"], ["--opt=Os"]])
-def test_opt_spellings(spelling):
-    argv = _glue_dash_values(["compile", "m.tflite", "-o", "out", *spelling, "--json"])
+def test_opt_spellings(spelling, tmp_path):
+    # -o is checked while parsing: a fresh folder, not whatever "out" holds in the working directory
+    argv = _glue_dash_values(["compile", "m.tflite", "-o", str(tmp_path / "out"), *spelling, "--json"])
     args = build_parser().parse_args(argv)
     assert (args.opt, args.json) == ("-Os", True)
 
