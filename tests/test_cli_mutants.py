@@ -44,9 +44,15 @@ def _start_worker(jobs: list[tuple[Path, int, int]], where: Path) -> tuple[subpr
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], list[dict]]:
+def mutants_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the workers keep their mutants: worker<i>/<model stem>/*.tflite."""
+    return tmp_path_factory.mktemp("mutants")
+
+
+@pytest.fixture(scope="module")
+def campaign(mutants_root: Path) -> tuple[list[dict], list[dict]]:
     """(mutant counts per model, one record per CLI call) from both workers."""
-    root = tmp_path_factory.mktemp("mutants")
+    root = mutants_root
     started = [_start_worker(jobs, root / f"worker{i}") for i, jobs in enumerate(WORKERS)]
     jobs, calls = [], []
     for i, (proc, results) in enumerate(started):
@@ -116,3 +122,23 @@ def test_crash_hybrid_and_refusal_through_the_real_cli(tmp_path: Path) -> None:
     assert "TFLite Micro crashed with SIGSEGV while loading the model" in said["crash"]
     assert "TFLite Micro failed while loading the model" in said["refused"] and "FULLY_CONNECTED" in said["refused"]
     assert "TFLite Micro cannot run hybrid models" in said["hybrid"] and "--against jax" in said["hybrid"]
+
+
+def test_real_firmware_link_on_accepted_mutants(campaign, mutants_root: Path) -> None:
+    """The workers stub out compile's firmware link (arm-none-eabi-gcc, seconds a model); here the real
+    ``rlx-edge compile`` links the first compiled mutant of each model: exit 0 or 2, never a traceback."""
+    _, calls = campaign
+    picked: dict[str, Path] = {}
+    for rec in calls:
+        stem = rec["model"].rsplit("_", 1)[0]
+        if rec["command"] == "compile" and rec["code"] == 0 and stem not in picked:
+            found = sorted(mutants_root.glob(f"worker*/*/{rec['model']}"))
+            assert len(found) == 1, rec["model"]
+            picked[stem] = found[0]
+    assert len(picked) == len([m for jobs in WORKERS for m in jobs]), sorted(picked)
+    for stem, mutant in sorted(picked.items()):
+        proc = _cli("compile", mutant, "--target", "cortex-m4", "-o", mutant.with_suffix(".project"), "--json")
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode in (0, 2) and "Traceback" not in err, (stem, proc.returncode, err[-2000:])
+        if proc.returncode == 0:
+            assert json.loads(out)["flash_bytes"] > 0, stem

