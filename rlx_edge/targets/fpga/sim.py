@@ -145,12 +145,7 @@ def _verilator_build(sources: list[Path], top: str, mdir: Path, log: Path) -> No
         str(vlt),
         *[str(x) for x in sources],
     ]
-    with log.open("w") as f:
-        t0 = time.perf_counter()
-        proc = subprocess.run(verilate, stdout=f, stderr=subprocess.STDOUT, check=False)
-        f.write(f"\n# rlx: verilate {time.perf_counter() - t0:.1f} s\n")
-    if proc.returncode != 0:
-        raise RlxError(f"verilator failed on {top}; log: {log}\n{log.read_text(errors='replace')[-2000:]}")
+    _run_logged(verilate, log, "w", "verilate", f"verilator failed on {top}")
     rt_dir = cache_root() / "verilator-runtime" / _verilator_runtime_key(mdir, opt_fast)
     have_rt = all((rt_dir / o).is_file() for o in _RUNTIME_OBJECTS)
     if have_rt:
@@ -174,12 +169,7 @@ def _verilator_build(sources: list[Path], top: str, mdir: Path, log: Path) -> No
         # verilated.mk runs its helper scripts with `python`, which a fresh Debian 12 does not have
         f"PYTHON3={sys.executable}",
     ]
-    with log.open("a") as f:
-        t0 = time.perf_counter()
-        proc = subprocess.run(make, stdout=f, stderr=subprocess.STDOUT, check=False)
-        f.write(f"\n# rlx: compile {time.perf_counter() - t0:.1f} s (runtime {'reused' if have_rt else 'built'})\n")
-    if proc.returncode != 0:
-        raise RlxError(f"C++ compile of {top} failed; log: {log}\n{log.read_text(errors='replace')[-2000:]}")
+    _run_logged(make, log, "a", f"compile (runtime {'reused' if have_rt else 'built'})", f"C++ compile of {top} failed")
     if not have_rt:
         tmp = Path(tempfile.mkdtemp(prefix="rt.", dir=mdir))
         for o in _RUNTIME_OBJECTS:
@@ -302,3 +292,13 @@ def run_vectors(
     out["sim_wall_s"] = wall
     out["simulator"] = simulator
     return out
+
+
+def _run_logged(cmd: list[str], log: Path, mode: str, step: str, failure: str) -> None:
+    """Run one build step with its output (and its time) in ``log``; a failure quotes the log's tail."""
+    with log.open(mode) as f:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False)
+        f.write(f"\n# rlx: {step} {time.perf_counter() - t0:.1f} s\n")
+    if proc.returncode != 0:
+        raise RlxError(f"{failure}; log: {log}\n{log.read_text(errors='replace')[-2000:]}")
