@@ -43,11 +43,12 @@ import numpy as np
 
 from rlx_edge._io import atomic_write_bytes
 from rlx_edge.errors import IRError, ModelFileError, one_line, shorten
-from rlx_edge.ir.dtype import DType
+from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.graph import STAGES, Graph, Node
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.ops._registry import Attr
 from rlx_edge.ir.plan.program import Program
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import Shape, as_shape
 from rlx_edge.ir.types import QuantParams, TensorType
 
@@ -560,7 +561,7 @@ def dumps_program(program: Program) -> bytes:
             for b in program.buffers
         ],
         "inplace": dict(program.inplace),
-        "quant": program.quant,
+        "quant": {k: _prepared_json(v, blob, k) for k, v in program.quant.items()},
     }
     _check_json_safe(section, "program section")
     return pack({"graph": graph_to_json(program.graph, blob), "program": section}, blob)
@@ -591,7 +592,10 @@ def loads_program(data: bytes, source: str = "<bytes>") -> Program:
             algorithm=_str(c, p.get("algorithm"), "algorithm"),
             buffers=[Buffer(**_obj(c, b, "buffer")) for b in _list(c, p.get("buffers"), "buffers")],
             inplace={str(k): str(v) for k, v in _obj(c, p.get("inplace"), "inplace").items()},
-            quant=_obj(c, p.get("quant"), "quant"),
+            quant={
+                str(k): _prepared(c, v, f"prepared parameters of node {k!r}")
+                for k, v in _obj(c, p.get("quant"), "quant").items()
+            },
         )
     except (KeyError, TypeError, ValueError, IndexError) as e:
         c.fail(f"has a malformed program section ({e.__class__.__name__}: {e})")
@@ -600,6 +604,37 @@ def loads_program(data: bytes, source: str = "<bytes>") -> Program:
     except PlanError as e:
         c.fail(f"holds an unsound arena plan: {e}")
     return program
+
+
+def _prepared_json(p: Prepared, blob: BlobWriter, node: str) -> dict[str, Any]:
+    """A node's prepared parameters: plain values as JSON, arrays into the blob as ``{"array": record}``."""
+
+    def enc(v: Any) -> Any:
+        if isinstance(v, np.ndarray):
+            return {"array": blob.add(v, from_numpy(v.dtype))}
+        if isinstance(v, tuple):
+            return [enc(x) for x in v]
+        if isinstance(v, float) and not math.isfinite(v):
+            raise IRError(f"node {node!r}: prepared parameter is not finite ({v}); such a program cannot be saved")
+        return v
+
+    return {k: enc(v) for k, v in p.items()}
+
+
+def _prepared(c: Container, d: Any, what: str) -> Prepared:
+    def dec(v: Any, where: str) -> Any:
+        if isinstance(v, dict):
+            if set(v) != {"array"}:
+                c.fail(f"{where}: an object must be an array record {{'array': ...}}")
+            return c.array(v["array"], where)[0]
+        if isinstance(v, list):
+            return tuple(dec(x, where) for x in v)
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        c.fail(f"{where}: unsupported value {v!r:.40}")
+
+    d = _obj(c, d, what)
+    return Prepared({str(k): dec(v, f"{what}: {k}") for k, v in d.items()})
 
 
 def save_program(program: Program, path: str | os.PathLike) -> Path:

@@ -30,6 +30,7 @@ import numpy as np
 
 from rlx_edge.errors import OpError
 from rlx_edge.ir.dtype import DType, as_dtype
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.types import TensorType
 
 REQUIRED: Any = object()
@@ -107,7 +108,7 @@ class Attr:
 
 @dataclass(frozen=True)
 class QContext:
-    """What an integer reference needs besides its input arrays.
+    """What ``prepare`` (and a typed float reference) reads besides the attributes.
 
     ``in_types`` and ``out_types`` carry shapes, dtypes and quantization
     parameters of the node's inputs (``None`` for absent optional inputs) and
@@ -117,6 +118,11 @@ class QContext:
     node: str
     in_types: tuple[TensorType | None, ...]
     out_types: tuple[TensorType, ...]
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the node computes on quantized integers (any quantized integer value)."""
+        return any(t is not None and t.quant is not None and t.dtype.is_int for t in (*self.in_types, *self.out_types))
 
 
 @dataclass
@@ -136,6 +142,8 @@ class OpDef:
     _infer: Callable | None = field(default=None, repr=False)
     _reference: Callable | None = field(default=None, repr=False)
     _int_reference: Callable | None = field(default=None, repr=False)
+    _prepare: Callable | None = field(default=None, repr=False)
+    _eval: Callable | None = field(default=None, repr=False)
     _macs: Callable | None = field(default=None, repr=False)
     _lower: Callable | None = field(default=None, repr=False)
     _sample: Callable | None = field(default=None, repr=False)
@@ -151,6 +159,27 @@ class OpDef:
 
     def int_reference(self, fn: Callable) -> Callable:
         self._int_reference = fn
+        return fn
+
+    def prepare(self, fn: Callable) -> Callable:
+        """Attach the integer ``Prepare``: ``fn(ctx: QContext, **attrs) -> dict`` of frozen parameters.
+
+        It computes, once per node, every integer the kernel needs from the
+        node's types: multipliers and shifts (via :mod:`rlx_edge.ir.fixedpoint`),
+        zero points, clamps, lookup tables, folded biases. Planning stores the
+        result in ``Program.quant``; targets read it and compute none of it.
+        """
+        self._prepare = fn
+        return fn
+
+    def eval(self, fn: Callable) -> Callable:
+        """Attach the integer ``Eval``: ``fn(params: Prepared, *inputs, **attrs) -> array(s)``.
+
+        Written against the inputs' array namespace (numpy or jax.numpy, see
+        :func:`rlx_edge.ir.fixedpoint.namespace`) where it can be, so the
+        reference and the JAX target run the same code.
+        """
+        self._eval = fn
         return fn
 
     def macs(self, fn: Callable) -> Callable:
@@ -194,7 +223,11 @@ class OpDef:
 
     @property
     def has_int_reference(self) -> bool:
-        return self._int_reference is not None
+        return self._eval is not None or self._int_reference is not None
+
+    @property
+    def has_prepare(self) -> bool:
+        return self._prepare is not None
 
     def input_names(self, n: int) -> list[str]:
         """Names of ``n`` actual inputs (variadic ones numbered)."""
@@ -267,9 +300,31 @@ class OpDef:
         out = self._reference(ctx, *self._pad_inputs(inputs), **attrs)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
+    def prepare_node(self, ctx: QContext, attrs: dict[str, Any]) -> Prepared:
+        """This node's frozen integer parameters (empty for ops without a ``prepare``)."""
+        if self._prepare is None:
+            return Prepared()
+        return Prepared(self._prepare(ctx, **attrs))
+
+    def run_eval(self, params: Prepared, inputs: Sequence[Any], attrs: dict[str, Any]) -> tuple[Any, ...]:
+        """The integer ``Eval`` on already prepared parameters (numpy or jax arrays)."""
+        if self._eval is None:
+            raise NotImplementedError(f"op {self.name} has no integer eval")
+        out = self._eval(params, *self._pad_inputs(inputs), **attrs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
     def run_int_reference(
-        self, ctx: QContext, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any]
+        self,
+        ctx: QContext,
+        inputs: Sequence[np.ndarray | None],
+        attrs: dict[str, Any],
+        params: Prepared | None = None,
     ) -> tuple[np.ndarray, ...]:
+        """Integer semantics of one node: ``eval(prepare(ctx))``, or ``params`` prepared earlier."""
+        if self._eval is not None:
+            if params is None:
+                params = self.prepare_node(ctx, attrs)
+            return self.run_eval(params, inputs, attrs)
         if self._int_reference is None:
             raise NotImplementedError(f"op {self.name} has no integer reference")
         out = self._int_reference(ctx, *self._pad_inputs(inputs), **attrs)

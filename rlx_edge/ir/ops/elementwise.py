@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.ops._common import (
     ACTIVATION,
     FLOAT_SAMPLE_DTYPES,
@@ -14,6 +15,7 @@ from rlx_edge.ir.ops._common import (
     finish,
     rand_float,
 )
+from rlx_edge.ir.ops._quantized import activation_clamp, clamp_cast, scalar_params
 from rlx_edge.ir.ops._registry import OpDef, defop
 from rlx_edge.ir.shape import broadcast
 from rlx_edge.ir.types import TensorType
@@ -79,30 +81,71 @@ minimum = _binary("minimum", np.minimum, fused_activation=False, doc="elementwis
 
 
 # integer semantics ------------------------------------------------------------------
-# TFLite Micro's quantized ADD / SUB / MUL (rlx_edge.quant.intkernels, imported
-# lazily: the quant package builds on the IR types).
-def _binary_int_args(ctx) -> dict:
+# TFLite Micro's quantized ADD / SUB / MUL, split as its kernels are: prepare
+# computes the multipliers once from the scales, eval only does integer math.
+def _binary_scales(ctx) -> tuple[tuple[float, int], tuple[float, int], tuple[float, int], np.dtype]:
     at, bt = ctx.in_types
     yt = ctx.out_types[0]
-    return {"a_q": at.quant, "b_q": bt.quant, "y_q": yt.quant, "out_dtype": yt.dtype.numpy}
+    return (
+        scalar_params(at.quant, "first input"),
+        scalar_params(bt.quant, "second input"),
+        scalar_params(yt.quant, "output"),
+        yt.dtype.numpy,
+    )
 
 
-@add.int_reference
-def _add_int(ctx, a, b, activation="none"):
-    from rlx_edge.quant import intkernels
+def _add_sub_prepare(ctx, activation="none") -> dict:
+    """Both inputs go onto twice the larger input scale after 20 bits of headroom (15 for int16 output)."""
+    (s1, zp1), (s2, zp2), (s_y, zp_y), dtype = _binary_scales(ctx)
+    left_shift = 15 if dtype == np.int16 else 20
+    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
+    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
+    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
+    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << left_shift) * float(s_y)))
+    lo, hi = activation_clamp(activation, ctx.out_types[0].quant, dtype)
+    return {
+        "a_zp": zp1, "b_zp": zp2, "left_shift": left_shift,
+        "a_mult": m1, "a_shift": e1, "b_mult": m2, "b_shift": e2,
+        "out_mult": mo, "out_shift": eo, "out_zp": zp_y,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
 
-    return intkernels.add_sub(a, b, activation=activation, subtract=False, **_binary_int_args(ctx))
+
+def _add_sub_eval(subtract: bool):
+    def evaluate(p, a, b, activation="none"):
+        xp = fp.namespace(a, b)
+        v1 = fp.wrap_int32((a.astype(xp.int64) - p.a_zp) << p.left_shift)
+        v2 = fp.wrap_int32((b.astype(xp.int64) - p.b_zp) << p.left_shift)
+        sv1 = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(v1, p.a_mult, p.a_shift)
+        sv2 = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(v2, p.b_mult, p.b_shift)
+        raw = fp.wrap_int32(sv1 - sv2 if subtract else sv1 + sv2)
+        y = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(raw, p.out_mult, p.out_shift) + p.out_zp
+        return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+    return evaluate
 
 
-@sub.int_reference
-def _sub_int(ctx, a, b, activation="none"):
-    from rlx_edge.quant import intkernels
+add.prepare(_add_sub_prepare)
+sub.prepare(_add_sub_prepare)
+add.eval(_add_sub_eval(subtract=False))
+sub.eval(_add_sub_eval(subtract=True))
 
-    return intkernels.add_sub(a, b, activation=activation, subtract=True, **_binary_int_args(ctx))
+
+@mul.prepare
+def _mul_prepare(ctx, activation="none") -> dict:
+    """One multiplier s_a * s_b / s_y for the product of the offset inputs."""
+    (s1, zp1), (s2, zp2), (s_y, zp_y), dtype = _binary_scales(ctx)
+    m, e = fp.quantize_multiplier(float(s1) * float(s2) / float(s_y))
+    lo, hi = activation_clamp(activation, ctx.out_types[0].quant, dtype)
+    return {
+        "a_zp": zp1, "b_zp": zp2, "out_mult": m, "out_shift": e, "out_zp": zp_y,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
 
 
-@mul.int_reference
-def _mul_int(ctx, a, b, activation="none"):
-    from rlx_edge.quant import intkernels
-
-    return intkernels.mul(a, b, activation=activation, **_binary_int_args(ctx))
+@mul.eval
+def _mul_eval(p, a, b, activation="none"):
+    xp = fp.namespace(a, b)
+    prod = fp.wrap_int32((a.astype(xp.int64) - p.a_zp) * (b.astype(xp.int64) - p.b_zp))
+    y = fp.multiply_by_quantized_multiplier(prod, p.out_mult, p.out_shift) + p.out_zp
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)

@@ -12,9 +12,11 @@ from rlx_edge.errors import IRError, shorten
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.plan.liveness import Liveness, ScratchFn, analyze
 from rlx_edge.ir.plan.placement import ALGORITHMS, place
+from rlx_edge.ir.plan.prepare import node_context, prepare_graph, prepare_node
 from rlx_edge.ir.plan.program import Program
 from rlx_edge.ir.plan.schedule import memory_aware, topological
 from rlx_edge.ir.plan.validate import PlanError, validate
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import is_static
 
 SCHEDULES = {"topological": topological, "memory": memory_aware}
@@ -29,12 +31,15 @@ def plan(
     algorithms: Sequence[str] = tuple(ALGORITHMS),
     inplace: bool = True,
     scratch: ScratchFn | None = None,
+    quant: dict[str, Prepared] | None = None,
 ) -> Program:
     """Plan ``graph`` into one arena.
 
     ``schedule`` is ``topological``, ``memory`` or ``auto`` (both, keeping the
     smaller arena). ``scratch(graph, node) -> bytes`` declares kernel scratch
-    (targets pass their own). The result is validated before it is returned.
+    (targets pass their own). ``quant`` is the nodes' prepared integer
+    parameters (:func:`prepare_graph`, computed here when not given); it
+    becomes ``Program.quant``. The result is validated before it is returned.
     """
     if graph.stage == "hir":
         raise IRError("plan needs an MIR graph; lower the HIR blocks first (lower_hir)")
@@ -51,6 +56,8 @@ def plan(
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise IRError(f"unknown placement algorithm {', '.join(unknown)}; use {', '.join(ALGORITHMS)}")
+    if quant is None:
+        quant = prepare_graph(graph)
     names = list(SCHEDULES) if schedule == "auto" else [schedule]
     if any(n not in SCHEDULES for n in names):
         raise IRError(f"unknown schedule {schedule!r}; use auto, {', '.join(SCHEDULES)}")
@@ -80,6 +87,7 @@ def plan(
             algorithm=f"{sname}+{placement.algorithm}",
             buffers=live.buffers,
             inplace=dict(live.inplace),
+            quant=dict(quant),
         )
         if best is None or prog.arena_bytes < best.arena_bytes:
             best = prog
@@ -88,4 +96,4 @@ def plan(
     return best
 
 
-__all__ = ["PlanError", "Program", "plan", "validate"]
+__all__ = ["PlanError", "Program", "node_context", "plan", "prepare_graph", "prepare_node", "validate"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.plan.liveness import Buffer
+from rlx_edge.ir.prepared import Prepared
 
 
 @dataclass
@@ -34,8 +35,9 @@ class Program:
     inplace:
         Node name -> the input value whose buffer the node's output reuses.
     quant:
-        Node name -> its quantization resolved to integers (multipliers,
-        shifts, zero points, clamps), filled for quantized graphs.
+        Node name -> its op's prepared integer parameters (multipliers,
+        shifts, zero points, clamps, tables: :class:`Prepared`), for every
+        quantized node whose op has a ``prepare``. Targets read these.
     """
 
     graph: Graph
@@ -51,7 +53,7 @@ class Program:
     algorithm: str
     buffers: list[Buffer] = field(default_factory=list)
     inplace: dict[str, str] = field(default_factory=dict)
-    quant: dict[str, dict[str, Any]] = field(default_factory=dict)
+    quant: dict[str, Prepared] = field(default_factory=dict)
 
     def nodes(self) -> list[Node]:
         by_name = {n.name: n for n in self.graph.nodes}

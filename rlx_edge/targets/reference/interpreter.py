@@ -18,6 +18,7 @@ from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops import QContext, get_op
 from rlx_edge.ir.ops._common import finish
 from rlx_edge.ir.passes.legalize import check_quantized_node
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import format_shape
 from rlx_edge.ir.types import TensorType
 
@@ -27,11 +28,14 @@ def run(
     inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray,
     *,
     trace: bool = False,
+    quant: Mapping[str, Prepared] | None = None,
 ) -> dict[str, np.ndarray] | tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run ``graph`` on ``inputs`` (by name, in order, or a single array).
 
     Returns the outputs by name; with ``trace=True`` also every value
-    computed (node outputs by name, in schedule order).
+    computed (node outputs by name, in schedule order). ``quant`` holds
+    prepared integer parameters by node name (a Program's ``quant``); nodes
+    missing from it are prepared here.
     """
     if graph.stage == "hir":
         from rlx_edge.ir.passes.lower_hir import lower_hir
@@ -42,7 +46,7 @@ def run(
     traced: dict[str, np.ndarray] = {}
     for node in graph.nodes:
         args = [None if v is None else env[v] for v in node.inputs]
-        outs = run_node(graph, node, args)
+        outs = run_node(graph, node, args, None if quant is None else quant.get(node.name))
         out_types = tuple(graph.types[o] for o in node.outputs)
         for name, arr, t in zip(node.outputs, outs, out_types):
             arr = np.asarray(arr)
@@ -55,7 +59,9 @@ def run(
     return (outputs, traced) if trace else outputs
 
 
-def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> Sequence[np.ndarray]:
+def run_node(
+    graph: Graph, node: Node, args: list[np.ndarray | None], params: Prepared | None = None
+) -> Sequence[np.ndarray]:
     """One node's outputs: its integer reference when quantized, else its (typed) float reference.
 
     Errors name the node. A quantized node whose types the integer kernels
@@ -68,14 +74,14 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> Sequenc
     in_types = tuple(None if v is None else graph.types[v] for v in node.inputs)
     out_types = tuple(graph.types[o] for o in node.outputs)
     ctx = QContext(node.name, in_types, out_types)
-    quantized = _is_quantized(in_types, out_types)
+    quantized = ctx.quantized
     if quantized:
         check_quantized_node(graph, node)  # a clear error naming the node, not a None scale inside
         if not opdef.has_int_reference:
             raise RlxError(f"node {node.name!r} ({node.op}) is quantized but op {node.op} has no integer reference yet")
     try:
         if quantized:
-            return opdef.run_int_reference(ctx, args, node.attrs)
+            return opdef.run_int_reference(ctx, args, node.attrs, params)
         return opdef.run_typed_reference(ctx, args, node.attrs)
     except RlxError:
         raise
@@ -85,10 +91,6 @@ def run_node(graph: Graph, node: Node, args: list[np.ndarray | None]) -> Sequenc
         raise RuntimeError(f"reference failed at node {node.name!r} ({node.op}): {e}") from e
     except Exception as e:  # name the node, keep the cause for debugging
         raise RuntimeError(f"reference failed at node {node.name!r} ({node.op}): {e}") from e
-
-
-def _is_quantized(in_types, out_types) -> bool:
-    return any(t is not None and t.quant is not None and t.dtype.is_int for t in (*in_types, *out_types))
 
 
 def bind_inputs(graph: Graph, inputs: Any) -> dict[str, np.ndarray]:
