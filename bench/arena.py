@@ -13,8 +13,8 @@ import sys
 
 from _common import MLPERF_INT8, record  # bench/ is on sys.path when run as a script
 
-from rlx_edge.frontends._tflm import tflm_arena_bytes
 from rlx_edge.frontends.tflite import load_tflite
+from rlx_edge.frontends.tflm import tflm_arena_bytes
 from rlx_edge.ir.plan import plan
 
 MICROTVM_AOT = {"kws": 17232, "vww": 64800, "ic": 66112, "ad": 1160}

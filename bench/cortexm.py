@@ -26,18 +26,17 @@ from pathlib import Path
 import numpy as np
 from _common import MLPERF_INT8, record  # bench/ is on sys.path when run as a script
 
-from rlx_edge.frontends._tflm import tflm_arena_bytes
+from rlx_edge.boards import ALIASES
 from rlx_edge.frontends.tflite import load_tflite
+from rlx_edge.frontends.tflm import tflm_arena_bytes
 from rlx_edge.hil import qemu
 from rlx_edge.ir.inspect import node_macs, summary
-from rlx_edge.targets.cortexm import emit
-from rlx_edge.targets.cortexm_fw._tools import find_tool, run_tool
-from rlx_edge.targets.cortexm_fw.build import size_report
-from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+from rlx_edge.targets.cortexm import InstructionCounter, build_model_firmware, emit, size_report
+from rlx_edge.targets.cortexm.qemu import disassemble
 from rlx_edge.targets.reference.compare import make_inputs
 from rlx_edge.targets.reference.interpreter import run as run_reference
 
-BOARDS = {"m4": "qemu-mps2-an386", "m3": "qemu-mps2-an385", "m7": "qemu-mps2-an500", "m33": "qemu-mps2-an505"}
+BOARDS = {core: ALIASES[f"qemu-{core}"] for core in ("m4", "m3", "m7", "m33")}  # qemu-m4 -> qemu-mps2-an386
 # which cores each model is measured on (M7 and M33 for KWS only: they take the M4's DSP path)
 CORES = {"kws": ("m4", "m3", "m7", "m33"), "vww": ("m4", "m3"), "ic": ("m4", "m3"), "ad": ("m4", "m3")}
 GOAL = {"m4": 1.5, "m3": 4.0}
@@ -67,8 +66,7 @@ def _kernel_calls(graph) -> list[tuple[str, str, str]]:
 
 def _call_sites(elf: Path) -> list[tuple[int, str]]:
     """(address, callee) of each bl inside the model's entry points, in address order."""
-    objdump = find_tool("arm-none-eabi-objdump")
-    out = run_tool([objdump, "-d", str(elf)], "arm-none-eabi-objdump")
+    out = disassemble(elf)
     sites, inside = [], False
     for line in out.splitlines():
         head = re.match(r"^[0-9a-f]+ <(\w+)>:$", line)
@@ -83,21 +81,14 @@ def _call_sites(elf: Path) -> list[tuple[int, str]]:
 
 def _window_count(elf: Path, board: str, x: np.ndarray, start: int, stop: int) -> int:
     """Instructions from executing ``start`` until ``stop`` executes, on one inference."""
-    lib = qemu.build_plugin()
-    args = [f"start={start:#x}", f"stop={stop:#x}"]
-    syms = qemu.symbols(elf)
-    if "SysTick_Handler" in syms:
-        lo, size = syms["SysTick_Handler"]
-        args.append(f"skip={lo:#x}:{lo + max(size, 2):#x}")
     with tempfile.TemporaryDirectory(prefix="rlx-bench-") as tmp:
-        result = Path(tmp) / "icount.txt"
-        spec = ",".join([str(lib), *args, f"out={result}"])
-        with qemu.QemuSession(elf, board, timeout=120, plugin=["-plugin", spec]) as s:
+        counter = InstructionCounter.window(elf, Path(tmp) / "icount.txt", start, [stop])
+        with qemu.QemuSession(elf, board, timeout=120, plugin=counter.qemu_args) as s:
             r = s.invoke(x)
             if r.status != 0:
                 raise RuntimeError(f"model returned {r.status}")
             s.exit(0)
-        windows = [int(v) for v in re.findall(r"^window (\d+)$", result.read_text(), re.M)]
+        windows = counter.windows()
     if len(windows) != 1:
         raise RuntimeError(f"expected one window, got {windows}")
     return windows[0]

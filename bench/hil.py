@@ -24,9 +24,8 @@ from _common import MLPERF_INT8, ROOT, record
 
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.client import HilClient
-from rlx_edge.hil.qemu import QemuBoard
-from rlx_edge.targets.cortexm_fw import build_firmware
-from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+from rlx_edge.hil.qemu import open_uart
+from rlx_edge.targets.cortexm import QemuBoard, build_firmware, build_model_firmware
 
 
 def _timed(seconds: float, step) -> tuple[int, float]:
@@ -45,14 +44,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         standin = build_firmware(ROOT / "tests" / "firmware" / "fixtures" / "standin", args.board, Path(tmp) / "s")
         ad, _ = build_model_firmware(load_tflite(MLPERF_INT8["ad"]), args.board, Path(tmp) / "ad")
-        with QemuBoard(standin, args.board) as q, HilClient(q.connect()) as c:
+        with QemuBoard(standin, args.board) as q, HilClient(open_uart(q)) as c:
             c.hello()
             n, dt = _timed(args.seconds, c.hello)
             rtt_per_s = n / dt
             x = np.arange(16, dtype=np.int8)
             n, dt = _timed(args.seconds, lambda: c.infer(x))
             small_infer_per_s = n / dt
-        with QemuBoard(ad, args.board) as q, HilClient(q.connect(), run_timeout=60) as c:
+        with QemuBoard(ad, args.board) as q, HilClient(open_uart(q), run_timeout=60) as c:
             c.hello()
             # One frame of the whole 640-byte input (a frame holds up to 1020).
             part = bytes(range(256)) * 2 + bytes(128)

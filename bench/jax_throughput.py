@@ -79,7 +79,7 @@ def bench_reference(graph, x: np.ndarray) -> tuple[float, np.ndarray]:
 
 def bench_tflm(path: Path, x: np.ndarray) -> dict:
     try:
-        from rlx_edge.frontends._tflm import TflmModel
+        from rlx_edge.frontends.tflm import TflmModel
 
         m = TflmModel(path)
         m(x[:1])  # warm

@@ -4,8 +4,8 @@
     pytest hil/ --board qemu-mps2-an505          # another emulated board
     pytest hil/ --board nucleo-l4r5zi --port /dev/ttyACM0   # a real board, flashed by its definition's tool
 
-``--board`` takes board names (comma-separated) or definition files; a name
-is looked up in hil/boards/<name>.toml. The options are prefixed nowhere
+``--board`` takes board names of :mod:`rlx_edge.boards` (comma-separated) or
+definition files (``*.toml``, see hil/boards/). The options are prefixed nowhere
 else in the repository (tests/ defines none), so collecting tests/ and hil/
 together is safe.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rlx_edge.hil.boards import HilBoard, load_board_file
+from rlx_edge.boards import Board, get_board
+from rlx_edge.errors import RlxError
 
-BOARDS_DIR = Path(__file__).resolve().parent / "boards"
 DEFAULT_BOARDS = "qemu-mps2-an386,qemu-mps2-an385"
 
 
@@ -34,12 +34,11 @@ def pytest_addoption(parser):
     group.addoption("--no-flash", action="store_true", help="the board already runs the right firmware")
 
 
-def board_definition(spec: str) -> HilBoard:
-    path = Path(spec) if spec.endswith(".toml") else BOARDS_DIR / f"{spec}.toml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in BOARDS_DIR.glob("*.toml")))
-        raise pytest.UsageError(f"no board definition {path}; known boards: {known}")
-    return load_board_file(path)
+def board_definition(spec: str) -> Board:
+    try:
+        return get_board(spec)
+    except RlxError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def pytest_generate_tests(metafunc):

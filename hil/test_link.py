@@ -17,9 +17,9 @@ from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil import protocol as P
 from rlx_edge.hil.client import HilClient
 from rlx_edge.hil.flash import flash
-from rlx_edge.hil.qemu import QemuBoard
+from rlx_edge.hil.qemu import open_uart
 from rlx_edge.hil.transport import Transport
-from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+from rlx_edge.targets.cortexm import QemuBoard, build_model_firmware
 from rlx_edge.targets.reference import run
 
 MODEL = MLPERF / "ad01_int8.tflite"
@@ -29,17 +29,17 @@ MODEL = MLPERF / "ad01_int8.tflite"
 def link(hil_board, hil_options, firmware_cache):
     """A client on the board running the AD model's firmware, plus the graph and build report."""
     graph = load_tflite(MODEL)
-    elf, build = build_model_firmware(graph, hil_board.name, firmware_cache)
+    elf, build = build_model_firmware(graph, hil_board, firmware_cache)
     qemu = None
-    port = hil_options["port"] or hil_board.port
+    port = hil_options["port"] or hil_board.console.port
     if hil_board.is_qemu and hil_options["port"] is None:
-        qemu = QemuBoard(elf, hil_board.name)
+        qemu = QemuBoard(elf, hil_board)
         qemu.start()
-        transport = qemu.connect()
+        transport = open_uart(qemu)
     else:
         if not hil_board.is_qemu and hil_options["flash"]:
             flash(elf, hil_board, probe=hil_options["probe"])
-        transport = Transport(port, baudrate=hil_board.baudrate)
+        transport = Transport(port, baudrate=hil_board.console.baudrate)
     client = HilClient(transport, timeout=2.0, run_timeout=30.0)
     try:
         client.hello()

@@ -20,10 +20,12 @@ import numpy as np
 
 from rlx_edge import __version__
 from rlx_edge._io import atomic_dir, check_output_dir, check_output_file
+from rlx_edge.boards import BOARDS, DEFAULT_BOARD, QEMU_TARGETS, get_board
+from rlx_edge.data import load_arrays
 from rlx_edge.errors import RlxError, one_line, shorten
 
 ERROR_LIMIT = 280  # characters of an error message; with "rlx-edge: error: " a line stays under 300
-TARGETS = ("reference", "cortexm-host", "qemu-m3", "qemu-m4", "qemu-m33", "qemu-m7", "fpga-sim", "jax")
+TARGETS = ("reference", "cortexm-host", *QEMU_TARGETS, "fpga-sim", "jax")
 
 
 class UsageError(RlxError):
@@ -58,20 +60,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, (set, tuple)):
         return list(o)
     return str(o)
-
-
-def _read_array_file(path: str) -> dict[str, np.ndarray] | np.ndarray:
-    p = Path(path)
-    if not p.exists():
-        raise RlxError(f"{path}: no such file")
-    try:
-        data = np.load(p, allow_pickle=False)
-    except Exception as e:
-        raise RlxError(f"{path}: not a readable .npy/.npz file ({e.__class__.__name__}: {e})") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            return {k: data[k] for k in data.files}
-    return data
 
 
 def _safe_name(name: str) -> str:
@@ -165,10 +153,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     graph = _load(args.model)
     if args.passes:
-        from rlx_edge.ir.passes.manager import passes_report
+        from rlx_edge.pipeline import optimize_graph
 
         graph = _as_mir(graph)
-        report = passes_report(graph, as_json=args.json)
+        _, passes = optimize_graph(graph)
+        assert passes is not None  # the optimizer is on
+        report = passes.to_json() if args.json else passes.text()
         if args.json:
             _emit_json({**inspect.summary(graph), "passes": report})
         else:
@@ -213,12 +203,12 @@ def _run_many(graph, run_one: Callable, x: np.ndarray | dict[str, np.ndarray]) -
 
 def cmd_run(args: argparse.Namespace) -> int:
     graph = _load(args.model)
-    x = _read_array_file(args.input)
+    x = load_arrays(args.input)
     if args.trace and args.target != "reference":
         raise UsageError("--trace needs --target reference (targets return outputs only)")
     graph = _as_mir(graph)
+    from rlx_edge.runners import prepare
     from rlx_edge.targets.reference import run
-    from rlx_edge.targets.registry import prepare
 
     options = {"device": args.device} if args.target == "jax" else {}
     run_target = None if args.target == "reference" else prepare(args.target, graph, **options)
@@ -226,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def run_one(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if run_target is not None:
-            from rlx_edge.targets.reference.interpreter import bind_inputs
+            from rlx_edge.ir.interpret import bind_inputs
 
             return run_target(bind_inputs(graph, inputs))
         if args.trace:
@@ -275,15 +265,12 @@ def _write_outputs(path: str, outs: dict[str, np.ndarray]) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rlx_edge.ir.plan import plan
+    from dataclasses import replace
 
-    graph = _float_mir(args.model)
-    scratch = None
-    if args.target == "cortexm-host" or args.target.startswith("qemu-"):
-        from rlx_edge.targets.cortexm import scratch_bytes as scratch
-    elif args.target != "reference":
-        raise UsageError(f"target {args.target!r} has no planner rules; use reference, cortexm-host or qemu-*")
-    program = plan(graph, target=args.target, alignment=args.alignment, scratch=scratch)
+    from rlx_edge.pipeline import AS_GIVEN, to_program
+
+    graph = _load(args.model)
+    program = to_program(graph, args.target, replace(AS_GIVEN, alignment=args.alignment))
     if args.plot:
         from rlx_edge.ir.plan.draw import draw_plan
 
@@ -332,11 +319,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report["against"] = "tflm"
         report["ours"] = "reference" if runner == "interpreter" else "reference (planned arena)"
     else:
-        from rlx_edge.targets.registry import TARGETS
+        from rlx_edge.runners import TARGETS, prepare
 
         if args.against not in TARGETS:
             raise UsageError(f"--against must be tflm, reference or a target ({', '.join(TARGETS)})")
-        result = compare_with_target(_float_mir(args.model), args.against, args.inputs, args.seed, **how)
+        graph = _float_mir(args.model)
+        result = compare_with_target(graph, prepare(args.against, graph), args.inputs, args.seed, **how)
         report = result.to_json()
         report["against"] = "reference"
         report["ours"] = args.against
@@ -367,12 +355,10 @@ def _compare_text(result, ours: str, against: str) -> str:
 
 
 def _as_mir(graph):
-    """HIR blocks lowered to MIR (every command past inspect works on MIR)."""
-    if graph.stage == "hir":
-        from rlx_edge.ir.passes.lower_hir import lower_hir
+    """The model as given, as MIR (every command past inspect works on MIR): the pipeline's first stage."""
+    from rlx_edge.pipeline import AS_GIVEN, optimize_graph
 
-        return lower_hir(graph)
-    return graph
+    return optimize_graph(graph, AS_GIVEN)[0]
 
 
 def _float_mir(path: str):
@@ -423,22 +409,13 @@ def _print_quantize_summary(args: argparse.Namespace, report: dict[str, Any] | N
         print(summary_text(report) if report is not None else no_data)
 
 
-DEFAULT_BOARD = {
-    "cortex-m3": "qemu-mps2-an385",
-    "cortex-m4": "qemu-mps2-an386",
-    "cortex-m7": "qemu-mps2-an500",
-    "cortex-m33": "qemu-mps2-an505",
-    "cortex-m0plus": "rpi-pico",
-}
-
-
 # Options whose values may start with '-' (gcc's "-Os"); main() glues them to their value.
 _DASH_VALUE_OPTIONS = ("--opt",)
 
 
 def _opt_level(value: str) -> str:
     """--opt's value as gcc's flag: "Os" and "-Os" both give "-Os"."""
-    from rlx_edge.targets.cortexm_fw.build import OPT_LEVELS
+    from rlx_edge.targets.cortexm.firmware import OPT_LEVELS
 
     flag = value if value.startswith("-") else f"-{value}"
     if flag not in OPT_LEVELS:
@@ -451,21 +428,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """C project for a core; with --firmware also the ELF; sizes from the linked image."""
     import tempfile
 
+    from rlx_edge.pipeline import AS_GIVEN, to_program
     from rlx_edge.targets.cortexm import compile_project
-    from rlx_edge.targets.cortexm_fw.boards import get_board
-    from rlx_edge.targets.cortexm_fw.build import build_firmware, size_report
+    from rlx_edge.targets.cortexm.firmware import build_firmware, size_report
 
-    graph = _float_mir(args.model)
+    graph = _load(args.model)
     board = get_board(args.board or DEFAULT_BOARD[args.target])
+    program = to_program(graph, "cortexm", AS_GIVEN)
     out = Path(args.output)
     # Project and firmware are built under a temporary name and renamed in whole.
     with atomic_dir(out) as proj, tempfile.TemporaryDirectory() as tmp:
-        info = compile_project(graph, proj, core=args.target)
+        info = compile_project(program, proj, core=args.target)
         fw_dir = proj / "firmware" if args.firmware else Path(tmp)
         # Debug info names the sources where they will be, not where they were built.
         prefix_map = f"-ffile-prefix-map={proj.resolve()}={out.resolve()}"
-        elf = build_firmware(proj, board.name, fw_dir, opt=args.opt, extra_cflags=[prefix_map])
-        sizes = size_report(elf, board.name)
+        elf = build_firmware(proj, board, fw_dir, opt=args.opt, extra_cflags=[prefix_map])
+        sizes = size_report(elf, board)
     report: dict[str, Any] = {
         "target": args.target,
         "board": board.name,
@@ -529,7 +507,7 @@ def cmd_fpga(args: argparse.Namespace) -> int:
     graph = _float_mir(args.model)
     data = None
     if args.data:
-        x = _read_array_file(args.data)
+        x = load_arrays(args.data)
         if isinstance(x, dict):
             x = x[graph.inputs[0]] if graph.inputs[0] in x else next(iter(x.values()))
         data = [x if x.ndim == graph.types[graph.inputs[0]].rank + 1 else x[None]]
@@ -783,9 +761,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("hil", help="hardware-in-the-loop campaign on a board or QEMU")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument(
-        "--board", required=True, help="qemu-mps2-an385/an386/an500/an505, nucleo-l4r5zi, rpi-pico, or a .toml"
-    )
+    s.add_argument("--board", required=True, help=f"{', '.join(BOARDS)}, or a board definition (.toml)")
     s.add_argument("--port", metavar="URL", help="pyserial URL of a real board (default: boot QEMU)")
     s.add_argument("--data", metavar="D.npz|X.npy", help="inputs (and labels); default: seeded random inputs")
     s.add_argument("--count", type=_at_least(1), help="how many inputs (default: all of --data, else 20)")

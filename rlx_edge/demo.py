@@ -56,7 +56,7 @@ def verdict(ok: bool, detail: str, **extra: Any) -> dict[str, Any]:
 
 
 def _quantize_input(x: np.ndarray, graph) -> np.ndarray:
-    from rlx_edge.quant.fixedpoint import round_half_away
+    from rlx_edge.ir.fixedpoint import round_half_away
 
     t = graph.types[graph.inputs[0]]
     s, zp = float(t.quant.scale[0]), int(t.quant.zero_point[0])
@@ -65,16 +65,14 @@ def _quantize_input(x: np.ndarray, graph) -> np.ndarray:
 
 
 def run_demo(out_dir: Path, as_json: bool = False) -> int:
-    from rlx_edge.frontends._tflm import TflmModel, tflm_arena_bytes
     from rlx_edge.frontends.tflite import export_tflite
+    from rlx_edge.frontends.tflm import TflmModel, tflm_arena_bytes
     from rlx_edge.ir import inspect
-    from rlx_edge.ir.passes import optimize
-    from rlx_edge.ir.passes.lower_hir import lower_hir
-    from rlx_edge.ir.plan import plan
     from rlx_edge.ir.plan.draw import draw_plan
     from rlx_edge.ir.serialize import load, save, save_program
     from rlx_edge.models import build_digits_cnn
     from rlx_edge.models.digits import digits_data
+    from rlx_edge.pipeline import AS_GIVEN, optimize_graph, to_program
     from rlx_edge.quant.calibrate import calibrate
     from rlx_edge.quant.ptq import quantize
     from rlx_edge.quant.report import quantization_report
@@ -90,7 +88,7 @@ def run_demo(out_dir: Path, as_json: bool = False) -> int:
     def build():
         hir = build_digits_cnn()
         save(hir, out_dir / "digits_cnn.hir.rlx")
-        st["float"] = lower_hir(hir)
+        st["float"], _ = optimize_graph(hir, AS_GIVEN)  # the float model as MIR, before the optimizer
         save(st["float"], out_dir / "digits_cnn.rlx")
         again = load(out_dir / "digits_cnn.rlx")
         same = np.array_equal(run(again, x_test[:1])["probs"], run(st["float"], x_test[:1])["probs"])
@@ -98,16 +96,17 @@ def run_demo(out_dir: Path, as_json: bool = False) -> int:
         return verdict(same, ".rlx save/load round trip bit-identical", summary=inspect.one_line(st["float"]))
 
     def passes():
-        st["opt"], report = optimize(st["float"])
+        st["opt"], report = optimize_graph(st["float"])  # the one optimizer run: later stages take st["opt"]
+        assert report is not None
         fired = report.to_json()
         demo.say(f"passes   {len(st['float'].nodes)} -> {len(st['opt'].nodes)} nodes")
         return {"nodes_before": len(st["float"].nodes), "nodes_after": len(st["opt"].nodes), "report": fired}
 
     def quant():
-        record = calibrate(st["opt"], x_train[:200], method="minmax", progress=False)
-        st["q"] = quantize(st["opt"], record, scheme="int8")
+        record = calibrate(st["opt"], x_train[:200], method="minmax", progress=False, optimize=False)
+        st["q"] = quantize(st["opt"], record, scheme="int8", optimize=False)
         save(st["q"], out_dir / "digits_cnn_int8.rlx")
-        rep = quantization_report(st["opt"], st["q"], x_test, labels=y_test)
+        rep = quantization_report(st["opt"], st["q"], x_test, labels=y_test, optimize=False)
         acc = rep["accuracy"]
         drop = 100 * (acc["float"] - acc["quantized"])
         demo.say(
@@ -131,7 +130,7 @@ def run_demo(out_dir: Path, as_json: bool = False) -> int:
         return verdict(bad == 0, detail, inputs=len(xq), mismatches=bad)
 
     def arena():
-        program = plan(st["q"])
+        program = to_program(st["q"], "reference", AS_GIVEN)
         st["program"] = program
         save_program(program, out_dir / "digits_cnn_int8.program.rlx")
         draw_plan(program, out_dir / "arena.png")
@@ -191,10 +190,9 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
     def qemu():
         from rlx_edge.hil.qemu import count_instructions, run_qemu
         from rlx_edge.ir.inspect import summary
-        from rlx_edge.targets.cortexm_fw.build import size_report
-        from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+        from rlx_edge.targets.cortexm import build_model_firmware, size_report
 
-        board = "qemu-mps2-an386"
+        board = board_name
         g = st["q"]
         with atomic_dir(demo.out / "firmware") as fw:
             elf, _ = build_model_firmware(g, board, fw)

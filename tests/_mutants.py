@@ -316,7 +316,7 @@ def _stub_firmware_build() -> None:
     The mutants vary the graph, so they exercise loading, lowering and emitting C;
     the C compiler sees the same kernels for all of them. The report's sizes become 0.
     """
-    from rlx_edge.targets.cortexm_fw import build
+    from rlx_edge.targets.cortexm import firmware as build  # cli.cmd_compile imports from this module
 
     def fake_build(project: Path, board: str, out_dir: Path, **_: object) -> Path:
         assert (Path(project) / "model.c").is_file(), "compile wrote no model.c"

@@ -74,7 +74,7 @@ def test_integer_model_has_no_float_figures(capsys):
 
 @pytest.mark.parametrize("edge", [True, False])
 def test_inputs_n_runs_exactly_n_plus_reported_edge_inputs(capsys, monkeypatch, edge):
-    from rlx_edge.frontends._tflm import TflmModel
+    from rlx_edge.frontends.tflm import TflmModel
 
     calls = []
     run_many = TflmModel.run_many
@@ -92,7 +92,7 @@ def test_inputs_n_runs_exactly_n_plus_reported_edge_inputs(capsys, monkeypatch, 
 
 def test_edge_input_mismatch_is_reported_as_an_edge_input(capsys, monkeypatch):
     """A target wrong only on the all-maximum input: counted among the edge inputs, named in the report."""
-    from rlx_edge.targets import registry
+    from rlx_edge import runners as registry
 
     real_prepare = registry.prepare
     runs = []

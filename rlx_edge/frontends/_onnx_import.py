@@ -21,6 +21,7 @@ from onnx import numpy_helper
 from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 from rlx_edge.ir.verify import check_quantized, check_sizes, verify
 
@@ -336,7 +337,7 @@ class Importer:
     def invalid(self, where: str, msg: str) -> ModelFileError:
         return ModelFileError(f"{self.path}: node {where}: {one_line(msg, _MESSAGE_CHARS)}")
 
-    def _import_node(self, node: onnx.NodeProto, handlers: dict) -> None:
+    def _import_node(self, node: onnx.NodeProto, handlers: RuleTable) -> None:
         op = node.op_type
         where = _where(node)
         if node.domain not in ("", "ai.onnx"):

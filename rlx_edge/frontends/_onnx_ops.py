@@ -1,4 +1,4 @@
-"""ONNX op handlers: one function per ONNX op type, registered in ``HANDLERS``.
+"""ONNX op handlers: one function per ONNX op type, registered in the rule table ``HANDLERS``.
 
 A handler reads its inputs through the :class:`Importer` in the layout it
 needs (``imp.plain`` for ONNX layout, ``imp.rt(v, NHWC)`` for spatial ops,
@@ -31,23 +31,15 @@ from rlx_edge.frontends._onnx_import import (
     inverse,
 )
 from rlx_edge.ir.dtype import DType, from_numpy
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 
 Handler = Callable[[Importer, onnx.NodeProto, dict[str, Any]], None]
-HANDLERS: dict[str, Handler] = {}
+HANDLERS: RuleTable[Handler] = RuleTable("onnx import", what="ONNX op")
 
 # An "open" slice bound the slice op accepts even on symbolic dimensions.
 _OPEN = 2**31 - 1
 _DW_PERM = (1, 2, 3, 0)  # ONNX depthwise weight [C*M,1,KH,KW] -> [1,KH,KW,C*M]
-
-
-def handles(*ops: str) -> Callable[[Handler], Handler]:
-    def reg(fn: Handler) -> Handler:
-        for op in ops:
-            HANDLERS[op] = fn
-        return fn
-
-    return reg
 
 
 def _axis(a: int, rank: int, what: str = "axis") -> int:
@@ -136,7 +128,7 @@ for _onnx_op, _ir_op in (
     ("Max", "maximum"),
     ("Min", "minimum"),
 ):
-    HANDLERS[_onnx_op] = _binary(_ir_op)
+    HANDLERS.add(_onnx_op, _binary(_ir_op))
 
 
 def _unary(op: str, attrs_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Handler:
@@ -149,14 +141,14 @@ def _unary(op: str, attrs_fn: Callable[[dict[str, Any]], dict[str, Any]] | None 
     return handler
 
 
-HANDLERS["Relu"] = _unary("relu")
-HANDLERS["Sigmoid"] = _unary("sigmoid")
-HANDLERS["Tanh"] = _unary("tanh")
-HANDLERS["HardSwish"] = _unary("hard_swish")
-HANDLERS["Gelu"] = _unary("gelu", lambda a: {"approximate": a.get("approximate", "none")})
+HANDLERS.add("Relu", _unary("relu"))
+HANDLERS.add("Sigmoid", _unary("sigmoid"))
+HANDLERS.add("Tanh", _unary("tanh"))
+HANDLERS.add("HardSwish", _unary("hard_swish"))
+HANDLERS.add("Gelu", _unary("gelu", lambda a: {"approximate": a.get("approximate", "none")}))
 
 
-@handles("Identity", "Dropout")
+@HANDLERS.rule("Identity", "Dropout")
 def _identity(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if node.op_type == "Dropout":
         _only_first_output(node, "Dropout mask")
@@ -166,7 +158,7 @@ def _identity(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.vals[node.output[0]] = imp.vals[node.input[0]]
 
 
-@handles("Clip")
+@HANDLERS.rule("Clip")
 def _clip(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     v = _runtime(imp, node)
     if imp.opset < 11:
@@ -187,7 +179,7 @@ def _clip(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, v.perm)
 
 
-@handles("Cast")
+@HANDLERS.rule("Cast")
 def _cast(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     v = _runtime(imp, node)
     to = int(a["to"])
@@ -245,7 +237,7 @@ def _padding_attrs(pads: Sequence[int]) -> dict[str, Any]:
     return {"padding": "valid"} if not any(pads) else {"padding": "explicit", "pads": tuple(pads)}
 
 
-@handles("Conv")
+@HANDLERS.rule("Conv")
 def _conv(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x, w = _runtime(imp, node, 0), _runtime(imp, node, 1)
     b = imp.val(node, 2)
@@ -279,7 +271,7 @@ def _scalar_const(imp: Importer, value: float, like: DType) -> str:
     return imp.param(np.asarray(value, dtype=like.numpy))
 
 
-@handles("Gemm")
+@HANDLERS.rule("Gemm")
 def _gemm(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     av, bv, cv = _runtime(imp, node, 0), _runtime(imp, node, 1), imp.val(node, 2)
     if imp.rank(av) != 2 or imp.rank(bv) != 2:
@@ -325,7 +317,7 @@ def _add_c(imp: Importer, node: onnx.NodeProto, y: str, cv: Value, beta: float, 
     return imp.emit("add", [y, c], base=imp.out_base(node))
 
 
-@handles("MatMul")
+@HANDLERS.rule("MatMul")
 def _matmul(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     av, bv = _runtime(imp, node, 0), _runtime(imp, node, 1)
     if bv.is_const and bv.const.ndim == 2 and imp.dtype(av).is_float:  # type: ignore[union-attr]
@@ -338,7 +330,7 @@ def _matmul(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 
 # pooling ------------------------------------------------------------------------------------------
-@handles("MaxPool", "AveragePool")
+@HANDLERS.rule("MaxPool", "AveragePool")
 def _pool(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     _only_first_output(node, "MaxPool Indices")
@@ -357,7 +349,7 @@ def _pool(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, NHWC)
 
 
-@handles("GlobalAveragePool")
+@HANDLERS.rule("GlobalAveragePool")
 def _gap(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     if imp.rank(x) != 4:
@@ -377,7 +369,7 @@ def _axes_of(imp: Importer, node: onnx.NodeProto, a: dict[str, Any], input_index
     return None
 
 
-@handles("ReduceMean", "ReduceSum")
+@HANDLERS.rule("ReduceMean", "ReduceSum")
 def _reduce(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     r = imp.rank(x)
@@ -396,7 +388,7 @@ def _reduce(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, perm)
 
 
-@handles("ArgMax")
+@HANDLERS.rule("ArgMax")
 def _argmax(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     if a.get("select_last_index", 0):
@@ -409,7 +401,7 @@ def _argmax(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, perm)
 
 
-@handles("Softmax", "LogSoftmax")
+@HANDLERS.rule("Softmax", "LogSoftmax")
 def _softmax(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     r = imp.rank(x)
@@ -449,7 +441,7 @@ def _prod_or_symbol(dims: Sequence) -> int | str:
     raise Unsupported(f"flattening dimensions {list(dims)} with symbols needs them bound first")
 
 
-@handles("BatchNormalization")
+@HANDLERS.rule("BatchNormalization")
 def _batch_norm(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     if a.get("training_mode", 0):
@@ -464,7 +456,7 @@ def _batch_norm(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, x.perm)
 
 
-@handles("LayerNormalization")
+@HANDLERS.rule("LayerNormalization")
 def _layer_norm(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     _only_first_output(node, "LayerNormalization Mean/InvStdDev")
@@ -488,7 +480,7 @@ def _layer_norm(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 
 # layout ops -----------------------------------------------------------------------------------------
-@handles("Reshape")
+@HANDLERS.rule("Reshape")
 def _reshape(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     target = imp.const_input(node, 1, "Reshape shape")
@@ -519,7 +511,7 @@ def _reshape_dims(in_shape: Sequence, dims: list) -> tuple[int, ...]:
     return _shape_attr(dims)
 
 
-@handles("Flatten")
+@HANDLERS.rule("Flatten")
 def _flatten(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     shape = imp.onnx_shape(x)
@@ -533,7 +525,7 @@ def _flatten(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out)
 
 
-@handles("Transpose")
+@HANDLERS.rule("Transpose")
 def _transpose(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     r = imp.rank(x)
@@ -552,7 +544,7 @@ def _common_perm(imp: Importer, vals: Sequence[Value]) -> Perm:
     return None
 
 
-@handles("Concat")
+@HANDLERS.rule("Concat")
 def _concat(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     vals = [imp.vals[i] for i in node.input if i]
     if not vals:
@@ -566,7 +558,7 @@ def _concat(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, perm)
 
 
-@handles("Split")
+@HANDLERS.rule("Split")
 def _split(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     shape = imp.onnx_shape(x)
@@ -593,7 +585,7 @@ def _split(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         imp.set_out(node, i, o, x.perm)
 
 
-@handles("Slice")
+@HANDLERS.rule("Slice")
 def _slice(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     shape = imp.onnx_shape(x)
@@ -642,7 +634,7 @@ def _slice_bounds(dim: int | str, s: int, e: int, st: int) -> tuple[int, int, in
     return s, (-dim - 1 if e < 0 else e), st
 
 
-@handles("Pad")
+@HANDLERS.rule("Pad")
 def _pad(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     r = imp.rank(x)
@@ -672,7 +664,7 @@ def _pad(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, x.perm)
 
 
-@handles("Squeeze")
+@HANDLERS.rule("Squeeze")
 def _squeeze(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     shape = imp.onnx_shape(x)
@@ -691,7 +683,7 @@ def _squeeze(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, perm)
 
 
-@handles("Unsqueeze")
+@HANDLERS.rule("Unsqueeze")
 def _unsqueeze(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     axes = _axes_of(imp, node, a, 1)
@@ -749,7 +741,7 @@ def _moved_quant(qp: QuantParams, perm: Perm) -> QuantParams:
     return QuantParams(qp.scale, qp.zero_point, axis=perm.index(qp.axis), storage=qp.storage)
 
 
-@handles("QuantizeLinear")
+@HANDLERS.rule("QuantizeLinear")
 def _quantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     if a.get("block_size", 0):
@@ -773,7 +765,7 @@ def _quantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, x.perm)
 
 
-@handles("DequantizeLinear")
+@HANDLERS.rule("DequantizeLinear")
 def _dequantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     if a.get("block_size", 0):
@@ -801,7 +793,7 @@ def _int8_weight(w: np.ndarray, zp: np.ndarray | None) -> tuple[np.ndarray, np.n
     return w, zpa
 
 
-@handles("QLinearConv")
+@HANDLERS.rule("QLinearConv")
 def _qlinear_conv(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     names = ("x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "B")
@@ -844,7 +836,7 @@ def _qlinear_conv(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> Non
     imp.set_out(node, 0, out, NHWC)
 
 
-@handles("QLinearMatMul")
+@HANDLERS.rule("QLinearMatMul")
 def _qlinear_matmul(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     names = ("a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point")

@@ -27,8 +27,8 @@ import numpy as np
 
 from rlx_edge._io import atomic_write_bytes
 from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.frontends._tflite_ops import BUILTINS, EXPORTED_OPS, Builtin, exported_as
 from rlx_edge.frontends._tflite_schema import (
-    ACT_TO_TFL,
     DTYPE_TO_TFL,
     FILE_IDENTIFIER,
     OP_CODES,
@@ -38,64 +38,11 @@ from rlx_edge.frontends._tflite_schema import (
 )
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
-from rlx_edge.ir.ops._common import same_pads
+from rlx_edge.ir.ops import same_pads
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 
 _DATA_ALIGN = 16
-
-# Op versions for quantized kernels (TFLite's op_version rules, simplified to
-# what these graphs use). Float ops are version 1. TFLite Micro resolves ops by
-# builtin code only, but other readers use the versions to refuse what they
-# cannot run.
-_INT8_VERSION = {
-    "CONV_2D": 3,  # per-channel int8
-    "DEPTHWISE_CONV_2D": 3,
-    "FULLY_CONNECTED": 4,
-    "AVERAGE_POOL_2D": 2,
-    "MAX_POOL_2D": 2,
-    "ADD": 2,
-    "SUB": 2,
-    "MUL": 2,
-    "SOFTMAX": 2,
-    "QUANTIZE": 2,
-    "DEQUANTIZE": 2,
-    "PAD": 2,
-    "CONCATENATION": 2,
-    "MEAN": 2,
-    "LOGISTIC": 2,
-    "TANH": 2,
-    "RELU": 2,
-    "RELU6": 2,
-    "MAXIMUM": 2,
-    "MINIMUM": 2,
-    "TRANSPOSE": 2,
-    "STRIDED_SLICE": 2,
-    "HARD_SWISH": 1,
-    "RESHAPE": 1,
-}
-_INT16_VERSION = {
-    "CONV_2D": 4,
-    "DEPTHWISE_CONV_2D": 5,
-    "FULLY_CONNECTED": 7,
-    "AVERAGE_POOL_2D": 3,
-    "MAX_POOL_2D": 3,
-    "ADD": 3,
-    "SUB": 3,
-    "MUL": 4,
-    "SOFTMAX": 3,
-    "QUANTIZE": 3,
-    "DEQUANTIZE": 4,
-    "PAD": 4,
-    "CONCATENATION": 3,
-    "MEAN": 3,
-    "LOGISTIC": 3,
-    "TANH": 3,
-    "RELU": 3,
-    "MAXIMUM": 4,
-    "MINIMUM": 4,
-    "TRANSPOSE": 5,
-    "STRIDED_SLICE": 4,
-}
 
 
 @dataclass
@@ -257,11 +204,15 @@ class _Writer:
         return mo.End(b)
 
     def version(self, op: _OpOut) -> int:
+        """The op version a reader needs: float kernels are version 1, quantized ones are declared."""
+        declared = BUILTINS.get(op.opname)
         types = [self.tensors[i][1] for i in (*op.inputs, *op.outputs) if i >= 0]
+        if declared is None:
+            return 1
         if any(t.dtype == DType.i16 and t.quant is not None for t in types):
-            return _INT16_VERSION.get(op.opname, _INT8_VERSION.get(op.opname, 1))
+            return declared.version(int16=True)
         if any(t.dtype in (DType.i8, DType.u8) and t.quant is not None for t in types):
-            return _INT8_VERSION.get(op.opname, 1)
+            return declared.version(int16=False)
         return 1
 
 
@@ -284,17 +235,12 @@ def _quant(b: flatbuffers.Builder, mq: Any, q: QuantParams, rank: int) -> int:
 
 
 # per-op export rules ---------------------------------------------------------------
+# Which builtin writes an IR op, its options table and its fields come from the
+# declarations in _tflite_ops; an op whose builtin needs nothing more (its
+# inputs as they are, fields from attributes) has no rule here. A rule returns
+# the operator, or why the node cannot be written.
 _Rule = Callable[[_Writer, Node], "_OpOut | str"]
-_RULES: dict[str, _Rule] = {}
-
-
-def _rule(*ops: str) -> Callable[[_Rule], _Rule]:
-    def deco(fn: _Rule) -> _Rule:
-        for o in ops:
-            _RULES[o] = fn
-        return fn
-
-    return deco
+_RULES: RuleTable[_Rule] = RuleTable("tflite export", keys=EXPORTED_OPS, what="op")
 
 
 def _ins(w: _Writer, node: Node) -> list[int]:
@@ -303,6 +249,31 @@ def _ins(w: _Writer, node: Node) -> list[int]:
 
 def _outs(w: _Writer, node: Node) -> list[int]:
     return [w.tensor(o) for o in node.outputs]
+
+
+def _builtin(node: Node) -> Builtin:
+    """The one builtin declared for ``node``'s op (an op with several has a rule that picks)."""
+    (declared,) = exported_as(node.op)
+    return declared
+
+
+def _op_out(
+    w: _Writer,
+    node: Node,
+    declared: Builtin,
+    ins: list[int] | None = None,
+    vectors: dict[str, np.ndarray] | None = None,
+    **computed: Any,
+) -> _OpOut:
+    """``node`` as ``declared``. Inputs get their tensor numbers before outputs, as in every file we write."""
+    ins = _ins(w, node) if ins is None else ins
+    table = declared.options if declared.write_options else None
+    fields = declared.option_fields(node.attrs, **computed) if table else {}
+    return _OpOut(declared.name, ins, _outs(w, node), table, fields, dict(vectors or {}))
+
+
+def _plain(w: _Writer, node: Node) -> _OpOut:
+    return _op_out(w, node, _builtin(node))
 
 
 def _tfl_padding(w: _Writer, node: Node, kh: int, kw: int) -> int | str:
@@ -323,141 +294,78 @@ def _tfl_padding(w: _Writer, node: Node, kh: int, kw: int) -> int | str:
     return f"{node.op} with explicit pads {list(pads)} (neither VALID nor SAME)"
 
 
-@_rule("conv2d", "depthwise_conv2d")
+@_RULES.rule("conv2d", "depthwise_conv2d")
 def _conv(w: _Writer, node: Node) -> _OpOut | str:
-    a = node.attrs
     wt = w.g.types[node.inputs[1]]
     pad = _tfl_padding(w, node, int(wt.shape[1]), int(wt.shape[2]))
     if isinstance(pad, str):
         return pad
-    fields = {
-        "Padding": pad,
-        "StrideH": a["strides"][0],
-        "StrideW": a["strides"][1],
-        "DilationHFactor": a["dilations"][0],
-        "DilationWFactor": a["dilations"][1],
-        "FusedActivationFunction": ACT_TO_TFL[a["activation"]],
-    }
-    if node.op == "conv2d":
-        return _OpOut("CONV_2D", _ins(w, node), _outs(w, node), "Conv2DOptions", fields)
-    fields["DepthMultiplier"] = a["depth_multiplier"]
-    return _OpOut("DEPTHWISE_CONV_2D", _ins(w, node), _outs(w, node), "DepthwiseConv2DOptions", fields)
+    return _op_out(w, node, _builtin(node), Padding=pad)
 
 
-@_rule("fully_connected")
+@_RULES.rule("fully_connected")
 def _fc(w: _Writer, node: Node) -> _OpOut:
     keep = w.g.types[node.inputs[0]].rank != 2  # the IR keeps leading dims; rank 2 is TFLite's default form
-    fields = {"FusedActivationFunction": ACT_TO_TFL[node.attrs["activation"]], "KeepNumDims": keep}
-    return _OpOut("FULLY_CONNECTED", _ins(w, node), _outs(w, node), "FullyConnectedOptions", fields)
+    return _op_out(w, node, _builtin(node), KeepNumDims=keep)
 
 
-@_rule("avg_pool2d", "max_pool2d")
+@_RULES.rule("avg_pool2d", "max_pool2d")
 def _pool(w: _Writer, node: Node) -> _OpOut | str:
-    a = node.attrs
-    kh, kw = a["kernel"]
+    kh, kw = node.attrs["kernel"]
     pad = _tfl_padding(w, node, kh, kw)
     if isinstance(pad, str):
         return pad
-    fields = {
-        "Padding": pad,
-        "StrideH": a["strides"][0],
-        "StrideW": a["strides"][1],
-        "FilterHeight": kh,
-        "FilterWidth": kw,
-        "FusedActivationFunction": ACT_TO_TFL[a.get("activation", "none")],
-    }
-    opname = "AVERAGE_POOL_2D" if node.op == "avg_pool2d" else "MAX_POOL_2D"
-    return _OpOut(opname, _ins(w, node), _outs(w, node), "Pool2DOptions", fields)
+    return _op_out(w, node, _builtin(node), Padding=pad)
 
 
-@_rule("add", "sub", "mul")
-def _binary_act(w: _Writer, node: Node) -> _OpOut:
-    table = {"add": "AddOptions", "sub": "SubOptions", "mul": "MulOptions"}[node.op]
-    fields = {"FusedActivationFunction": ACT_TO_TFL[node.attrs["activation"]]}
-    return _OpOut(node.op.upper(), _ins(w, node), _outs(w, node), table, fields)
-
-
-@_rule("maximum", "minimum")
-def _maxmin(w: _Writer, node: Node) -> _OpOut:
-    return _OpOut(node.op.upper(), _ins(w, node), _outs(w, node), "MaximumMinimumOptions")
-
-
-_UNARY = {"sigmoid": "LOGISTIC", "tanh": "TANH", "relu": "RELU", "relu6": "RELU6", "hard_swish": "HARD_SWISH"}
-
-
-@_rule(*_UNARY)
-def _unary(w: _Writer, node: Node) -> _OpOut:
-    return _OpOut(_UNARY[node.op], _ins(w, node), _outs(w, node))
-
-
-@_rule("reshape")
+@_RULES.rule("reshape")
 def _reshape(w: _Writer, node: Node) -> _OpOut:
     shape = [int(d) for d in w.g.types[node.outputs[0]].shape]
     ins = _ins(w, node) + [w.const_i32(f"{node.name}/shape", shape)]
-    return _OpOut("RESHAPE", ins, _outs(w, node), "ReshapeOptions", vectors={"NewShape": np.array(shape)})
+    return _op_out(w, node, _builtin(node), ins, vectors={"NewShape": np.array(shape)})
 
 
-@_rule("softmax")
+@_RULES.rule("softmax")
 def _softmax(w: _Writer, node: Node) -> _OpOut | str:
     rank = w.g.types[node.inputs[0]].rank
     if node.attrs.get("axis", -1) not in (-1, rank - 1):
         return "softmax over an axis other than the last"
-    return _OpOut("SOFTMAX", _ins(w, node), _outs(w, node), "SoftmaxOptions", {"Beta": node.attrs.get("beta", 1.0)})
+    return _plain(w, node)
 
 
-@_rule("quantize", "requantize")
-def _quantize(w: _Writer, node: Node) -> _OpOut:
-    return _OpOut("QUANTIZE", _ins(w, node), _outs(w, node), "QuantizeOptions")
-
-
-@_rule("dequantize")
-def _dequantize(w: _Writer, node: Node) -> _OpOut:
-    return _OpOut("DEQUANTIZE", _ins(w, node), _outs(w, node), "DequantizeOptions")
-
-
-@_rule("cast")
+@_RULES.rule("cast")
 def _cast(w: _Writer, node: Node) -> _OpOut:
     src, dst = w.g.types[node.inputs[0]].dtype, w.g.types[node.outputs[0]].dtype
     if src == DType.f16 and dst == DType.f32:  # how TFLite stores float16 weights
-        return _OpOut("DEQUANTIZE", _ins(w, node), _outs(w, node), "DequantizeOptions")
-    fields = {"InDataType": DTYPE_TO_TFL[src], "OutDataType": DTYPE_TO_TFL[dst]}
-    return _OpOut("CAST", _ins(w, node), _outs(w, node), "CastOptions", fields)
+        return _op_out(w, node, BUILTINS["DEQUANTIZE"])
+    return _op_out(w, node, BUILTINS["CAST"], InDataType=DTYPE_TO_TFL[src], OutDataType=DTYPE_TO_TFL[dst])
 
 
-@_rule("pad")
+@_RULES.rule("pad")
 def _pad(w: _Writer, node: Node) -> _OpOut | str:
     if float(node.attrs.get("value", 0.0)) != 0.0:
         return "pad with a non-zero value"
     pads = np.asarray(node.attrs["pads"], np.int32).reshape(-1, 2)
-    ins = _ins(w, node) + [w.const_i32(f"{node.name}/paddings", pads)]
-    return _OpOut("PAD", ins, _outs(w, node), "PadOptions")
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/paddings", pads)])
 
 
-@_rule("concat")
-def _concat(w: _Writer, node: Node) -> _OpOut:
-    fields = {"Axis": node.attrs["axis"]}
-    return _OpOut("CONCATENATION", _ins(w, node), _outs(w, node), "ConcatenationOptions", fields)
-
-
-@_rule("mean")
+@_RULES.rule("mean")
 def _mean(w: _Writer, node: Node) -> _OpOut:
     axes = node.attrs.get("axes")
     if axes is None:  # all axes
         axes = tuple(range(w.g.types[node.inputs[0]].rank))
-    ins = _ins(w, node) + [w.const_i32(f"{node.name}/axes", list(axes))]
-    return _OpOut("MEAN", ins, _outs(w, node), "ReducerOptions", {"KeepDims": bool(node.attrs["keepdims"])})
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/axes", list(axes))])
 
 
-@_rule("transpose")
+@_RULES.rule("transpose")
 def _transpose(w: _Writer, node: Node) -> _OpOut:
     perm = node.attrs.get("perm")
     if perm is None:
         perm = tuple(reversed(range(w.g.types[node.inputs[0]].rank)))
-    ins = _ins(w, node) + [w.const_i32(f"{node.name}/perm", list(perm))]
-    return _OpOut("TRANSPOSE", ins, _outs(w, node), "TransposeOptions")
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/perm", list(perm))])
 
 
-@_rule("slice")
+@_RULES.rule("slice")
 def _slice(w: _Writer, node: Node) -> _OpOut | str:
     a = node.attrs
     rank = w.g.types[node.inputs[0]].rank
@@ -473,7 +381,7 @@ def _slice(w: _Writer, node: Node) -> _OpOut | str:
         w.const_i32(f"{node.name}/end", end),
         w.const_i32(f"{node.name}/strides", strides),
     ]
-    return _OpOut("STRIDED_SLICE", ins, _outs(w, node), "StridedSliceOptions")
+    return _op_out(w, node, _builtin(node), ins)
 
 
 # entry points ------------------------------------------------------------------------------
@@ -484,7 +392,7 @@ def to_tflite_bytes(graph: Graph) -> bytes:
     """
     problems: dict[str, list[str]] = {}
     for node in graph.nodes:
-        if node.op not in _RULES:
+        if node.op not in EXPORTED_OPS:
             problems.setdefault(node.op, []).append(node.name)
     for name, t in graph.types.items():
         if t.dtype not in DTYPE_TO_TFL:
@@ -494,7 +402,7 @@ def to_tflite_bytes(graph: Graph) -> bytes:
         for name in graph.inputs:
             w.tensor(name)
         for node in graph.nodes:
-            got = _RULES[node.op](w, node)
+            got = _RULES.get(node.op, _plain)(w, node)
             if isinstance(got, str):
                 problems.setdefault(got, []).append(node.name)
             else:

@@ -31,6 +31,7 @@ from tflite.Model import Model
 
 from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.frontends._tflite_export import export_tflite, to_tflite_bytes
+from rlx_edge.frontends._tflite_ops import BUILTINS, Builtin, OptionField
 from rlx_edge.frontends._tflite_schema import (
     ACT_NAMES,
     ACT_TO_IR,
@@ -45,6 +46,8 @@ from rlx_edge.frontends._tflite_schema import (
 )
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops import get_op
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.ir.verify import check_quantized, check_sizes, verify
 
@@ -311,7 +314,7 @@ class _Importer:
             self.g.input(info.name, info.shape, info.dtype, quant=info.quant)
             self.bind(int(i), info.name)
         for op in ops:
-            _CONVERTERS[op.opname](self, op)
+            _CONVERTERS.get(op.opname, _plain)(self, op)
         for i in _ints(self.r.vector(sg, 8, 4, "subgraph outputs")):
             self.g.output(self.value(int(i)))
         # every rule a later stage (ours or TFLite Micro's) relies on, before anyone runs the graph
@@ -360,25 +363,26 @@ class _Importer:
         kind = int(op.BuiltinOptionsType())
         if kind not in _OPTION_TYPES:
             raise _Bad(f"{where} has options of unknown type {kind}")
-        table = _OPTIONS.get(opname)
+        declared = BUILTINS.get(opname)
+        table = None if declared is None else declared.options
+        required = declared is not None and declared.options_required
         if table is None or kind == BuiltinOptions.NONE:
-            if opname in _OPTIONS_REQUIRED:
+            if required:
                 raise _Bad(f"{where} lacks its {table} (strides, padding)")
             return
         if _OPTION_TYPES[kind] != table:
             raise _Bad(f"{where} has options of type {_OPTION_TYPES[kind]}, expected {table}")
-        if op.BuiltinOptions() is None and opname in _OPTIONS_REQUIRED:
+        if op.BuiltinOptions() is None and required:
             raise _Bad(f"{where} lacks its {table} (strides, padding)")
 
     def check_supported(self, ops: list[_Op]) -> None:
         """Collect every unsupported op (type and feature) before converting anything."""
         bad: dict[str, list[str]] = {}
         for op in ops:
-            if op.opname not in _CONVERTERS:
+            if op.opname not in BUILTINS:
                 reason: str | None = op.opname
             else:
-                check = _CHECKS.get(op.opname)
-                reason = check(self, op) if check else None
+                reason = _check(self, op)
                 act = _fused_activation(op)
                 if reason is None and act is not None and act not in ACT_TO_IR:
                     reason = f"{op.opname} with fused {ACT_NAMES.get(act, act)}"
@@ -472,7 +476,8 @@ class _Op:
 
         :meth:`_Importer.describe` has checked that the union holds the op's own table.
         """
-        table = _OPTIONS.get(self.opname)
+        declared = BUILTINS.get(self.opname)
+        table = None if declared is None else declared.options
         tab = self.raw.BuiltinOptions()
         if table is None or tab is None or self.raw.BuiltinOptionsType() == BuiltinOptions.NONE:
             return None  # TFLite reads a union by its type: no type, no table
@@ -480,123 +485,96 @@ class _Op:
         opts.Init(tab.Bytes, tab.Pos)
         return opts
 
+    @property
+    def builtin(self) -> Builtin:
+        return BUILTINS[self.opname]
+
+    def option(self, name: str) -> Any:
+        """A declared option field: the file's value, or the declared default when it has no table."""
+        return self._read(self.builtin.field(name))
+
+    def attrs(self) -> dict[str, Any]:
+        """The IR attributes the builtin's declared option fields carry."""
+        return self.builtin.attrs(self._read)
+
+    def _read(self, field: OptionField) -> Any:
+        return _opt(self, field.name, field.default)
+
 
 def _opt(op: _Op, field: str, default: Any) -> Any:
     o = op.options()
     return default if o is None else getattr(o, field)()
 
 
-# The options table of each op we convert (the union member the file must hold, if any).
-_OPTIONS: dict[str, str] = {
-    "CONV_2D": "Conv2DOptions",
-    "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
-    "FULLY_CONNECTED": "FullyConnectedOptions",
-    "AVERAGE_POOL_2D": "Pool2DOptions",
-    "MAX_POOL_2D": "Pool2DOptions",
-    "ADD": "AddOptions",
-    "SUB": "SubOptions",
-    "MUL": "MulOptions",
-    "MAXIMUM": "MaximumMinimumOptions",
-    "MINIMUM": "MaximumMinimumOptions",
-    "HARD_SWISH": "HardSwishOptions",
-    "RESHAPE": "ReshapeOptions",
-    "SOFTMAX": "SoftmaxOptions",
-    "QUANTIZE": "QuantizeOptions",
-    "DEQUANTIZE": "DequantizeOptions",
-    "PAD": "PadOptions",
-    "CONCATENATION": "ConcatenationOptions",
-    "MEAN": "ReducerOptions",
-    "TRANSPOSE": "TransposeOptions",
-    "STRIDED_SLICE": "StridedSliceOptions",
-}
-# TFLite Micro runs these with zeroed parameters (stride 0) when the options are
-# missing, so a file without them is refused rather than given our defaults.
-_OPTIONS_REQUIRED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D"})
-
-
 def _fused_activation(op: _Op) -> int | None:
-    table = _OPTIONS.get(op.opname)
+    """The fused activation code, for any op whose options table has one (declared as a field or not)."""
+    declared = BUILTINS.get(op.opname)
+    table = None if declared is None else declared.options
     if table is None or not hasattr(getattr(schema_module(table), table), "FusedActivationFunction"):
         return None
     return int(_opt(op, "FusedActivationFunction", 0))
 
 
-def _act(op: _Op) -> str:
-    return ACT_TO_IR[_fused_activation(op) or 0]
-
-
 # converters ------------------------------------------------------------------
+# A declared builtin (_tflite_ops) without a converter here becomes its IR op with
+# its inputs and declared attributes (_plain). A check says why an op's use in a
+# file cannot be imported (None when it can), before anything is converted.
 _Converter = Callable[[_Importer, _Op], None]
-_CONVERTERS: dict[str, _Converter] = {}
-_CHECKS: dict[str, Callable[[_Importer, _Op], str | None]] = {}
+_Check = Callable[[_Importer, _Op], "str | None"]
+_CONVERTERS: RuleTable[_Converter] = RuleTable("tflite import", keys=BUILTINS, what="builtin operator")
+_CHECKS: RuleTable[_Check] = RuleTable("tflite import checks", keys=BUILTINS, what="builtin operator")
 
 
-def _converter(*names: str) -> Callable[[_Converter], _Converter]:
-    def deco(fn: _Converter) -> _Converter:
-        for n in names:
-            _CONVERTERS[n] = fn
-        return fn
-
-    return deco
-
-
-def _check(*names: str):
-    def deco(fn):
-        def safe(imp: _Importer, op: _Op) -> str | None:
-            try:
-                return fn(imp, op)
-            except _UnsupportedFeature as e:
-                return str(e)
-
-        for n in names:
-            _CHECKS[n] = safe
-        return fn
-
-    return deco
+def _check(imp: _Importer, op: _Op) -> str | None:
+    check = _CHECKS.get(op.opname)
+    try:
+        return check(imp, op) if check else None
+    except _UnsupportedFeature as e:
+        return str(e)
 
 
-def _window(op: _Op) -> dict[str, Any]:
-    o = op.options()  # present: describe() requires it for window ops
-    return {"strides": (int(o.StrideH()), int(o.StrideW())), "padding": PADDING_TO_IR[int(o.Padding())]}
+def _plain(imp: _Importer, op: _Op) -> None:
+    irop = op.builtin.ir_ops[0]
+    specs = get_op(irop).inputs
+    if any(spec.startswith("*") for spec in specs):
+        xs = [imp.x(op, j) for j in range(len(op.inputs))]
+    else:
+        xs = [imp.x(op, j, optional=spec.endswith("?")) for j, spec in enumerate(specs)]
+    imp.emit(op, irop, xs, op.attrs())
 
 
-@_check("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D")
+@_CHECKS.rule("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D")
 def _check_padding(imp: _Importer, op: _Op) -> str | None:
-    pad = _opt(op, "Padding", 0)
+    pad = op.option("Padding")
     return None if pad in PADDING_TO_IR else f"{op.opname} with padding code {pad}"
 
 
-@_converter("CONV_2D")
+@_CONVERTERS.rule("CONV_2D")
 def _conv(imp: _Importer, op: _Op) -> None:
-    o = op.options()
     x, w, b = imp.weights(op)
     c = imp.g.types[x].shape[3]
     ig = imp.g.types[w].shape[3]
-    attrs = _window(op)
-    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor()))
-    attrs["activation"] = _act(op)
+    attrs = op.attrs()
     attrs["groups"] = c // ig if ig and c % ig == 0 else 1
     imp.emit(op, "conv2d", [x, w, b], attrs)
 
 
-@_converter("DEPTHWISE_CONV_2D")
+@_CONVERTERS.rule("DEPTHWISE_CONV_2D")
 def _depthwise(imp: _Importer, op: _Op) -> None:
-    o = op.options()
     x, w, b = imp.weights(op)
     c = imp.g.types[x].shape[3]
     cm = imp.g.types[w].shape[3]
     # Some converters write depth_multiplier 0 or a stale value; TFLite itself
     # derives it from the shapes, and so do we.
-    attrs = _window(op)
-    attrs["dilations"] = (int(o.DilationHFactor()), int(o.DilationWFactor()))
-    attrs["activation"] = _act(op)
-    attrs["depth_multiplier"] = cm // c if c and cm % c == 0 else int(o.DepthMultiplier())
+    attrs = op.attrs()
+    if c and cm % c == 0:
+        attrs["depth_multiplier"] = cm // c
     imp.emit(op, "depthwise_conv2d", [x, w, b], attrs)
 
 
-@_check("FULLY_CONNECTED")
+@_CHECKS.rule("FULLY_CONNECTED")
 def _check_fc(imp: _Importer, op: _Op) -> str | None:
-    fmt = _opt(op, "WeightsFormat", 0)
+    fmt = op.option("WeightsFormat")
     if fmt != 0:
         return "FULLY_CONNECTED with shuffled weights"
     if len(op.inputs) > 1 and op.inputs[1] != -1 and len(imp.tensors[op.inputs[1]].shape) != 2:
@@ -604,10 +582,10 @@ def _check_fc(imp: _Importer, op: _Op) -> str | None:
     return None
 
 
-@_converter("FULLY_CONNECTED")
+@_CONVERTERS.rule("FULLY_CONNECTED")
 def _fc(imp: _Importer, op: _Op) -> None:
     x, w, b = imp.weights(op)
-    keep = bool(_opt(op, "KeepNumDims", False))
+    keep = bool(op.option("KeepNumDims"))
     xt = imp.g.types[x]
     if not keep and xt.rank != 2:
         # TFLite flattens the input to [-1, I] when keep_num_dims is false.
@@ -616,44 +594,10 @@ def _fc(imp: _Importer, op: _Op) -> None:
         if n_in == 0 or total % n_in:
             raise _Bad(f"FULLY_CONNECTED {op.name!r}: {total} input elements are not a multiple of {n_in}")
         x = imp.helper(op, "reshape", [x], {"shape": (total // n_in, n_in)}, "flatten", xt.quant)
-    imp.emit(op, "fully_connected", [x, w, b], {"activation": _act(op)})
+    imp.emit(op, "fully_connected", [x, w, b], op.attrs())
 
 
-@_converter("AVERAGE_POOL_2D", "MAX_POOL_2D")
-def _pool(imp: _Importer, op: _Op) -> None:
-    o = op.options()
-    attrs = _window(op)
-    attrs["kernel"] = (int(o.FilterHeight()), int(o.FilterWidth()))
-    attrs["activation"] = _act(op)
-    irop = "avg_pool2d" if op.opname == "AVERAGE_POOL_2D" else "max_pool2d"
-    imp.emit(op, irop, [imp.x(op, 0)], attrs)
-
-
-@_converter("ADD", "SUB", "MUL")
-def _binary_act(imp: _Importer, op: _Op) -> None:
-    imp.emit(op, op.opname.lower(), [imp.x(op, 0), imp.x(op, 1)], {"activation": _act(op)})
-
-
-@_converter("MAXIMUM", "MINIMUM")
-def _binary(imp: _Importer, op: _Op) -> None:
-    imp.emit(op, op.opname.lower(), [imp.x(op, 0), imp.x(op, 1)], {})
-
-
-_UNARY = {
-    "LOGISTIC": "sigmoid",
-    "TANH": "tanh",
-    "RELU": "relu",
-    "RELU6": "relu6",
-    "HARD_SWISH": "hard_swish",
-}
-
-
-@_converter(*_UNARY)
-def _unary(imp: _Importer, op: _Op) -> None:
-    imp.emit(op, _UNARY[op.opname], [imp.x(op, 0)], {})
-
-
-@_converter("RESHAPE")
+@_CONVERTERS.rule("RESHAPE")
 def _reshape(imp: _Importer, op: _Op) -> None:
     x = imp.x(op, 0)
     shape: list[int] | None = None
@@ -680,20 +624,14 @@ def _reshape(imp: _Importer, op: _Op) -> None:
     imp.emit(op, "reshape", [x], {"shape": tuple(shape)})
 
 
-@_converter("SOFTMAX")
-def _softmax(imp: _Importer, op: _Op) -> None:
-    beta = float(np.float32(_opt(op, "Beta", 1.0)))
-    imp.emit(op, "softmax", [imp.x(op, 0)], {"axis": -1, "beta": beta})
-
-
-@_converter("QUANTIZE")
+@_CONVERTERS.rule("QUANTIZE")
 def _quantize(imp: _Importer, op: _Op) -> None:
     x = imp.x(op, 0)
     irop = "quantize" if imp.g.types[x].dtype.is_float else "requantize"
     imp.emit(op, irop, [x], {"dtype": imp.tensors[op.outputs[0]].dtype})
 
 
-@_converter("DEQUANTIZE")
+@_CONVERTERS.rule("DEQUANTIZE")
 def _dequantize(imp: _Importer, op: _Op) -> None:
     x = imp.x(op, 0)
     xt = imp.g.types[x]
@@ -703,13 +641,18 @@ def _dequantize(imp: _Importer, op: _Op) -> None:
         imp.emit(op, "dequantize", [x], {"dtype": imp.tensors[op.outputs[0]].dtype})
 
 
-@_check("PAD")
+@_CONVERTERS.rule("CAST")
+def _cast(imp: _Importer, op: _Op) -> None:
+    imp.emit(op, "cast", [imp.x(op, 0)], {"dtype": imp.tensors[op.outputs[0]].dtype})
+
+
+@_CHECKS.rule("PAD")
 def _check_pad(imp: _Importer, op: _Op) -> str | None:
     imp.const_input(op, 1, "paddings")
     return None
 
 
-@_converter("PAD")
+@_CONVERTERS.rule("PAD")
 def _pad(imp: _Importer, op: _Op) -> None:
     pads = imp.const_input(op, 1, "paddings")
     rank = len(imp.shape_of(op, 0))
@@ -718,47 +661,37 @@ def _pad(imp: _Importer, op: _Op) -> None:
     imp.emit(op, "pad", [imp.x(op, 0)], {"pads": tuple(int(v) for v in pads.reshape(-1)), "value": 0.0})
 
 
-@_converter("CONCATENATION")
-def _concat(imp: _Importer, op: _Op) -> None:
-    axis = int(_opt(op, "Axis", 0))
-    xs = [imp.x(op, j) for j in range(len(op.inputs))]
-    if _fused_activation(op):
-        raise _Bad("CONCATENATION with a fused activation")  # rejected by the check before
-    imp.emit(op, "concat", xs, {"axis": axis})
-
-
-@_check("CONCATENATION")
+@_CHECKS.rule("CONCATENATION")
 def _check_concat(imp: _Importer, op: _Op) -> str | None:
     act = _fused_activation(op)
     return f"CONCATENATION with fused {ACT_NAMES.get(act, act)}" if act else None
 
 
-@_check("MEAN")
+@_CHECKS.rule("MEAN")
 def _check_mean(imp: _Importer, op: _Op) -> str | None:
     imp.const_input(op, 1, "axes")
     return None
 
 
-@_converter("MEAN")
+@_CONVERTERS.rule("MEAN")
 def _mean(imp: _Importer, op: _Op) -> None:
     axes = tuple(int(v) for v in imp.const_input(op, 1, "axes").reshape(-1))
-    keep = bool(_opt(op, "KeepDims", False))
-    imp.emit(op, "mean", [imp.x(op, 0)], {"axes": axes, "keepdims": keep})
+    imp.emit(op, "mean", [imp.x(op, 0)], {"axes": axes, **op.attrs()})
 
 
-@_check("TRANSPOSE")
+@_CHECKS.rule("TRANSPOSE")
 def _check_transpose(imp: _Importer, op: _Op) -> str | None:
     imp.const_input(op, 1, "permutation")
     return None
 
 
-@_converter("TRANSPOSE")
+@_CONVERTERS.rule("TRANSPOSE")
 def _transpose(imp: _Importer, op: _Op) -> None:
     perm = tuple(int(v) for v in imp.const_input(op, 1, "permutation").reshape(-1))
     imp.emit(op, "transpose", [imp.x(op, 0)], {"perm": perm})
 
 
-@_check("STRIDED_SLICE")
+@_CHECKS.rule("STRIDED_SLICE")
 def _check_strided_slice(imp: _Importer, op: _Op) -> str | None:
     o = op.options()
     if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
@@ -771,7 +704,7 @@ def _check_strided_slice(imp: _Importer, op: _Op) -> str | None:
     return None
 
 
-@_converter("STRIDED_SLICE")
+@_CONVERTERS.rule("STRIDED_SLICE")
 def _strided_slice(imp: _Importer, op: _Op) -> None:
     o = op.options()
     begin_mask = o.BeginMask() if o is not None else 0

@@ -14,13 +14,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
+from rlx_edge.boards import Board, get_board
+from rlx_edge.data import load_arrays
 from rlx_edge.errors import RlxError
-from rlx_edge.hil.boards import HilBoard, get_hil_board
 from rlx_edge.hil.client import HilClient
 from rlx_edge.hil.faults import FaultProxy
 from rlx_edge.hil.transport import HilError, Transport
@@ -132,23 +132,16 @@ def load_data(
     if data is None:
         return None, None if labels is None else np.asarray(labels)
     if isinstance(data, str | os.PathLike):
-        p = Path(data)
-        if not p.is_file():
-            raise RlxError(f"data file not found: {p}")
-        try:
-            loaded = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise RlxError(f"cannot read {p}: {e}") from e
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                keys = list(loaded.files)
-                xk = next((k for k in ("x", "inputs", "input") if k in keys), keys[0] if len(keys) == 1 else None)
-                if xk is None:
-                    raise RlxError(f"{p}: no array named x or inputs among {keys}")
-                arr = loaded[xk]
-                yk = next((k for k in ("y", "labels", "label") if k in keys), None)
-                if labels is None and yk is not None:
-                    labels = loaded[yk]
+        loaded = load_arrays(data)
+        if isinstance(loaded, dict):
+            keys = list(loaded)
+            xk = next((k for k in ("x", "inputs", "input") if k in keys), keys[0] if len(keys) == 1 else None)
+            if xk is None:
+                raise RlxError(f"{data}: no array named x or inputs among {keys}; name the inputs x")
+            arr = loaded[xk]
+            yk = next((k for k in ("y", "labels", "label") if k in keys), None)
+            if labels is None and yk is not None:
+                labels = loaded[yk]
         else:
             arr = loaded
         samples = list(arr)
@@ -190,7 +183,7 @@ def _progress(stream: TextIO, board: str, k: int, n: int, bad: int, errors: int)
 
 def run_campaign(
     model_graph: Graph | str | os.PathLike,
-    board: str | os.PathLike | HilBoard,
+    board: str | os.PathLike | Board,
     port: str | None = None,
     data: str | os.PathLike | np.ndarray | Sequence[np.ndarray] | None = None,
     labels: Any = None,
@@ -211,7 +204,7 @@ def run_campaign(
     """Runs ``count`` inputs through the model on ``board`` and through the reference; see the module docstring.
 
     ``board``: a board name, a board definition file (``.toml``) or a
-    :class:`HilBoard`. QEMU boards boot the firmware locally unless ``port``
+    :class:`~rlx_edge.boards.Board`. QEMU boards boot the firmware locally unless ``port``
     names a UART to use instead; real boards are flashed (``flash``) with the
     board's tool (or ``flash_tool``) and reached on ``port`` (or the
     definition's). ``data``: inputs (see :func:`load_data`); without it,
@@ -227,8 +220,8 @@ def run_campaign(
     """
     from rlx_edge.frontends import load_model
     from rlx_edge.hil.flash import flash as flash_board
-    from rlx_edge.hil.qemu import QemuBoard
-    from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+    from rlx_edge.hil.qemu import open_uart
+    from rlx_edge.targets.cortexm import QemuBoard, build_model_firmware
     from rlx_edge.targets.reference import run as reference_run
     from rlx_edge.targets.reference.compare import make_inputs
 
@@ -240,7 +233,7 @@ def run_campaign(
     graph = model_graph if isinstance(model_graph, Graph) else load_model(model_graph)
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise RlxError("HIL campaigns handle models with one input and one output")
-    b = get_hil_board(board, port=port)
+    b = get_board(board).with_port(port)
     in_name, out_name = graph.inputs[0], graph.outputs[0]
     out_t = graph.types[out_name]
     out_shape = tuple(int(d) for d in out_t.shape)
@@ -264,16 +257,16 @@ def run_campaign(
         def reference(x: np.ndarray) -> np.ndarray:
             return reference_run(graph, {in_name: x})[out_name]
 
-    url = b.port
+    url = b.console.port
     if url is None and not b.is_qemu:
         raise RlxError(f"board {b.name} needs a serial port: pass --port (e.g. /dev/ttyACM0)")
     if faults is not None and url is not None and not url.startswith("socket://"):
         raise RlxError(f"injecting faults needs QEMU or a socket:// port (a TCP proxy sits in between), not {url}")
-    elf, build = build_model_firmware(graph, b.name, workdir)
+    elf, build = build_model_firmware(graph, b, workdir)
     report = CampaignReport(graph.name, b.name, url or "", requested=len(xs), clock_hz=b.clock_hz)
     qemu = None
     if b.is_qemu and url is None:
-        qemu = QemuBoard(elf, b.name, timeout=max(timeout * 10, 30.0))
+        qemu = QemuBoard(elf, b, timeout=max(timeout * 10, 30.0))
         report.emulated = True
     elif not b.is_qemu and flash:
         flash_board(elf, b, tool=flash_tool, probe=probe)
@@ -285,11 +278,11 @@ def run_campaign(
         if faults is not None:
             upstream = qemu.url if qemu is not None else url
             proxy = FaultProxy(upstream, rate=faults, seed=seed, connect_timeout=max(timeout * 10, 30.0)).start()
-            transport = Transport(proxy.url, baudrate=b.baudrate)
+            transport = Transport(proxy.url, baudrate=b.console.baudrate)
         elif qemu is not None:
-            transport = qemu.connect()
+            transport = open_uart(qemu)
         else:
-            transport = Transport(url, baudrate=b.baudrate)
+            transport = Transport(url, baudrate=b.console.baudrate)
         if qemu is not None:
             report.port = qemu.url
         client = HilClient(transport, timeout=timeout, run_timeout=run_timeout, retries=LINK_RETRIES)

@@ -7,8 +7,11 @@ missing tool and a missing debug probe are clear errors saying what to do.
 - pyOCD: ``pyocd flash -t TARGET [-u PROBE] firmware.elf``, which erases,
   programs, verifies and resets the target.
 - OpenOCD: ``openocd -f IFACE.cfg -f TARGET.cfg -c "program firmware.elf
-  verify reset exit"``; for a RAM image (a board definition with ``ram_image``) the ELF
-  is loaded into SRAM with the core halted and started at its entry point.
+  verify reset exit"``; for a RAM image (a board that ``runs_from_ram``, e.g. a definition
+  file with ``ram_image``) the ELF is loaded into SRAM with the core halted and started at
+  its entry point.
+
+Targets and configuration files come from the board table, :mod:`rlx_edge.boards`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlx_edge.boards import Board, get_board
 from rlx_edge.errors import ToolchainError
-from rlx_edge.hil.boards import HilBoard, get_hil_board
 from rlx_edge.hil.transport import HilError
 
 INSTALL = {
@@ -70,30 +73,30 @@ def _entry_point(elf: Path) -> int:
 
 
 def flash_command(
-    elf: str | os.PathLike, board: str | HilBoard, *, tool: str | None = None, probe: str | None = None
+    elf: str | os.PathLike, board: str | os.PathLike | Board, *, tool: str | None = None, probe: str | None = None
 ) -> list[str]:
     """The command that programs ``elf`` onto ``board`` (and starts it)."""
-    b = get_hil_board(board)
+    b = get_board(board)
     tool = tool or b.flash_tool
     path = Path(elf)
-    if tool == "qemu" or b.is_qemu:
+    if tool == "qemu" or b.flasher is None:
         raise FlashError(f"{b.name} is a QEMU machine: it boots the ELF directly, there is nothing to flash")
     if tool == "pyocd":
-        if not b.pyocd_target:
+        if not b.flasher.pyocd_target:
             raise FlashError(f"board {b.name} names no pyOCD target")
-        argv = ["pyocd", "flash", "-t", b.pyocd_target]
+        argv = ["pyocd", "flash", "-t", b.flasher.pyocd_target]
         if probe:
             argv += ["-u", probe]
         return [*argv, str(path)]
     if tool == "openocd":
-        if not b.openocd_config:
+        if not b.flasher.openocd_config:
             raise FlashError(f"board {b.name} names no OpenOCD configuration")
         argv = ["openocd"]
-        for cfg in b.openocd_config:
+        for cfg in b.flasher.openocd_config:
             argv += ["-f", cfg]
         if probe:
             argv += ["-c", f"adapter serial {probe}"]
-        if b.ram_image:
+        if b.runs_from_ram:
             entry = _entry_point(path)
             return [
                 *argv,
@@ -114,7 +117,7 @@ def flash_command(
 
 def flash(
     elf: str | os.PathLike,
-    board: str | HilBoard,
+    board: str | os.PathLike | Board,
     *,
     tool: str | None = None,
     probe: str | None = None,
@@ -137,7 +140,7 @@ def flash(
         raise FlashError(f"{argv[0]} did not finish within {timeout:g} s: {' '.join(argv)}") from e
     output = (proc.stdout or "") + (proc.stderr or "")
     if proc.returncode != 0:
-        name = get_hil_board(board).name
+        name = get_board(board).name
         if _NO_PROBE.search(output):
             raise NoProbeError(
                 f"{argv[0]} found no debug probe for {name}: is the board connected over USB and powered? "

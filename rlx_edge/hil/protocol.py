@@ -1,6 +1,6 @@
 """The HIL wire protocol: frames, checksums, command payloads (host side).
 
-The firmware's copy is ``rlx_edge/_data/firmware/hil/rlx_hil.h``; a test
+The firmware's copy is ``firmware/hil/rlx_hil.h``; a test
 keeps the numbers here equal to its ``#define``s. A frame (little-endian)::
 
     A5 5A | type | seq | len (u16) | CRC-8 of type..len | payload | CRC-32 of type..payload

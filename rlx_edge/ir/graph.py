@@ -23,8 +23,7 @@ import numpy as np
 
 from rlx_edge.errors import IRError, OpError
 from rlx_edge.ir.dtype import DType, as_dtype, from_numpy
-from rlx_edge.ir.ops import REGISTRY, get_op
-from rlx_edge.ir.ops._registry import OpDef
+from rlx_edge.ir.ops import REGISTRY, OpDef, get_op
 from rlx_edge.ir.shape import Shape
 from rlx_edge.ir.types import QuantParams, TensorType
 

@@ -45,8 +45,7 @@ from rlx_edge._io import atomic_write_bytes
 from rlx_edge.errors import IRError, ModelFileError, one_line, shorten
 from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.graph import STAGES, Graph, Node
-from rlx_edge.ir.ops import REGISTRY
-from rlx_edge.ir.ops._registry import Attr
+from rlx_edge.ir.ops import REGISTRY, Attr
 from rlx_edge.ir.plan.program import Program
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import Shape, as_shape

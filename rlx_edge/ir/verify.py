@@ -17,8 +17,7 @@ import numpy as np
 from rlx_edge.errors import IRError, OpError, RlxError, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import STAGES, Graph, Node, infer_node
-from rlx_edge.ir.ops import get_op
-from rlx_edge.ir.ops._registry import OpDef
+from rlx_edge.ir.ops import OpDef, get_op
 from rlx_edge.ir.types import TensorType
 
 

@@ -8,9 +8,11 @@ streamed, so a generator over a large dataset never has to fit in memory::
     rec = calibrate(graph, x_train[:500], method="entropy")
     rec.save("calib.json")
 
-The graph goes through the default pass pipeline first (``optimize=True``),
-the same one :func:`rlx_edge.quant.ptq.quantize` runs, so the recorded value
-names are those the quantizer looks up.
+The graph goes through the optimizer first (``optimize=True``, by
+:func:`rlx_edge.pipeline.optimize_graph`), the same one
+:func:`rlx_edge.quant.ptq.quantize` runs, so the recorded value names are
+those the quantizer looks up. Give ``optimize=False`` for a graph that came
+out of the optimizer already (the ``quantize`` command optimizes once).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from rlx_edge.data import load_arrays
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.interpret import run
+from rlx_edge.pipeline import PipelineOptions, optimize_graph
 from rlx_edge.quant.observers import Observer, make_observer
 from rlx_edge.quant.record import CalibrationRecord, TensorRange
 
@@ -121,7 +126,7 @@ def count_samples(graph: Graph, data: Any) -> int | None:
 
 def _with_batch(graph: Graph, n: int) -> Graph | None:
     """``graph`` with its leading axis made ``n`` (static 1 or a symbol), or None if that is not safe."""
-    from rlx_edge.ir.passes._rewrite import reinfer
+    from rlx_edge.ir.passes import reinfer
 
     g = graph.copy()
     for name in g.inputs:
@@ -156,8 +161,6 @@ def _runner(graph: Graph, batched: bool = True):
 
     It yields either one dict for the whole batch or one dict per sample.
     """
-    from rlx_edge.targets.reference import run
-
     cache: dict[int, Graph | None] = {}
 
     def one(feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -209,12 +212,7 @@ def calibrate(
     progress:
         Show a progress bar on stderr (default: only when stderr is a terminal).
     """
-    from rlx_edge.ir.passes import optimize as run_passes
-    from rlx_edge.ir.passes.lower_hir import lower_hir
-
-    g = lower_hir(graph) if graph.stage == "hir" else graph
-    if optimize:
-        g, _ = run_passes(g)
+    g, _ = optimize_graph(graph, PipelineOptions(optimize=optimize))
     watched = [v for v in g.inputs if g.types[v].dtype.is_float]
     watched += [o for n in g.nodes for o in n.outputs if g.types[o].dtype.is_float]
     observers: dict[str, Observer] = {}
@@ -240,7 +238,7 @@ def calibrate(
                     axis = arr.ndim - 1 if per_channel and arr.ndim else None
                     observers[v] = make_observer(method, axis=axis, **observer_options)
                 observers[v].update(arr)
-                if arr.ndim:
+                if arr.ndim and arr.size:  # an empty value (zero-size slice) has no channel means
                     flat = arr.reshape(-1, arr.shape[-1]).astype(np.float64)
                     sums[v] = sums.get(v, 0) + flat.sum(axis=0)
                     counts[v] = counts.get(v, 0) + flat.shape[0]
@@ -269,22 +267,13 @@ def calibrate_arrays(graph: Graph, arrays: Mapping[str, np.ndarray] | np.ndarray
     return calibrate(graph, arrays, **kwargs)
 
 
-def load_data(path: str | Path) -> dict[str, np.ndarray] | np.ndarray:
-    """Calibration data from an ``.npz`` (input name -> samples) or ``.npy`` (samples of the one input) file."""
-    p = Path(path)
-    try:
-        if p.suffix == ".npz":
-            with np.load(p, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        return np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise RlxError(f"{p}: cannot read calibration data ({e})") from None
-
-
 def cli_calibrate(
     graph: Graph, data_path: str | Path, out: str | Path, *, method: str = "minmax", per_channel: bool = False
 ) -> CalibrationRecord:
-    """``rlx-edge calibrate MODEL --data D.npz -o REC.json [--method M]``: calibrate and save the record."""
-    rec = calibrate(graph, load_data(data_path), method=method, per_channel=per_channel, progress=True)
+    """``rlx-edge calibrate MODEL --data D.npz -o REC.json [--method M]``: calibrate and save the record.
+
+    ``data_path`` is an ``.npz`` (input name -> samples) or ``.npy`` (samples of the one input) file.
+    """
+    rec = calibrate(graph, load_arrays(data_path), method=method, per_channel=per_channel, progress=True)
     rec.save(out)
     return rec

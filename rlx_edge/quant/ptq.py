@@ -31,46 +31,26 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.errors import RlxError
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.ops import OpDef, get_op
 from rlx_edge.ir.types import QuantParams
+from rlx_edge.pipeline import PipelineOptions, optimize_graph
 from rlx_edge.quant.record import CalibrationRecord
 
 WEIGHTED = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0}  # op -> weight channel axis
-# ops with an integer reference that PTQ puts on the integer path
-QUANT_OPS = frozenset(
-    {
-        *WEIGHTED,
-        "add",
-        "sub",
-        "mul",
-        "relu",
-        "relu6",
-        "clamp",
-        "sigmoid",
-        "tanh",
-        "hard_swish",
-        "reshape",
-        "transpose",
-        "squeeze",
-        "unsqueeze",
-        "slice",
-        "split",
-        "concat",
-        "pad",
-        "avg_pool2d",
-        "max_pool2d",
-        "global_avg_pool",
-        "softmax",
-        "mean",
-    }
-)
-# outputs that must carry their input's parameters (TFLite requires it, the kernels assume it)
-PASS_THROUGH = frozenset(
-    {"reshape", "transpose", "squeeze", "unsqueeze", "slice", "split", "pad", "avg_pool2d", "max_pool2d"}
-)
-PASS_THROUGH_GAP = "global_avg_pool"
-INT8_ONLY = frozenset({"sigmoid", "tanh", "hard_swish"})  # integer references cover int8 only
+# Which ops run on the integer path, which keep their input's parameters and which
+# activation types their kernels take are read off the op declarations (OpDef).
+
+
+def integer_path(op: OpDef) -> bool:
+    """Whether PTQ can put ``op`` on the integer path: it has integer semantics and converts nothing.
+
+    The quantization ops (quantize, dequantize, requantize) move values between
+    the float and integer paths; PTQ inserts them where it needs them.
+    """
+    return op.has_int_reference and op.family != "quant"
 
 
 @dataclass(frozen=True)
@@ -122,7 +102,7 @@ def choose_qparams(lo: float, hi: float, qmin: int, qmax: int) -> tuple[float, i
     err_min = abs(qmin) + abs(rmin / scale)
     err_max = abs(qmax) + abs(rmax / scale)
     zp = zp_from_min if err_min < err_max else zp_from_max
-    zp = int(min(max(float(_round_half_away(np.float64(zp))), qmin), qmax))  # std::round, as TFLite
+    zp = int(min(max(float(fp.round_half_away(np.float64(zp))), qmin), qmax))  # std::round, as TFLite
     return float(np.float32(scale)), zp
 
 
@@ -165,12 +145,8 @@ def quantize_weights(
     scale32 = scale.astype(np.float32)
     bshape = [1] * w.ndim
     bshape[axis] = -1
-    q = np.clip(_round_half_away(w.astype(np.float64) / scale32.astype(np.float64).reshape(bshape)), -qmax, qmax)
+    q = np.clip(fp.round_half_away(w.astype(np.float64) / scale32.astype(np.float64).reshape(bshape)), -qmax, qmax)
     return q.astype(np.int8), scale32
-
-
-def _round_half_away(v: np.ndarray) -> np.ndarray:
-    return np.sign(v) * np.floor(np.abs(v) + 0.5)
 
 
 def dequantize_weights(q: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
@@ -197,9 +173,9 @@ def quantize(
     ----------
     graph:
         A float graph (HIR is lowered). With ``optimize`` (default) it first
-        goes through the default pass pipeline, the same one
-        :func:`rlx_edge.quant.calibrate.calibrate` runs, so value names match
-        the record.
+        goes through the optimizer (:func:`rlx_edge.pipeline.optimize_graph`),
+        as in :func:`rlx_edge.quant.calibrate.calibrate`, so value names match
+        the record; give ``optimize=False`` for a graph optimized already.
     record:
         Calibration ranges of the graph's float values.
     scheme:
@@ -216,14 +192,10 @@ def quantize(
     weight_method:
         ``minmax`` or ``mse`` per-channel weight ranges.
     """
-    from rlx_edge.ir.passes import optimize as run_passes
-    from rlx_edge.ir.passes.lower_hir import lower_hir
     from rlx_edge.ir.verify import verify
 
     sch = get_scheme(scheme)
-    g = lower_hir(graph) if graph.stage == "hir" else graph
-    if optimize:
-        g, _ = run_passes(g)
+    g, _ = optimize_graph(graph, PipelineOptions(optimize=optimize))
     keep = set(keep_float)
     unknown = keep - {n.name for n in g.nodes}
     if unknown:
@@ -265,10 +237,11 @@ class _Quantizer:
         """None when ``node`` runs on the integer path, else why it stays float."""
         if node.name in self.keep:
             return "kept in float (keep_float)"
-        if node.op not in QUANT_OPS:
+        opdef = get_op(node.op)
+        if not integer_path(opdef):
             return f"{node.op} has no integer kernel"
-        if node.op in INT8_ONLY and self.s.act != DType.i8:
-            return f"{node.op} has an integer kernel for int8 only"
+        if self.s.act not in opdef.int_dtypes:
+            return f"{node.op} has an integer kernel for {', '.join(map(str, opdef.int_dtypes))} only"
         if any(self.g.types[o].dtype != DType.f32 for o in node.outputs):
             return "its output is not f32"
         if node.op in WEIGHTED:
@@ -294,7 +267,7 @@ class _Quantizer:
                 qp = QuantParams(1.0 / 128, 0, storage=DType.i8)
             else:
                 qp = QuantParams(1.0 / 256, -128, storage=DType.i8)
-        elif node is not None and node.op in PASS_THROUGH and self.quantized_node(node) is None:
+        elif node is not None and get_op(node.op).passthrough_quant and self.quantized_node(node) is None:
             qp = self.aq(node.inputs[0])
         else:
             lo, hi = self.rec[v].scalar()
@@ -386,7 +359,7 @@ class _Quantizer:
         qn = self.qv[o]
         if qn == o:  # free the name for the dequantize node
             new = self._fresh(f"{o}/q")
-            from rlx_edge.ir.passes._rewrite import rename_value
+            from rlx_edge.ir.passes import rename_value
 
             rename_value(self.out, o, new)
             for n in self.out.nodes:  # a node may not carry the name of a value it does not produce
@@ -434,7 +407,7 @@ class _Quantizer:
             return [xq, wname]
         bscale = (np.float32(s_in) * ws).astype(np.float32)
         info = np.iinfo(self.s.bias.numpy)
-        bq = np.clip(_round_half_away(bias / bscale.astype(np.float64)), info.min, info.max).astype(self.s.bias.numpy)
+        bq = np.clip(fp.round_half_away(bias / bscale.astype(np.float64)), info.min, info.max).astype(self.s.bias.numpy)
         bqp = QuantParams(bscale, np.zeros(out_ch, np.int64), axis=0, storage=self.s.bias)
         bname = self.out.param(self._fresh(f"{b or node.name + '/bias'}/quant"), bq, bqp).name
         return [xq, wname, bname]
@@ -483,24 +456,26 @@ def cli_quantize(
     ``report`` when given. Returns the quantized graph and the report (None
     without ``data``: a record holds ranges, not samples to measure on).
     """
+    from rlx_edge.data import load_arrays
     from rlx_edge.ir.serialize import save
-    from rlx_edge.quant.calibrate import calibrate, load_data
+    from rlx_edge.quant.calibrate import calibrate
     from rlx_edge.quant.report import quantization_report, save_report
 
     if (data is None) == (record is None):
         raise RlxError("give exactly one of --data and --record")
     if report is not None and data is None:
         raise RlxError("--report needs --data (the samples to compare float and quantized outputs on)")
-    arrays = load_data(data) if data is not None else None
-    if record is not None:
-        rec = CalibrationRecord.load(record)
-    else:
-        rec = calibrate(graph, arrays, method=method, progress=True)
-    q = quantize(graph, rec, scheme=scheme, float_interface=float_interface)
+    arrays = load_arrays(data) if data is not None else None
+    rec = CalibrationRecord.load(record) if record is not None else None
+    # The optimizer runs once, here; calibration, quantization and the report all see its result.
+    g, _ = optimize_graph(graph)
+    if rec is None:
+        rec = calibrate(g, arrays, method=method, progress=True, optimize=False)
+    q = quantize(g, rec, scheme=scheme, float_interface=float_interface, optimize=False)
     save(q, out)
     if arrays is None:
         return q, None
-    rep = quantization_report(graph, q, arrays)
+    rep = quantization_report(g, q, arrays, optimize=False)
     if report is not None:
         save_report(rep, report)
     return q, rep

@@ -20,6 +20,7 @@ import numpy as np
 from rlx_edge._io import atomic_write_text
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops.quant import affine_dequantize, affine_quantize
+from rlx_edge.pipeline import PipelineOptions, optimize_graph
 
 
 def _sqnr(sig: float, err: float) -> float | None:
@@ -52,15 +53,13 @@ def quantization_report(
     ``labels`` (one class index per sample) adds float and quantized accuracy.
     Returns a JSON-ready dict: ``layers`` (value, op, sqnr_db), ``outputs``
     (per output: sqnr_db, max_abs_error, mean_abs_error, top1_agreement),
-    ``samples`` and, with labels, ``accuracy``.
+    ``samples`` and, with labels, ``accuracy``. ``float_graph`` goes through
+    the optimizer first, as in quantization, unless ``optimize=False`` (a
+    graph that came out of the optimizer already).
     """
-    from rlx_edge.ir.passes import optimize as run_passes
-    from rlx_edge.ir.passes.lower_hir import lower_hir
     from rlx_edge.quant.calibrate import _runner, iter_batches
 
-    fg = lower_hir(float_graph) if float_graph.stage == "hir" else float_graph
-    if optimize:
-        fg, _ = run_passes(fg)
+    fg, _ = optimize_graph(float_graph, PipelineOptions(optimize=optimize))
     qmeta = quant_graph.metadata.get("quantization", {})
     vmap: dict[str, str] = dict(qmeta.get("values", {}))
     prod = {o: n for n in quant_graph.nodes for o in n.outputs}

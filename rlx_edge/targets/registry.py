@@ -1,74 +1,119 @@
-"""Runnable targets by name, for ``rlx-edge run --target`` and ``compare --against``.
+"""Target families by name: what :func:`rlx_edge.pipeline.to_program` needs from each.
 
-Each entry prepares a graph for one target and returns a function from one
-input dict to the output dict. Entries import their target lazily so that a
-missing optional dependency only matters when that target is asked for.
+Each entry of :data:`FAMILIES` gives a family's rule table and its scratch
+callback; :data:`FAMILY_OF` maps every ``--target`` name to its family.
+Entries import their target lazily so that a missing optional dependency only
+matters when that target is asked for. Runners (a graph on a target, one
+input dict at a time) are in :mod:`rlx_edge.runners`, above ``hil``: the
+QEMU targets speak the HIL protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Container
+from dataclasses import dataclass
 
-import numpy as np
-
+from rlx_edge.boards import QEMU_TARGETS
 from rlx_edge.errors import RlxError
-from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.ops import REGISTRY
+from rlx_edge.ir.prepared import Prepared
 
-Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
-
-
-def _reference(graph: Graph, workdir: Path | None) -> Runner:
-    from rlx_edge.targets.reference import run
-
-    return lambda inputs: run(graph, inputs)
+# What the pipeline (rlx_edge.pipeline.to_program) needs from a target ---------------------------
+TargetScratch = Callable[[Graph, Node, Prepared | None], int]
 
 
-def _cortexm_host(graph: Graph, workdir: Path | None) -> Runner:
-    from rlx_edge.targets.cortexm import compile_host
+@dataclass(frozen=True)
+class TargetSpec:
+    """One target family as the pipeline sees it: the ops it has rules for and its kernels' scratch."""
 
-    return compile_host(graph, workdir).run
-
-
-def _jax(graph: Graph, workdir: Path | None, device: str = "cpu") -> Runner:
-    try:
-        from rlx_edge.targets.jax import compile_jax
-    except ImportError as e:
-        raise RlxError(f"the JAX target is not available here ({e}); pip install 'rlx-edge[jax]'") from None
-    return compile_jax(graph, device=device)  # a batch-1 model takes its own shapes unchanged
+    family: str  # reference, cortexm, fpga or jax
+    rules: Container[str] | None  # None: every op (the reference runs the ops' own references)
+    scratch: TargetScratch | None = None  # bytes of kernel scratch of one node, given its prepared parameters
 
 
-def _qemu(core: str) -> Callable[[Graph, Path | None], Runner]:
-    def prepare(graph: Graph, workdir: Path | None) -> Runner:
-        from rlx_edge.targets.cortexm_fw.flow import QEMU_TARGETS, qemu_runner
+@dataclass(frozen=True)
+class Family:
+    """A target family's entry: how to load its spec (importing the target), and whether it plans an arena."""
 
-        return qemu_runner(graph, QEMU_TARGETS[f"qemu-{core}"], workdir)
-
-    return prepare
-
-
-def _fpga_sim(graph: Graph, workdir: Path | None) -> Runner:
-    try:
-        from rlx_edge.targets.fpga import fpga_runner
-    except ImportError as e:
-        raise RlxError(f"target fpga-sim is not available in this installation ({e})") from None
-    return fpga_runner(graph, workdir)
+    load: Callable[[], TargetSpec]
+    plans: bool = True  # False: the target does not run from an arena plan (jax jits, the FPGA has its own)
 
 
-TARGETS: dict[str, Callable[..., Runner]] = {
-    "reference": _reference,
-    "cortexm-host": _cortexm_host,
-    "qemu-m3": _qemu("m3"),
-    "qemu-m4": _qemu("m4"),
-    "qemu-m33": _qemu("m33"),
-    "qemu-m7": _qemu("m7"),
-    "fpga-sim": _fpga_sim,
-    "jax": _jax,
+def _reference_spec() -> TargetSpec:
+    return TargetSpec("reference", None)
+
+
+def _cortexm_spec() -> TargetSpec:
+    from rlx_edge.targets.cortexm import RULES, scratch_bytes
+
+    return TargetSpec("cortexm", RULES, scratch_bytes)
+
+
+def _fpga_spec() -> TargetSpec:
+    from rlx_edge.targets.fpga.design import ALIAS_OPS, rules
+
+    return TargetSpec("fpga", {*rules, *ALIAS_OPS})
+
+
+def _jax_spec() -> TargetSpec:
+    from rlx_edge.targets.jax import RULES  # the table imports without jax
+
+    return TargetSpec("jax", RULES)
+
+
+FAMILIES: dict[str, Family] = {
+    "reference": Family(_reference_spec),
+    "cortexm": Family(_cortexm_spec),
+    "fpga": Family(_fpga_spec, plans=False),
+    "jax": Family(_jax_spec, plans=False),
+}
+# Each --target name runs one family's rules.
+FAMILY_OF: dict[str, str] = {
+    "reference": "reference",
+    "cortexm-host": "cortexm",
+    **dict.fromkeys(QEMU_TARGETS, "cortexm"),
+    "fpga-sim": "fpga",
+    "jax": "jax",
 }
 
 
-def prepare(target: str, graph: Graph, workdir: str | Path | None = None, **options) -> Runner:
-    """A function running ``graph`` on ``target``, one input dict at a time."""
-    if target not in TARGETS:
-        raise RlxError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
-    return TARGETS[target](graph, None if workdir is None else Path(workdir), **options)
+def family(name: str) -> Family:
+    """The family entry of a ``--target`` name or a family name (nothing is imported)."""
+    fam = FAMILY_OF.get(name, name)
+    if fam not in FAMILIES:
+        raise RlxError(f"unknown target {name!r}; use one of {', '.join([*FAMILY_OF, *FAMILIES])}")
+    return FAMILIES[fam]
+
+
+def target_spec(name: str) -> TargetSpec:
+    """The spec of a ``--target`` name or a family name."""
+    entry = family(name)
+    try:
+        return entry.load()
+    except ImportError as e:
+        raise RlxError(f"target {name} is not available in this installation ({e})") from None
+
+
+def rule_tables() -> dict[str, Container[str]]:
+    """Every family's rule table, by family, for legalization messages (families that cannot import are left out)."""
+    tables: dict[str, Container[str]] = {}
+    for name, entry in FAMILIES.items():
+        try:
+            spec = entry.load()
+        except ImportError:
+            continue
+        tables[name] = _mir_ops() if spec.rules is None else spec.rules
+    return tables
+
+
+def planning_targets() -> str:
+    """The --target names whose family plans an arena, for messages ("reference, cortexm-host or qemu-*")."""
+    names = [n for n, f in FAMILY_OF.items() if FAMILIES[f].plans and n not in QEMU_TARGETS]
+    if any(FAMILIES[FAMILY_OF[q]].plans for q in QEMU_TARGETS):
+        names.append("qemu-*")
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else ", ".join(names)
+
+
+def _mir_ops() -> frozenset[str]:
+    return frozenset(name for name, op in REGISTRY.items() if op.stage == "mir")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from rlx_edge.ir.ops._registry import REGISTRY
+from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.quant.ptq import SCHEMES
 
 
@@ -82,13 +82,14 @@ def _family(
 
 
 def targets_support() -> list[TargetSupport]:
-    """Every target family, in the order of ``rlx_edge.targets.registry.TARGETS``."""
+    """Every target family, in the order of ``rlx_edge.runners.TARGETS``."""
+    from rlx_edge.boards import QEMU_TARGETS
+    from rlx_edge.targets.cortexm import MAX_IO
     from rlx_edge.targets.cortexm import rules as cortexm
-    from rlx_edge.targets.cortexm_fw.flow import MAX_IO, QEMU_TARGETS
     from rlx_edge.targets.fpga import design as fpga
     from rlx_edge.targets.jax import RULES as JAX_RULES
 
-    qemu = tuple(QEMU_TARGETS)
+    qemu = QEMU_TARGETS
     return [
         _family("reference", ("reference",), set(_mir_ops()), None, "any"),
         _family(
@@ -98,7 +99,7 @@ def targets_support() -> list[TargetSupport]:
             cortexm,
             f"any (cortexm-host, compile); up to {MAX_IO} in and {MAX_IO} out (qemu-*, firmware)",
         ),
-        _family("fpga", ("fpga-sim", "fpga"), {*fpga.rules.ops(), *fpga._ALIAS_OPS}, fpga, "any"),
+        _family("fpga", ("fpga-sim", "fpga"), {*fpga.rules, *fpga.ALIAS_OPS}, fpga, "any"),
         _family("jax", ("jax", "eval"), JAX_RULES, None, "any"),
     ]
 

@@ -1,7 +1,8 @@
-"""Building the Cortex-M firmware for every board: flags, memory map, vector table, sizes, errors."""
+"""Building the Cortex-M firmware of ``firmware/`` for every board: flags, memory map, vector table, sizes, errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import subprocess
 from pathlib import Path
@@ -9,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlx_edge.boards import BOARDS, Region, get_board
 from rlx_edge.errors import RlxError, ToolchainError
-from rlx_edge.targets.cortexm_fw import BOARDS, build_firmware, firmware_dir, get_board, size_report
+from rlx_edge.targets.cortexm import build_firmware, firmware_dir, size_report
 
 _spec = importlib.util.spec_from_file_location("_standin", Path(__file__).with_name("_standin.py"))
 _standin = importlib.util.module_from_spec(_spec)
@@ -166,13 +168,50 @@ def test_test_vector_sizes_are_checked(tmp_path):
         )
 
 
-def test_sources_ship_as_package_data():
+def _sections(elf: Path) -> dict[str, tuple[int, int]]:
+    """Allocated sections: name -> (address, size)."""
+    out = {}
+    for line in _tool("arm-none-eabi-readelf", "-S", "-W", str(elf)).splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 7 and parts[0].startswith("[") and "A" in parts[7]:
+            out[parts[1]] = (int(parts[3], 16), int(parts[5], 16))
+    return out
+
+
+@pytest.mark.parametrize("board", sorted(BOARDS))
+def test_sections_lie_in_the_board_tables_regions(elves, board):
+    b = get_board(board)
+    for name, (addr, size) in _sections(elves[board]).items():
+        if name == ".boot2":
+            continue  # the RP2040's boot2, in front of the table's FLASH region (boards/rpi-pico/board.ld)
+        region = b.ram if name in (".data", ".bss", ".stack") else b.flash
+        assert region.origin <= addr and addr + size <= region.end, (name, hex(addr), size)
+
+
+def test_memory_map_comes_from_the_board_table(tmp_path):
+    """A smaller RAM region in the table is what the linker checks the arena against."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.c").write_text((FIXTURES / "standin" / "model.c").read_text())
+    (model / "model.h").write_text(
+        (FIXTURES / "standin" / "model.h").read_text().replace("RLX_ARENA_SIZE 64", "RLX_ARENA_SIZE 40000")
+    )
+    an386 = get_board("qemu-mps2-an386")
+    build_firmware(model, an386, tmp_path / "fits")
+    small = dataclasses.replace(an386, ram=Region(an386.ram.origin, 64 * 1024))
+    with pytest.raises(ToolchainError, match="overflow"):
+        build_firmware(model, small, tmp_path / "too-small")
+    script = (tmp_path / "too-small" / "firmware.gen" / "memory.ld").read_text()
+    assert "RAM   (rwx) : ORIGIN = 0x20000000, LENGTH = 0x10000" in script
+    assert "__stack_size__ = 0x8000;" in script
+
+
+def test_every_board_has_its_sources():
     fw = firmware_dir()
-    assert fw.parts[-2:] == ("_data", "firmware")
-    for name in ("startup.c", "main.c", "sections.ld", "ticks.c", "console.c"):
+    for name in ("startup.c", "main.c", "sections.ld", "ticks.c", "console.c", "rlx_board.h"):
         assert (fw / "runtime" / name).is_file()
-    for board in BOARDS:
-        assert (fw / "boards" / board / "board.ld").is_file()
-        assert (fw / "boards" / board / "README.md").is_file()
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
-    assert '"_data/**/*"' in pyproject
+    assert (fw / "qemu_plugin" / "rlx_icount.c").is_file()
+    for b in BOARDS.values():
+        assert (fw / "boards" / b.name / "README.md").is_file(), b.name
+        for source in (*b.sources, b.boot2, b.linker_extra):
+            assert source is None or (fw / source).is_file(), (b.name, source)

@@ -951,29 +951,27 @@ def _write(m: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
-def test_onnx_safety_net_names_the_node_and_keeps_the_cause(tmp_path: Path, monkeypatch) -> None:
+def test_onnx_safety_net_names_the_node_and_keeps_the_cause(tmp_path: Path) -> None:
     from rlx_edge.frontends._onnx_ops import HANDLERS
 
     def broken(imp: Any, node: onnx.NodeProto, a: dict) -> None:
         raise KeyError("lost")
 
-    monkeypatch.setitem(HANDLERS, "Relu", broken)
     path = _write(_onnx_base(), tmp_path / "m.onnx")
-    with pytest.raises(ModelFileError) as err:
+    with HANDLERS.replaced("Relu", broken), pytest.raises(ModelFileError) as err:
         load_model(path)
     assert str(err.value) == f"{path}: node relu (Relu): cannot be imported, the node is malformed (KeyError: 'lost')"
     assert isinstance(err.value.__cause__, KeyError)
 
 
-def test_onnx_safety_net_is_narrow(tmp_path: Path, monkeypatch) -> None:
+def test_onnx_safety_net_is_narrow(tmp_path: Path) -> None:
     # an error type that only a bug of ours raises keeps its traceback
     from rlx_edge.frontends._onnx_ops import HANDLERS
 
     def buggy(imp: Any, node: onnx.NodeProto, a: dict) -> None:
         raise AttributeError("a bug")
 
-    monkeypatch.setitem(HANDLERS, "Relu", buggy)
-    with pytest.raises(AttributeError, match="a bug"):
+    with HANDLERS.replaced("Relu", buggy), pytest.raises(AttributeError, match="a bug"):
         load_model(_write(_onnx_base(), tmp_path / "m.onnx"))
 
 

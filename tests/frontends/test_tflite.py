@@ -13,8 +13,8 @@ from rlx_edge.errors import ModelFileError, UnsupportedOpError
 from rlx_edge.frontends import load_model
 from rlx_edge.frontends._tflite_export import _OpOut, _Writer
 from rlx_edge.frontends._tflite_schema import OP_CODES
-from rlx_edge.frontends._tflm import TflmError, TflmModel, tflm_arena_bytes
 from rlx_edge.frontends.tflite import export_tflite, load_tflite, load_tflite_bytes, to_tflite_bytes
+from rlx_edge.frontends.tflm import TflmError, TflmModel, tflm_arena_bytes
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.inspect import summary

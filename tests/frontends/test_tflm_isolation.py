@@ -13,8 +13,8 @@ import pytest
 
 from modelfiles import MLPERF, TFLM
 from rlx_edge.errors import RlxError
-from rlx_edge.frontends import _tflm
-from rlx_edge.frontends._tflm import HYBRID_MESSAGE, TflmError, TflmModel, find_hybrid_operator, run_tflm
+from rlx_edge.frontends import tflm
+from rlx_edge.frontends.tflm import HYBRID_MESSAGE, TflmError, TflmModel, find_hybrid_operator, run_tflm
 
 AD01 = MLPERF / "ad01_int8.tflite"
 
@@ -71,7 +71,7 @@ def test_hybrid_models_are_found_up_front() -> None:
 
 
 def test_tflite_micros_own_hybrid_refusal_gets_the_same_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tflm, "find_hybrid_operator", lambda data, source: None)
+    monkeypatch.setattr(tflm, "find_hybrid_operator", lambda data, source: None)
     with pytest.raises(TflmError, match=f"^hyb: {re.escape(HYBRID_MESSAGE)}$"):
         TflmModel((MLPERF / "kws_ref_model_float32.tflite").read_bytes(), name="hyb")
 

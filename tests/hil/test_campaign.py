@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from modelfiles import MLPERF
+from rlx_edge.boards import get_board
 from rlx_edge.errors import RlxError
 from rlx_edge.frontends.tflite import load_tflite
-from rlx_edge.hil.boards import BUILTIN
 from rlx_edge.hil.campaign import load_data, run_campaign
-from rlx_edge.hil.qemu import QemuBoard
 from rlx_edge.hil.transport import HilError
-from rlx_edge.targets.cortexm_fw import build_firmware
+from rlx_edge.targets.cortexm import QemuBoard, build_firmware
 from rlx_edge.targets.reference import run
 
 MODEL = MLPERF / "ad01_int8.tflite"
@@ -84,8 +83,9 @@ def test_wrong_firmware_on_the_port_is_detected(graph, cache, tmp_path):
 
 def test_argument_errors(graph, tmp_path):
     with pytest.raises(RlxError, match="needs a serial port"):
-        run_campaign(graph, replace(BUILTIN["nucleo-l4r5zi"], port=None), count=1)
-    with pytest.raises(RlxError, match="data file not found"):
+        nucleo = get_board("nucleo-l4r5zi")
+        run_campaign(graph, replace(nucleo, console=replace(nucleo.console, port=None)), count=1)
+    with pytest.raises(RlxError, match=r"missing\.npz: no such file"):
         run_campaign(graph, BOARD, data=tmp_path / "missing.npz")
     np.save(tmp_path / "bad.npy", np.zeros((2, 10), np.int8))
     with pytest.raises(RlxError, match="sample 0 has 10 elements"):

@@ -18,9 +18,8 @@ import pytest
 
 from rlx_edge.hil.client import HilClient
 from rlx_edge.hil.faults import FAULT_KINDS, FaultProxy
-from rlx_edge.hil.qemu import QemuBoard
 from rlx_edge.hil.transport import HilError, HilTimeout
-from rlx_edge.targets.cortexm_fw import build_firmware
+from rlx_edge.targets.cortexm import QemuBoard, build_firmware
 
 _spec = importlib.util.spec_from_file_location(
     "_standin", Path(__file__).resolve().parents[1] / "firmware" / "_standin.py"

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from rlx_edge.boards import get_board
 from rlx_edge.errors import ToolchainError
-from rlx_edge.hil.boards import BUILTIN, get_hil_board, load_board_file
 from rlx_edge.hil.flash import FlashError, NoProbeError, flash, flash_command
-from rlx_edge.targets.cortexm_fw import build_firmware
+from rlx_edge.targets.cortexm import build_firmware
+from rlx_edge.targets.cortexm.firmware import symbols
 
 FIXTURES = Path(__file__).resolve().parents[1] / "firmware" / "fixtures"
-HIL_BOARDS = Path(__file__).resolve().parents[2] / "hil" / "boards"
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +54,14 @@ def test_pico_flash_image_is_programmed(elves):
 
 
 def test_ram_image_is_loaded_and_started_at_its_entry(elves):
-    # A board definition may declare a RAM image (loaded over SWD, never flashed).
+    # A board may run from RAM (loaded over SWD, never flashed); a definition file says so with ram_image.
     elf = elves["rpi-pico"]
-    board = dataclasses.replace(get_hil_board("rpi-pico"), ram_image=True)
+    board = dataclasses.replace(get_board("rpi-pico"), runs_from_ram=True)
     argv = flash(elf, board, dry_run=True).argv
     assert argv[:5] == ["openocd", "-f", "interface/cmsis-dap.cfg", "-f", "target/rp2040.cfg"]
     cmds = argv[6::2]
     assert cmds[:3] == ["init", "reset halt", f"load_image {elf}"]
     # The entry point is Reset_Handler's address, Thumb bit cleared.
-    from rlx_edge.hil.qemu import symbols
-
     entry = symbols(elf)["Reset_Handler"][0]
     assert entry % 2 == 0
     assert cmds[3] == f"resume {entry:#x}"
@@ -129,22 +127,3 @@ def test_tool_failure_and_success(elves, tmp_path, monkeypatch):
 def test_missing_firmware(tmp_path):
     with pytest.raises(FlashError, match="firmware not found"):
         flash(tmp_path / "nope.elf", "nucleo-l4r5zi", dry_run=True)
-
-
-def test_board_files_agree_with_the_builtin_definitions():
-    files = sorted(HIL_BOARDS.glob("*.toml"))
-    assert {p.stem for p in files} == set(BUILTIN)
-    for p in files:
-        assert load_board_file(p) == BUILTIN[p.stem], p.name
-
-
-def test_board_definition_errors(tmp_path):
-    p = tmp_path / "b.toml"
-    p.write_text('name = "qemu-mps2-an386"\ncore = "cortex-m4"\n[flash]\ntool = "jlink"\n')
-    with pytest.raises(Exception, match="flash tool 'jlink'"):
-        load_board_file(p)
-    p.write_text('core = "cortex-m4"\n')
-    with pytest.raises(Exception, match="missing or bad field"):
-        load_board_file(p)
-    assert get_hil_board("qemu-m3").name == "qemu-mps2-an385"
-    assert get_hil_board("nucleo-l4r5zi", port="/dev/ttyUSB3").port == "/dev/ttyUSB3"

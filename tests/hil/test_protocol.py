@@ -13,7 +13,7 @@ import pytest
 from rlx_edge.hil import protocol as P
 from rlx_edge.hil.client import HilClient, HilProtocolError
 from rlx_edge.hil.transport import HilLinkError, HilTimeout
-from rlx_edge.targets.cortexm_fw import firmware_dir
+from rlx_edge.targets.cortexm import firmware_dir
 
 
 def test_c_header_agrees_with_python():

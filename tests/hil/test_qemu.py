@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from pathlib import Path
@@ -9,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlx_edge.boards import get_board
 from rlx_edge.errors import RlxError, ToolchainError
-from rlx_edge.hil.qemu import QemuError, QemuSession, QemuTimeout, run_firmware, run_qemu
-from rlx_edge.targets.cortexm_fw import build_firmware
+from rlx_edge.hil.qemu import QemuSession, run_qemu
+from rlx_edge.targets.cortexm import QemuError, QemuTimeout, build_firmware, run_firmware
 
 _spec = importlib.util.spec_from_file_location(
     "_standin", Path(__file__).resolve().parents[1] / "firmware" / "_standin.py"
@@ -84,6 +86,14 @@ def test_session_exit_status_and_banner(build):
         assert r.output == reference(np.arange(16, dtype=np.int8)).tobytes()
         assert s.exit(7) == 7
     assert s.returncode == 7
+
+
+def test_clock_comes_from_the_board_table(tmp_path):
+    """The firmware reports the table's clock (BOARD_CORE_HZ), whatever the board's."""
+    for board in (get_board("qemu-m33"), dataclasses.replace(get_board("qemu-m33"), clock_hz=10_000_000)):
+        with QemuSession(build_firmware(FIXTURES / "standin", board, tmp_path / str(board.clock_hz)), board) as s:
+            assert s.info.core_hz == board.clock_hz
+            assert s.exit(0) == 0
 
 
 @pytest.mark.parametrize("board", ["qemu-mps2-an386", "qemu-mps2-an505"])

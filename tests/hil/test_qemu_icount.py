@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from rlx_edge.errors import RlxError, ToolchainError
-from rlx_edge.hil.qemu import build_plugin, count_instructions, count_instructions_many, symbols
-from rlx_edge.targets.cortexm_fw import build_firmware
+from rlx_edge.hil.qemu import count_instructions, count_instructions_many
+from rlx_edge.targets.cortexm import build_firmware
+from rlx_edge.targets.cortexm.firmware import symbols
+from rlx_edge.targets.cortexm.qemu import build_plugin
 
 FIXTURES = Path(__file__).resolve().parents[1] / "firmware" / "fixtures"
 QEMU_BOARDS = ["qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps2-an500", "qemu-mps2-an505"]

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from modelfiles import MLPERF
+from rlx_edge.boards import get_board
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.qemu import count_instructions_many, run_qemu
-from rlx_edge.targets.cortexm import compile_project
-from rlx_edge.targets.cortexm_fw import build_firmware, get_board, size_report
+from rlx_edge.targets.cortexm import build_firmware, compile_project, size_report
 from rlx_edge.targets.reference import run
 
 KWS_MACS = 2_656_768

@@ -7,8 +7,8 @@ import pytest
 
 from modelfiles import MLPERF
 from rlx_edge.errors import RlxError
-from rlx_edge.frontends._tflm import TflmModel
 from rlx_edge.frontends.tflite import load_tflite, to_tflite_bytes
+from rlx_edge.frontends.tflm import TflmModel
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.models import build_digits_cnn
@@ -99,6 +99,25 @@ def test_bias_correction_removes_the_mean_shift():
         diff = [run(q, d[None])["y"] - run(g, d[None])["y"] for d in data[:64]]
         errs[bc] = float(np.abs(np.mean(diff, axis=0)).mean())
     assert errs[True] < 0.5 * errs[False]
+
+
+def test_what_ptq_quantizes_comes_from_the_op_declarations():
+    # global_avg_pool's integer kernel averages stored values: its output must keep
+    # the input's parameters (declared passthrough_quant), or the result is rescaled wrongly
+    rng = np.random.default_rng(2)
+    g = Graph("gap")
+    y = g.global_avg_pool(g.relu(g.input("x", (1, 6, 6, 3)), name="act"), name="gap")
+    g.output(g.sigmoid(g.reshape(y, shape=(1, 3), name="flat"), name="out"))
+    data = rng.standard_normal((16, 6, 6, 3)).astype(np.float32)
+    rec = calibrate(g, data)
+    q = quantize(g, rec, float_interface=True)
+    assert q.types["gap"].quant == q.types["act"].quant == q.types["flat"].quant
+    for x in data[:4]:
+        np.testing.assert_allclose(run(q, x[None])["out"], run(g, x[None])["out"], atol=0.02)
+    # sigmoid's integer kernel is declared int8-only: int16x8 keeps it in float
+    q16 = quantize(g, rec, scheme="int16x8")
+    assert q16.metadata["quantization"]["float_nodes"] == {"out": "sigmoid has an integer kernel for i8 only"}
+    assert q16.types["gap"].dtype == DType.i16
 
 
 def test_weights_quantizer():

@@ -9,7 +9,7 @@ from rlx_edge.cli import main
 from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
-from rlx_edge.targets.registry import TARGETS
+from rlx_edge.runners import TARGETS
 from rlx_edge.targets.support import support_table, targets_support
 
 

@@ -9,9 +9,33 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+# The registry, and the shape and dtype helpers that passes, frontends and targets share with the op declarations.
+from rlx_edge.ir.ops._common import (
+    elementwise_dtype,
+    finish,
+    norm_axes,
+    norm_axis,
+    same_pads,
+    window_pads,
+    window_shape,
+)
 from rlx_edge.ir.ops._registry import REGISTRY, Attr, OpDef, QContext, defop, get_op
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
     importlib.import_module(f"{__name__}.{_mod}")
 
-__all__ = ["REGISTRY", "Attr", "OpDef", "QContext", "defop", "get_op"]
+__all__ = [
+    "REGISTRY",
+    "Attr",
+    "OpDef",
+    "QContext",
+    "defop",
+    "elementwise_dtype",
+    "finish",
+    "get_op",
+    "norm_axes",
+    "norm_axis",
+    "same_pads",
+    "window_pads",
+    "window_shape",
+]

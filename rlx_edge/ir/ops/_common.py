@@ -6,6 +6,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rlx_edge.errors import OpError
+from rlx_edge.ir import fixedpoint
 from rlx_edge.ir.dtype import DType, promote
 from rlx_edge.ir.ops._registry import Attr
 from rlx_edge.ir.shape import Dim, static_dim
@@ -159,9 +160,12 @@ def apply_activation(y: np.ndarray, activation: str) -> np.ndarray:
 
 
 def finish(y: np.ndarray, dtype: DType) -> np.ndarray:
-    """Cast a float reference result to the op's output dtype."""
+    """Cast a float result to the op's output dtype (bf16: rounded, held as float32); numpy or jax."""
     from rlx_edge.ir.dtype import round_to_bf16
 
+    xp = fixedpoint.namespace(y)
+    if xp is not np:  # jax rounds to bfloat16 the same way (nearest, ties to even) in its own cast
+        return y.astype(xp.bfloat16).astype(xp.float32) if dtype == DType.bf16 else y.astype(dtype.numpy)
     if dtype == DType.bf16:
         return round_to_bf16(y.astype(np.float32))
     return np.asarray(y).astype(dtype.numpy, copy=False)

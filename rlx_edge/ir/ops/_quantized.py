@@ -9,11 +9,13 @@ eval-time helpers take arrays of the inputs' namespace (numpy or jax.numpy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from rlx_edge.ir import fixedpoint as fp
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.types import QuantParams
 
 
@@ -68,6 +70,19 @@ def quantize_bound(f: float, s: float, zp: int) -> int:
     return zp + int(fp.round_half_away(np.float32(f) / np.float32(s)))
 
 
+def byte_table(eval_fn: Callable[..., Any], params: dict, in_dtype: Any, **attrs: Any) -> np.ndarray | None:
+    """A unary op's ``eval`` on every value of a one-byte input, indexed by bit pattern (uint8).
+
+    Prepare stores it for kernels that look the op up instead of computing
+    it; None where the input is wider than a byte.
+    """
+    dt = np.dtype(in_dtype)
+    if dt.kind not in "iu" or dt.itemsize != 1:
+        return None
+    values = np.arange(256, dtype=np.uint8).view(dt)
+    return np.asarray(eval_fn(Prepared(params), values, **attrs)).reshape(256)
+
+
 # eval time ---------------------------------------------------------------------------------
 def clamp_cast(v: Any, lo: int, hi: int, dtype: Any) -> Any:
     xp = fp.namespace(v)
@@ -88,6 +103,7 @@ def finish_acc(acc: Any, mult: Any, shift: Any, wide: bool, out_zp: int, lo: int
 
 __all__ = [
     "activation_clamp",
+    "byte_table",
     "channel_broadcast",
     "channel_multipliers",
     "clamp_cast",

@@ -2,8 +2,9 @@
 
 An op declaration names its inputs and typed attributes; decorators attach
 its type inference, its float reference (numpy), optionally its integer
-reference (quantized semantics), its MAC count and, for HIR block ops, its
-lowering to MIR::
+semantics split as TFLite Micro splits kernels (``prepare``: the frozen
+integer parameters, once per node; ``eval``: the arithmetic with them), its
+MAC count and, for HIR block ops, its lowering to MIR::
 
     conv2d = defop("conv2d", family="conv", inputs=("x", "w", "b?"),
                    attrs={"strides": Attr("ints", (1, 1)), ...})
@@ -13,6 +14,12 @@ lowering to MIR::
 
     @conv2d.reference
     def _(x, w, b, *, strides, ...): -> np.ndarray
+
+    @conv2d.prepare
+    def _(ctx: QContext, *, strides, ...): -> dict   # multipliers, shifts, clamps...
+
+    @conv2d.eval
+    def _(p: Prepared, x, w, b, *, strides, ...): -> np.ndarray
 
 Inputs marked ``name?`` are optional (``None`` when absent); ``*name`` is
 variadic (any number, at least one). Targets never touch this table; they
@@ -139,9 +146,15 @@ class OpDef:
     inplace: bool = False  # output may reuse the first input's memory (elementwise)
     typed: bool = False  # reference needs the node's types (QContext) as first argument
     view: bool = False  # output is the first input's bytes with another shape (reshape)
+    # Quantized, the output has the first input's quantization parameters: the integer
+    # kernel moves or picks stored values and never rescales (TFLite requires it of
+    # reshape, pooling, pad...). PTQ gives such outputs their input's parameters.
+    passthrough_quant: bool = False
+    # Activation storage types the integer semantics cover; PTQ keeps the op in float
+    # under a scheme whose activations are of another type.
+    int_dtypes: tuple[DType, ...] = (DType.i8, DType.i16)
     _infer: Callable | None = field(default=None, repr=False)
     _reference: Callable | None = field(default=None, repr=False)
-    _int_reference: Callable | None = field(default=None, repr=False)
     _prepare: Callable | None = field(default=None, repr=False)
     _eval: Callable | None = field(default=None, repr=False)
     _macs: Callable | None = field(default=None, repr=False)
@@ -155,10 +168,6 @@ class OpDef:
 
     def reference(self, fn: Callable) -> Callable:
         self._reference = fn
-        return fn
-
-    def int_reference(self, fn: Callable) -> Callable:
-        self._int_reference = fn
         return fn
 
     def prepare(self, fn: Callable) -> Callable:
@@ -223,7 +232,7 @@ class OpDef:
 
     @property
     def has_int_reference(self) -> bool:
-        return self._eval is not None or self._int_reference is not None
+        return self._eval is not None
 
     @property
     def has_prepare(self) -> bool:
@@ -321,14 +330,9 @@ class OpDef:
         params: Prepared | None = None,
     ) -> tuple[np.ndarray, ...]:
         """Integer semantics of one node: ``eval(prepare(ctx))``, or ``params`` prepared earlier."""
-        if self._eval is not None:
-            if params is None:
-                params = self.prepare_node(ctx, attrs)
-            return self.run_eval(params, inputs, attrs)
-        if self._int_reference is None:
-            raise NotImplementedError(f"op {self.name} has no integer reference")
-        out = self._int_reference(ctx, *self._pad_inputs(inputs), **attrs)
-        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if params is None:
+            params = self.prepare_node(ctx, attrs)
+        return self.run_eval(params, inputs, attrs)
 
     def count_macs(self, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType], attrs: dict) -> int:
         if self._macs is None:
@@ -350,6 +354,8 @@ def defop(
     inplace: bool = False,
     typed: bool = False,
     view: bool = False,
+    passthrough_quant: bool = False,
+    int_dtypes: tuple[str | DType, ...] = ("i8", "i16"),
     doc: str = "",
 ) -> OpDef:
     """Declare an op. Declaring the same name twice is a programming error."""
@@ -365,6 +371,8 @@ def defop(
         inplace=inplace,
         typed=typed,
         view=view,
+        passthrough_quant=passthrough_quant or view,  # a view's bytes are its input's: nothing can rescale
+        int_dtypes=tuple(as_dtype(d) for d in int_dtypes),
         doc=doc,
     )
     REGISTRY[name] = op

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, compute_dtype, finish, rand_float, rand_shape
-from rlx_edge.ir.ops._registry import Attr, OpDef, defop
+from rlx_edge.ir.ops._quantized import byte_table, clamp_cast, quantize_bound, scalar_params, storage_range
+from rlx_edge.ir.ops._registry import Attr, OpDef, QContext, defop
 from rlx_edge.ir.types import TensorType
 
 
-def _unary(name: str, fn, *, attrs: dict | None = None, float_only: bool = True, doc: str) -> OpDef:
+def _unary(
+    name: str, fn, *, attrs: dict | None = None, float_only: bool = True, int_dtypes=("i8", "i16"), doc: str
+) -> OpDef:
     """Declare one shape-preserving unary op."""
-    op = defop(name, family="activation", inputs=("x",), attrs=attrs or {}, inplace=True, doc=doc)
+    op = defop(
+        name, family="activation", inputs=("x",), attrs=attrs or {}, inplace=True, int_dtypes=int_dtypes, doc=doc
+    )
 
     @op.infer
     def _infer(x, **kw):
@@ -69,8 +78,11 @@ clamp = _unary(
     float_only=False,
     doc="min(max(x, min), max)",
 )
-sigmoid = _unary("sigmoid", lambda x: 1 / (1 + np.exp(-x)), doc="1 / (1 + exp(-x)) (TFLite LOGISTIC)")
-tanh = _unary("tanh", np.tanh, doc="tanh(x)")
+# The integer kernels of these three are TFLite Micro's int8 ones.
+sigmoid = _unary(
+    "sigmoid", lambda x: 1 / (1 + np.exp(-x)), int_dtypes=("i8",), doc="1 / (1 + exp(-x)) (TFLite LOGISTIC)"
+)
+tanh = _unary("tanh", np.tanh, int_dtypes=("i8",), doc="tanh(x)")
 gelu = _unary(
     "gelu",
     _gelu,
@@ -78,59 +90,174 @@ gelu = _unary(
     doc="x * Phi(x), exact (erf) or the tanh approximation",
 )
 silu = _unary("silu", lambda x: x / (1 + np.exp(-x)), doc="x * sigmoid(x)")
-hard_swish = _unary("hard_swish", lambda x: x * np.clip(x + 3, 0, 6) / 6, doc="x * relu6(x + 3) / 6")
+hard_swish = _unary(
+    "hard_swish", lambda x: x * np.clip(x + 3, 0, 6) / 6, int_dtypes=("i8",), doc="x * relu6(x + 3) / 6"
+)
 
 
 # integer semantics ------------------------------------------------------------------
-# TFLite Micro's quantized activations (rlx_edge.quant.intkernels, imported
-# lazily: the quant package builds on the IR types).
-def _unary_int_args(ctx) -> dict:
-    return {"x_q": ctx.in_types[0].quant, "y_q": ctx.out_types[0].quant, "out_dtype": ctx.out_types[0].dtype.numpy}
+# TFLite Micro's quantized activations, split as its kernels are: prepare
+# computes multipliers, shifts and clamps once from the scales, eval only does
+# integer math (in numpy or jax.numpy). Every prepare also stores the op as a
+# 256-entry table for byte inputs, which the Cortex-M kernel looks up.
+def _rescale_clamp_params(ctx: QContext, lo_real: float, hi_real: float) -> dict:
+    """TFLite's ReluQuantized generalized to any [lo, hi]: rescale to the output, then clamp.
+
+    The real bounds are quantized on the output grid (infinite ones are the
+    storage limits). Equal input and output parameters skip the rescale; its
+    multiplier is then the identity (1 << 30, shift 1), for hardware that
+    always multiplies.
+    """
+    s_x, zp_x = scalar_params(ctx.in_types[0].quant, "input")
+    s_y, zp_y = scalar_params(ctx.out_types[0].quant, "output")
+    dtype = ctx.out_types[0].dtype.numpy
+    qlo, qhi = storage_range(dtype)
+    lo = qlo if not np.isfinite(lo_real) else max(qlo, quantize_bound(lo_real, s_y, zp_y))
+    hi = qhi if not np.isfinite(hi_real) else min(qhi, quantize_bound(hi_real, s_y, zp_y))
+    identity = s_x == s_y and zp_x == zp_y
+    mult, shift = (1 << 30, 1) if identity else fp.quantize_multiplier(float(s_x) / float(s_y))
+    p = {
+        "in_zp": zp_x, "identity": identity, "mult": mult, "shift": shift, "out_zp": zp_y,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+    p["table"] = byte_table(_rescale_clamp_eval, p, ctx.in_types[0].dtype.numpy)
+    return p
 
 
-@relu.int_reference
-def _relu_int(ctx, x):
-    from rlx_edge.quant import intkernels
-
-    return intkernels.relu_like(x, lo_real=0.0, hi_real=float("inf"), **_unary_int_args(ctx))
-
-
-@relu6.int_reference
-def _relu6_int(ctx, x):
-    from rlx_edge.quant import intkernels
-
-    return intkernels.relu_like(x, lo_real=0.0, hi_real=6.0, **_unary_int_args(ctx))
+def _rescale_clamp_eval(p, x, **attrs):
+    xp = fp.namespace(x)
+    y = x.astype(xp.int64)
+    if not p.identity:
+        y = p.out_zp + fp.multiply_by_quantized_multiplier(y - p.in_zp, p.mult, p.shift)
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)
 
 
-@clamp.int_reference
-def _clamp_int(ctx, x, min, max):  # the attribute names of the op
-    from rlx_edge.quant import intkernels
-
-    return intkernels.relu_like(x, lo_real=min, hi_real=max, **_unary_int_args(ctx))
+@relu.prepare
+def _relu_prepare(ctx: QContext) -> dict:
+    return _rescale_clamp_params(ctx, 0.0, float("inf"))
 
 
-@sigmoid.int_reference
-def _sigmoid_int(ctx, x):
-    from rlx_edge.quant import intkernels
-
-    if x.dtype != np.int8:
-        raise NotImplementedError(f"sigmoid: integer reference covers int8, not {x.dtype}")
-    return intkernels.sigmoid_int8(x, x_q=ctx.in_types[0].quant)
+@relu6.prepare
+def _relu6_prepare(ctx: QContext) -> dict:
+    return _rescale_clamp_params(ctx, 0.0, 6.0)
 
 
-@tanh.int_reference
-def _tanh_int(ctx, x):
-    from rlx_edge.quant import intkernels
-
-    if x.dtype != np.int8:
-        raise NotImplementedError(f"tanh: integer reference covers int8, not {x.dtype}")
-    return intkernels.tanh_int8(x, x_q=ctx.in_types[0].quant)
+@clamp.prepare
+def _clamp_prepare(ctx: QContext, min: float, max: float) -> dict:  # the attribute names of the op
+    return _rescale_clamp_params(ctx, min, max)
 
 
-@hard_swish.int_reference
-def _hard_swish_int(ctx, x):
-    from rlx_edge.quant import intkernels
+relu.eval(_rescale_clamp_eval)
+relu6.eval(_rescale_clamp_eval)
+clamp.eval(_rescale_clamp_eval)
 
-    if x.dtype != np.int8:
-        raise NotImplementedError(f"hard_swish: integer reference covers int8, not {x.dtype}")
-    return intkernels.hard_swish_int8(x, **_unary_int_args(ctx))
+
+def _declared_int_input(op: OpDef, ctx: QContext) -> None:
+    """The input is one of the integer types the op declares a kernel for (``int_dtypes``)."""
+    dtype = ctx.in_types[0].dtype
+    if dtype not in op.int_dtypes:
+        have = ", ".join(map(str, op.int_dtypes))
+        raise UnsupportedOpError(f"node {ctx.node!r} ({op.name}): the integer kernel takes {have} inputs, not {dtype}")
+
+
+# logistic / tanh: gemmlowp fixed point on the input in Q4.27
+_INPUT_INTEGER_BITS = 4
+
+
+def _sigmoid_tanh_prepare(op: OpDef, eval_fn):
+    def prepare(ctx: QContext) -> dict:
+        """Input multiplier, shift and range radius as TFLite's int8 logistic/tanh Prepare.
+
+        The multiplier comes from frexp without QuantizeMultiplier's carry
+        handling (it wraps in int32 where the mantissa rounds up to 2**31),
+        exactly as the kernels compute it.
+        """
+        _declared_int_input(op, ctx)
+        s_x, zp_x = scalar_params(ctx.in_types[0].quant, f"{op.name} input")
+        mant, shift = math.frexp(float(s_x) * float(1 << (31 - _INPUT_INTEGER_BITS)))
+        mult = int(fp.wrap_int32(int(fp.round_half_away(np.float64(mant * 2.0**31)))))
+        radius = fp.calculate_input_radius(_INPUT_INTEGER_BITS, shift, 31)
+        p = {"in_zp": zp_x, "mult": mult, "shift": shift, "radius": radius}
+        p["table"] = byte_table(eval_fn, p, np.int8)
+        return p
+
+    return prepare
+
+
+def _saturate_outside_radius(v, out, radius: int):
+    """Inputs at least ``radius`` from the zero point give the int8 limits (the kernels' shortcut)."""
+    xp = fp.namespace(v, out)
+    return xp.where(v <= -radius, -128, xp.where(v >= radius, 127, out)).astype(xp.int8)
+
+
+@sigmoid.eval
+def _sigmoid_eval(p, x):
+    """Output scale 1/256, zero point -128, as the kernel assumes."""
+    xp = fp.namespace(x)
+    v = x.astype(xp.int64) - p.in_zp
+    q4 = fp.multiply_by_quantized_multiplier(v, p.mult, p.shift)
+    out = fp.rounding_divide_by_pot(fp.logistic_fixed(q4, _INPUT_INTEGER_BITS), 31 - 8)
+    return _saturate_outside_radius(v, xp.clip(out - 128, -128, 127), p.radius)
+
+
+@tanh.eval
+def _tanh_eval(p, x):
+    """Output scale 1/128, zero point 0, as the kernel assumes."""
+    xp = fp.namespace(x)
+    v = x.astype(xp.int64) - p.in_zp
+    q4 = fp.multiply_by_quantized_multiplier(v, p.mult, p.shift)
+    out = fp.rounding_divide_by_pot(fp.tanh_fixed(q4, _INPUT_INTEGER_BITS), 31 - 7)
+    return _saturate_outside_radius(v, xp.clip(out, -128, 127), p.radius)
+
+
+sigmoid.prepare(_sigmoid_tanh_prepare(sigmoid, _sigmoid_eval))
+tanh.prepare(_sigmoid_tanh_prepare(tanh, _tanh_eval))
+
+
+# hard swish: 16-bit fixed point with Q15 multipliers
+@hard_swish.prepare
+def _hard_swish_prepare(ctx: QContext) -> dict:
+    """The input moves to a "hi-res" scale (x 2**7); one Q15 multiplier takes it to
+    the output scale, another maps [-3, 3] onto the int16 range for the relu-ish
+    factor in [0, 1]."""
+    _declared_int_input(hard_swish, ctx)
+    s_x, zp_x = scalar_params(ctx.in_types[0].quant, "hard_swish input")
+    s_y, zp_y = scalar_params(ctx.out_types[0].quant, "hard_swish output")
+    f32 = np.float32
+    hires_scale = f32(1.0 / 128.0) * f32(s_x)
+    out_m32, out_e = fp.quantize_multiplier(float(hires_scale / f32(s_y)))
+    rel_m32, rel_e = fp.quantize_multiplier(float(hires_scale / (f32(3.0) / f32(32768.0))))
+    if out_e > 0:
+        raise ValueError("hard_swish: output multiplier must not exceed 1 (TFLite requires it)")
+    dtype = ctx.out_types[0].dtype.numpy
+    lo, hi = storage_range(dtype)
+    p = {
+        "in_zp": zp_x, "out_zp": zp_y,
+        "out_mult": fp.down_scale_int32_to_int16_multiplier(out_m32), "out_shift": out_e,
+        "rel_mult": fp.down_scale_int32_to_int16_multiplier(rel_m32), "rel_shift": rel_e,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+    p["table"] = byte_table(_hard_swish_eval, p, np.int8)
+    return p
+
+
+@hard_swish.eval
+def _hard_swish_eval(p, x):
+    """x * relu6(x + 3) / 6; the final product is a truncating doubling high
+    multiply (no rounding, which cancels the bias of the earlier roundings)."""
+    xp = fp.namespace(x)
+    hires = fp.wrap_int32((x.astype(xp.int64) - p.in_zp) << 7)
+    hires = ((hires + 2**15) & 0xFFFF) - 2**15  # int16 storage as in the kernel
+    pre_out = fp.saturating_rounding_doubling_high_mul_int16(hires, p.out_mult)
+    rel = hires
+    if p.rel_shift > 0:
+        rel = fp.saturating_left_shift_int16(rel, p.rel_shift - 1)
+    rel = fp.saturating_rounding_doubling_high_mul_int16(rel, p.rel_mult)
+    if p.rel_shift > 0:
+        rel = fp.saturating_left_shift_int16(rel, 1)
+    if p.rel_shift < 0:
+        rel = fp.rounding_divide_by_pot(rel, -p.rel_shift)
+    rel = (rel + (1 << 15)) >> 1
+    pre = fp.saturating_doubling_high_mul_int16(rel, pre_out)
+    y = fp.rounding_divide_by_pot(pre, -p.out_shift) + p.out_zp
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)

@@ -9,9 +9,12 @@ Weight layouts follow TFLite, the MCU convention:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from rlx_edge.ir.dtype import from_numpy, promote
+from rlx_edge.ir import fixedpoint as fp
+from rlx_edge.ir.dtype import DType, from_numpy, promote
 from rlx_edge.ir.ops._common import (
     ACTIVATION,
     FLOAT_SAMPLE_DTYPES,
@@ -31,7 +34,9 @@ from rlx_edge.ir.ops._common import (
     weighted_dtype,
     window_shape,
 )
-from rlx_edge.ir.ops._registry import Attr, defop
+from rlx_edge.ir.ops._quantized import activation_clamp, channel_multipliers, finish_acc, scalar_params
+from rlx_edge.ir.ops._registry import Attr, QContext, defop
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import broadcast, static_dim, unify
 from rlx_edge.ir.types import TensorType
 
@@ -72,16 +77,10 @@ def _conv2d_infer(x, w, b, *, strides, padding, pads, dilations, activation, gro
 
 @conv2d.reference
 def _conv2d_ref(x, w, b, *, strides, padding, pads, dilations, activation, groups):
-    o, kh, kw, ig = w.shape
+    _, kh, kw, _ = w.shape
     _, _, p = window_shape(TensorType(x.shape, "f32"), kh, kw, strides, dilations, padding, pads)
     ct = compute_dtype(x.dtype)
-    win = patches(x.astype(ct), kh, kw, strides, dilations, p)  # N,OH,OW,C,KH,KW
-    n, oh, ow = win.shape[:3]
-    # im2col + one matrix product per group: einsum's path search costs more than the
-    # product itself on the small tensors of MCU models
-    cols = win.reshape(n * oh * ow, groups, ig * kh * kw)
-    wg = w.astype(ct).reshape(groups, o // groups, kh, kw, ig).transpose(0, 1, 4, 2, 3).reshape(groups, o // groups, -1)
-    y = np.concatenate([cols[:, g] @ wg[g].T for g in range(groups)], axis=1).reshape(n, oh, ow, o)
+    y = _conv_sum(x.astype(ct), w.astype(ct), strides, dilations, p, groups)
     if b is not None:
         y = y + b.astype(ct)
     return finish(apply_activation(y, activation), _out_dtype(x, w))
@@ -122,17 +121,10 @@ def _dw_infer(x, w, b, *, strides, padding, pads, dilations, activation, depth_m
 
 @depthwise_conv2d.reference
 def _dw_ref(x, w, b, *, strides, padding, pads, dilations, activation, depth_multiplier):
-    _, kh, kw, cm = w.shape
+    _, kh, kw, _ = w.shape
     _, _, p = window_shape(TensorType(x.shape, "f32"), kh, kw, strides, dilations, padding, pads)
     ct = compute_dtype(x.dtype)
-    win = patches(x.astype(ct), kh, kw, strides, dilations, p)  # N,OH,OW,C,KH,KW
-    wk = w.astype(ct)[0].reshape(kh, kw, -1, depth_multiplier)  # KH,KW,C,M
-    n, oh, ow = win.shape[:3]
-    y = np.zeros((n, oh, ow, wk.shape[2], depth_multiplier), dtype=ct)
-    for i in range(kh):  # one multiply-add per tap keeps every product vectorized
-        for j in range(kw):
-            y += win[..., i, j, None] * wk[i, j]
-    y = y.reshape(n, oh, ow, cm)
+    y = _depthwise_sum(x.astype(ct), w.astype(ct), strides, dilations, p, depth_multiplier)
     if b is not None:
         y = y + b.astype(ct)
     return finish(apply_activation(y, activation), _out_dtype(x, w))
@@ -227,6 +219,33 @@ def _out_dtype(x: np.ndarray, w: np.ndarray):
     return promote(from_numpy(x.dtype), from_numpy(w.dtype))
 
 
+def _conv_sum(x: np.ndarray, w: np.ndarray, strides, dilations, pads, groups: int) -> np.ndarray:
+    """sum x * w over every window, in x's dtype (padding contributes 0): [N, OH, OW, O].
+
+    im2col + one matrix product per group: einsum's path search costs more
+    than the product itself on the small tensors of MCU models.
+    """
+    o, kh, kw, ig = w.shape
+    win = patches(x, kh, kw, strides, dilations, pads)  # N,OH,OW,C,KH,KW
+    n, oh, ow = win.shape[:3]
+    cols = win.reshape(n * oh * ow, groups, ig * kh * kw)
+    wg = w.reshape(groups, o // groups, kh, kw, ig).transpose(0, 1, 4, 2, 3).reshape(groups, o // groups, -1)
+    return np.concatenate([cols[:, g] @ wg[g].T for g in range(groups)], axis=1).reshape(n, oh, ow, o)
+
+
+def _depthwise_sum(x: np.ndarray, w: np.ndarray, strides, dilations, pads, depth_multiplier: int) -> np.ndarray:
+    """sum x * w per channel over every window, in x's dtype: output channel c*M + m reads input channel c."""
+    _, kh, kw, cm = w.shape
+    win = patches(x, kh, kw, strides, dilations, pads)  # N,OH,OW,C,KH,KW
+    wk = w[0].reshape(kh, kw, -1, depth_multiplier)  # KH,KW,C,M
+    n, oh, ow = win.shape[:3]
+    y = np.zeros((n, oh, ow, wk.shape[2], depth_multiplier), dtype=x.dtype)
+    for i in range(kh):  # one multiply-add per tap keeps every product vectorized
+        for j in range(kw):
+            y += win[..., i, j, None] * wk[i, j]
+    return y.reshape(n, oh, ow, cm)
+
+
 # samplers ----------------------------------------------------------------------
 def _pick_float(rng):
     return FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
@@ -282,45 +301,116 @@ def _matmul_sample(rng):
 
 
 # integer semantics ------------------------------------------------------------------
-# TFLite Micro reference-kernel arithmetic lives in rlx_edge.quant.intkernels
-# (imported lazily: the quant package builds on the IR types).
-def _conv_int_args(ctx, x, w, strides, padding, pads, dilations) -> dict:
+# TFLite Micro's ConvPerChannel, DepthwiseConvPerChannel and FullyConnected(PerChannel),
+# split as its kernels are: prepare computes the per-channel multipliers, the zero points
+# and the clamp once from the types; eval accumulates exactly and ends in
+# finish_accumulators. Targets that accumulate their own way (JAX, Cortex-M, FPGA) read
+# the same parameters, and fold the input zero point into the bias with folded_bias.
+def _mac_prepare(ctx: QContext, what: str, channels: int, activation: str) -> dict[str, Any]:
     xt, wt = ctx.in_types[0], ctx.in_types[1]
+    bt = ctx.in_types[2] if len(ctx.in_types) > 2 else None
     yt = ctx.out_types[0]
-    _, _, p = window_shape(TensorType(x.shape, "f32"), w.shape[1], w.shape[2], strides, dilations, padding, pads)
+    s_x, zp_x = scalar_params(xt.quant, f"{what} input")
+    s_y, zp_y = scalar_params(yt.quant, f"{what} output")
+    if wt.quant is None:
+        raise ValueError(f"{what} weight has no quantization parameters")
+    mult, shift = channel_multipliers(s_x, wt.quant.scale, s_y, channels)
+    lo, hi = activation_clamp(activation, yt.quant, yt.dtype.numpy)
     return {
-        "x_q": xt.quant,
-        "w_q": wt.quant,
-        "y_q": yt.quant,
-        "out_dtype": yt.dtype.numpy,
-        "strides": strides,
-        "dilations": dilations,
-        "pads": p,
-    }
+        "in_zp": zp_x, "out_zp": zp_y, "mult": mult, "shift": shift, "act_min": lo, "act_max": hi,
+        # TFLite's 16x8 scheme: an int64 bias makes the accumulators and their requantization 64-bit
+        "wide": bt is not None and bt.dtype == DType.i64,
+        "dtype": yt.dtype.numpy.name,
+    }  # fmt: skip
 
 
-@conv2d.int_reference
-def _conv2d_int(ctx, x, w, b, *, strides, padding, pads, dilations, activation, groups):
-    from rlx_edge.quant import intkernels
-
-    args = _conv_int_args(ctx, x, w, strides, padding, pads, dilations)
-    return intkernels.conv2d(x, w, b, groups=groups, activation=activation, **args)
-
-
-@depthwise_conv2d.int_reference
-def _dw_int(ctx, x, w, b, *, strides, padding, pads, dilations, activation, depth_multiplier):
-    from rlx_edge.quant import intkernels
-
-    args = _conv_int_args(ctx, x, w, strides, padding, pads, dilations)
-    return intkernels.depthwise_conv2d(x, w, b, depth_multiplier=depth_multiplier, activation=activation, **args)
+def _window_prepare(ctx: QContext, what: str, channels: int, attrs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_mac_prepare` plus the resolved (top, bottom, left, right) padding."""
+    wt = ctx.in_types[1]
+    kh, kw = static_dim(wt.shape[1], f"{what} kernel height"), static_dim(wt.shape[2], f"{what} kernel width")
+    a = attrs
+    _, _, pads = window_shape(ctx.in_types[0], kh, kw, a["strides"], a["dilations"], a["padding"], a["pads"])
+    return {**_mac_prepare(ctx, what, channels, a["activation"]), "pads": pads}
 
 
-@fully_connected.int_reference
-def _fc_int(ctx, x, w, b, *, activation):
-    from rlx_edge.quant import intkernels
+def finish_accumulators(p: Prepared, acc: Any, b: Any) -> Any:
+    """The end of conv2d, depthwise_conv2d and fully_connected, after the accumulation.
 
-    xt, wt = ctx.in_types[0], ctx.in_types[1]
-    yt = ctx.out_types[0]
-    return intkernels.fully_connected(
-        x, w, b, x_q=xt.quant, w_q=wt.quant, y_q=yt.quant, out_dtype=yt.dtype.numpy, activation=activation
-    )
+    ``acc`` (integers, numpy or jax) holds sum (x - in_zp) * (w - w_zp) with
+    output channels on the last axis; ``b`` is the bias, a :func:`folded_bias`
+    or None. Adds it, requantizes (int32 double rounding, or TFLite's int64
+    form where ``p.wide``), adds the output zero point, clamps and casts.
+    """
+    xp = fp.namespace(acc)
+    acc = acc.astype(xp.int64)
+    if b is not None:
+        acc = acc + xp.asarray(b, dtype=xp.int64)
+    return finish_acc(acc, p.mult, p.shift, p.wide, p.out_zp, p.act_min, p.act_max, p.dtype)
+
+
+def folded_bias(p: Prepared, w_sums: Any, b: np.ndarray | None) -> np.ndarray:
+    """``b - in_zp * w_sums`` (int64): the bias of an accumulation over the raw inputs.
+
+    sum (x - zp) * w + b = sum x * w + (b - zp * sum w), so kernels that take
+    the inputs as they are (Cortex-M, JAX's int8 products) add this instead
+    of offsetting every input. ``w_sums`` holds, per output channel, the sum
+    of the weights (less their zero point) that the accumulation covers; it
+    broadcasts against ``b``. It depends on the weights, which prepare never
+    sees, so targets call it with theirs.
+    """
+    bias = np.zeros((), np.int64) if b is None else np.asarray(b, dtype=np.int64)
+    return bias - np.int64(p.in_zp) * np.asarray(w_sums, dtype=np.int64)
+
+
+def _exact_int(y: np.ndarray) -> np.ndarray:
+    """float64 sums of integer products back to int64.
+
+    They are exact: int8 (or int16) x int8 products summed in float64 stay far
+    below 2**53, so the accumulation can run as a BLAS product.
+    """
+    return np.rint(y).astype(np.int64)
+
+
+@conv2d.prepare
+def _conv2d_prepare(ctx: QContext, **attrs: Any) -> dict[str, Any]:
+    return _window_prepare(ctx, "conv2d", static_dim(ctx.in_types[1].shape[0], "conv2d output channels"), attrs)
+
+
+@conv2d.eval
+def _conv2d_eval(p, x, w, b, *, strides, padding, pads, dilations, activation, groups):
+    """acc[c] = sum (x - zp_x) * w[c]: padded taps contribute nothing, as TFLite skips them.
+
+    numpy only: the JAX target runs its own exact product and then
+    :func:`finish_accumulators`.
+    """
+    xs = x.astype(np.float64) - p.in_zp
+    acc = _exact_int(_conv_sum(xs, w.astype(np.float64), strides, dilations, p.pads, groups))
+    return finish_accumulators(p, acc, b)
+
+
+@depthwise_conv2d.prepare
+def _dw_prepare(ctx: QContext, **attrs: Any) -> dict[str, Any]:
+    channels = static_dim(ctx.in_types[1].shape[3], "depthwise_conv2d output channels")
+    return _window_prepare(ctx, "depthwise_conv2d", channels, attrs)
+
+
+@depthwise_conv2d.eval
+def _dw_eval(p, x, w, b, *, strides, padding, pads, dilations, activation, depth_multiplier):
+    xs = x.astype(np.int64) - p.in_zp
+    acc = _depthwise_sum(xs, w.astype(np.int64), strides, dilations, p.pads, depth_multiplier)
+    return finish_accumulators(p, acc, b)
+
+
+@fully_connected.prepare
+def _fc_prepare(ctx: QContext, *, activation: str) -> dict[str, Any]:
+    """The per-tensor kernel honours a weight zero point; per-channel weights are symmetric."""
+    wt = ctx.in_types[1]
+    out = _mac_prepare(ctx, "fully_connected", static_dim(wt.shape[0], "fully_connected outputs"), activation)
+    out["w_zp"] = int(wt.quant.zero_point[0]) if wt.quant.scale.size == 1 else 0
+    return out
+
+
+@fully_connected.eval
+def _fc_eval(p, x, w, b, *, activation):
+    acc = _exact_int((x.astype(np.float64) - p.in_zp) @ (w.astype(np.float64) - p.w_zp).T)
+    return finish_accumulators(p, acc, b)

@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, fail, norm_axes, norm_axis, rand_float, rand_shape
+from rlx_edge.ir.ops._quantized import clamp_cast, quantize_bound, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import Attr, defop
 from rlx_edge.ir.shape import Dim, format_shape, is_static
 from rlx_edge.ir.types import QuantParams, TensorType
@@ -117,6 +119,7 @@ transpose = defop(
     "transpose",
     family="layout",
     inputs=("x",),
+    passthrough_quant=True,
     attrs={"perm": Attr("ints", doc="output axis i is input axis perm[i]")},
     doc="Permute axes: out.shape[i] = x.shape[perm[i]].",
 )
@@ -201,6 +204,7 @@ split = defop(
     "split",
     family="layout",
     inputs=("x",),
+    passthrough_quant=True,
     attrs={
         "axis": Attr("int", doc="split axis (negative counts from the end)"),
         "sizes": Attr("ints", doc="size of each output along the axis; they must add up to the dimension"),
@@ -244,6 +248,7 @@ slice_ = defop(
     "slice",
     family="layout",
     inputs=("x",),
+    passthrough_quant=True,
     attrs={
         "begin": Attr("ints", doc="start per dimension; negatives count from the end; clamped like numpy"),
         "end": Attr("ints", doc="stop per dimension (exclusive); negatives count from the end; clamped"),
@@ -293,6 +298,7 @@ pad = defop(
     "pad",
     family="layout",
     inputs=("x",),
+    passthrough_quant=True,
     attrs={
         "pads": Attr("ints", doc="(before, after) per dimension, flattened: b0, a0, b1, a1, ..."),
         "value": Attr("float", 0.0, doc="fill value; a real value for quantized tensors (0.0 is the zero point)"),
@@ -510,12 +516,13 @@ def _unsqueeze_sample(rng):
 # integer semantics ------------------------------------------------------------------
 # Data movement is the same on stored integers: quantized reshape, transpose,
 # split, slice, squeeze and unsqueeze copy values unchanged (TFLite Micro
-# copies bytes too). Concat and pad need the quantization parameters.
+# copies bytes too), so their eval is the float reference and they prepare
+# nothing. Concat and pad read the quantization parameters, once, in prepare.
 def _int_data_movement(op) -> None:
     ref = op._reference
 
-    @op.int_reference
-    def _moves(ctx, *xs, **attrs):
+    @op.eval
+    def _moves(p, *xs, **attrs):
         return ref(*xs, **attrs)
 
 
@@ -523,26 +530,78 @@ for _op in (reshape, transpose, split, slice_, squeeze, unsqueeze):
     _int_data_movement(_op)
 
 
-@concat.int_reference
-def _concat_int(ctx, *xs, axis):
-    from rlx_edge.quant import intkernels
+def _concat_part(x, rescale: bool, scale: float, bias: float, out_zp: int, lo: int, hi: int, dtype: str):
+    """One concat input on the output's parameters: a copy, or TFLite's ConcatenationWithScaling in float32.
 
+    round(q * s_in/s_out - zp_in * s_in/s_out) + zp_out. The product is taken
+    exactly in float64 and rounded once to float32 (what float32's multiply
+    gives), so no compiler can contract it with the add into an FMA.
+    """
+    if not rescale:
+        return x.astype(dtype)
+    xp = fp.namespace(x)
+    prod = (x.astype(xp.float64) * scale).astype(xp.float32)
+    v = fp.round_half_away(prod + xp.float32(bias)).astype(xp.int64) + out_zp
+    return clamp_cast(v, lo, hi, dtype)
+
+
+@concat.prepare
+def _concat_prepare(ctx, *, axis):
+    """Per input: whether it is requantized (its parameters differ from the output's) and its float32 scale, bias.
+
+    TFLite Micro requires equal parameters for int8/int16 (a plain copy);
+    differing ones follow TFLite's ConcatenationWithScaling. Byte inputs also
+    get ``tables``: each input's result for all 256 values, by bit pattern.
+    """
     yt = ctx.out_types[0]
-    return intkernels.concat(
-        xs, x_qs=[t.quant for t in ctx.in_types], y_q=yt.quant, axis=axis, out_dtype=yt.dtype.numpy
-    )
+    s_y, zp_y = scalar_params(yt.quant, "concat output")
+    out_dt = yt.dtype.numpy
+    lo, hi = storage_range(out_dt)
+    f32 = np.float32
+    rescale, scales, biases = [], [], []
+    for t in ctx.in_types:
+        s, zp = scalar_params(t.quant, "concat input")
+        scale = f32(s) * (f32(1.0) / f32(s_y))
+        rescale.append(not (f32(s) == f32(s_y) and zp == zp_y))
+        scales.append(float(scale))
+        biases.append(float(f32(-zp) * scale))
+    p = {
+        "rescale": tuple(rescale), "scale": tuple(scales), "bias": tuple(biases),
+        "out_zp": zp_y, "out_min": lo, "out_max": hi, "dtype": out_dt.name,
+    }  # fmt: skip
+    if out_dt.itemsize == 1 and all(t.dtype.numpy.itemsize == 1 for t in ctx.in_types):
+        rows = []
+        for t, r, s, b in zip(ctx.in_types, rescale, scales, biases):
+            values = np.arange(256, dtype=np.uint8).view(t.dtype.numpy)
+            rows.append(_concat_part(values, r, s, b, zp_y, lo, hi, out_dt.name))
+        p["tables"] = np.stack(rows)
+    return p
 
 
-@pad.int_reference
-def _pad_int(ctx, x, *, pads, value):
-    from rlx_edge.quant import fixedpoint
+@concat.eval
+def _concat_eval(p, *xs, axis):
+    xp = fp.namespace(*xs)
+    parts = [
+        _concat_part(x, r, s, b, p.out_zp, p.out_min, p.out_max, p.dtype)
+        for x, r, s, b in zip(xs, p.rescale, p.scale, p.bias)
+    ]
+    return xp.concatenate(parts, axis=axis)
 
-    # the fill is a real value: 0.0 pads with the zero point, as TFLite's PAD does
-    q = ctx.out_types[0].quant
-    fill = int(q.zero_point[0]) + int(fixedpoint.round_half_away(np.float32(value) / np.float32(q.scale[0])))
-    info = np.iinfo(x.dtype)
-    fill = min(max(fill, int(info.min)), int(info.max))
+
+@pad.prepare
+def _pad_prepare(ctx, *, pads, value):
+    """The fill on the quantized grid: a real value, so 0.0 pads with the zero point, as TFLite's PAD does."""
+    q, dt = ctx.out_types[0].quant, ctx.out_types[0].dtype.numpy
+    zps = {int(z) for z in q.zero_point}
+    if q.scale.size != 1 and not (value == 0 and len(zps) == 1):
+        raise ValueError(f"pad: the fill {value} would differ between the channels of per-channel quantization")
+    lo, hi = storage_range(dt)
+    return {"fill": min(max(quantize_bound(value, float(q.scale[0]), zps.pop()), lo), hi)}
+
+
+@pad.eval
+def _pad_eval(p, x, *, pads, value):
     if x.ndim == 0:
         return x.copy()
     pairs = [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)]
-    return np.pad(x, pairs, mode="constant", constant_values=fill)
+    return fp.namespace(x).pad(x, pairs, mode="constant", constant_values=p.fill)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.ops._common import (
     ACTIVATION,
@@ -26,7 +27,10 @@ from rlx_edge.ir.ops._common import (
     rand_float,
     window_shape,
 )
-from rlx_edge.ir.ops._registry import Attr, defop
+from rlx_edge.ir.ops._quantized import activation_clamp, clamp_cast, storage_range
+from rlx_edge.ir.ops._registry import Attr, QContext, defop
+from rlx_edge.ir.prepared import Prepared
+from rlx_edge.ir.shape import static_dim
 from rlx_edge.ir.types import TensorType
 
 _NO_DILATION = (1, 1)
@@ -64,15 +68,12 @@ def _resolved_pads(x: np.ndarray, kernel: tuple, strides: tuple, padding: str, p
     return p
 
 
-def _round_half_away(y: np.ndarray) -> np.ndarray:
-    return np.sign(y) * np.floor(np.abs(y) + 0.5)
-
-
 # avg_pool2d ---------------------------------------------------------------------
 avg_pool2d = defop(
     "avg_pool2d",
     family="pool",
     inputs=("x",),
+    passthrough_quant=True,
     attrs=dict(_POOL_ATTRS),
     doc="Average pooling: x [N,H,W,C] -> [N,OH,OW,C]; each window divides by its count of non-padding elements.",
 )
@@ -96,7 +97,7 @@ def _avg_ref(x, *, kernel, strides, padding, pads, activation):
     if x.dtype.kind in "iu":
         # integer data (a stored quantized tensor) rounds half away from zero, as TFLite's kernels do
         info = np.iinfo(x.dtype)
-        return np.clip(_round_half_away(y), info.min, info.max).astype(x.dtype)
+        return np.clip(fp.round_half_away(y), info.min, info.max).astype(x.dtype)
     return finish(y, from_numpy(x.dtype))
 
 
@@ -105,6 +106,7 @@ max_pool2d = defop(
     "max_pool2d",
     family="pool",
     inputs=("x",),
+    passthrough_quant=True,
     attrs=dict(_POOL_ATTRS),
     doc="Max pooling: x [N,H,W,C] -> [N,OH,OW,C]; padding never wins.",
 )
@@ -132,6 +134,7 @@ global_avg_pool = defop(
     "global_avg_pool",
     family="pool",
     inputs=("x",),
+    passthrough_quant=True,
     doc="Mean over height and width: x [N,H,W,C] -> [N,1,1,C].",
 )
 
@@ -150,7 +153,7 @@ def _gap_ref(x):
     if x.dtype.kind in "iu":
         y = x.astype(np.float64).mean(axis=(1, 2), keepdims=True)
         info = np.iinfo(x.dtype)
-        return np.clip(_round_half_away(y), info.min, info.max).astype(x.dtype)
+        return np.clip(fp.round_half_away(y), info.min, info.max).astype(x.dtype)
     y = x.astype(compute_dtype(x.dtype)).mean(axis=(1, 2), keepdims=True)
     return finish(y, from_numpy(x.dtype))
 
@@ -192,37 +195,90 @@ def _gap_sample(rng):
 
 
 # integer semantics ------------------------------------------------------------------
-# TFLite Micro's quantized pooling (rlx_edge.quant.intkernels, imported lazily:
-# the quant package builds on the IR types). Pooling keeps the input's
-# quantization parameters, so no rescaling happens.
-@avg_pool2d.int_reference
-def _avg_int(ctx, x, *, kernel, strides, padding, pads, activation):
-    from rlx_edge.quant import intkernels
-
+# TFLite Micro's quantized AveragePool and MaxPool, split as its kernels are.
+# Pooling keeps the input's quantization parameters, so nothing is rescaled:
+# prepare resolves the window and the activation clamp once; eval is integer
+# only, in the input's array namespace (numpy, or jax.numpy on the jax target).
+def _pool_prepare(ctx: QContext, kernel: tuple, strides: tuple, pads: tuple, activation: str) -> dict:
     yt = ctx.out_types[0]
-    p = _resolved_pads(x, kernel, strides, padding, pads)
-    return intkernels.avg_pool2d(
-        x, y_q=yt.quant, out_dtype=yt.dtype.numpy, kernel=kernel, strides=strides, pads=p, activation=activation
-    )
+    lo, hi = activation_clamp(activation, yt.quant, yt.dtype.numpy)
+    return {
+        "kernel": tuple(kernel), "strides": tuple(strides), "pads": tuple(pads),
+        "act_min": lo, "act_max": hi, "dtype": yt.dtype.numpy.name,
+    }  # fmt: skip
 
 
-@max_pool2d.int_reference
-def _max_int(ctx, x, *, kernel, strides, padding, pads, activation):
-    from rlx_edge.quant import intkernels
-
-    yt = ctx.out_types[0]
-    p = _resolved_pads(x, kernel, strides, padding, pads)
-    return intkernels.max_pool2d(
-        x, y_q=yt.quant, out_dtype=yt.dtype.numpy, kernel=kernel, strides=strides, pads=p, activation=activation
-    )
+def _window_prepare(ctx, *, kernel, strides, padding, pads, activation):
+    _, _, p = window_shape(ctx.in_types[0], kernel[0], kernel[1], strides, _NO_DILATION, padding, pads)
+    return _pool_prepare(ctx, kernel, strides, p, activation)
 
 
-@global_avg_pool.int_reference
-def _gap_int(ctx, x):
-    from rlx_edge.quant import intkernels
+avg_pool2d.prepare(_window_prepare)
+max_pool2d.prepare(_window_prepare)
 
-    yt = ctx.out_types[0]
-    kernel = (x.shape[1], x.shape[2])
-    return intkernels.avg_pool2d(
-        x, y_q=yt.quant, out_dtype=yt.dtype.numpy, kernel=kernel, strides=kernel, pads=(0, 0, 0, 0), activation="none"
-    )
+
+@global_avg_pool.prepare
+def _gap_prepare(ctx):
+    h, w = (static_dim(d, what) for d, what in zip(ctx.in_types[0].shape[1:3], ("input height", "input width")))
+    return _pool_prepare(ctx, (h, w), (h, w), (0, 0, 0, 0), "none")
+
+
+def _whole_image(p: Prepared, x) -> bool:
+    """One window covers the unpadded image (global pooling): reduce over H and W at once, not tap by tap."""
+    return tuple(p.kernel) == (x.shape[1], x.shape[2]) and not any(p.pads)
+
+
+def _window_taps(x, kernel: tuple, strides: tuple, pads: tuple, fill: int) -> list:
+    """For each kernel tap (row-major), the padded input pixels it meets at every output position."""
+    xp = fp.namespace(x)
+    pt, pb, pl, pr = pads
+    if any(pads):
+        x = xp.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=fill)
+    (kh, kw), (sh, sw) = kernel, strides
+    oh, ow = (x.shape[1] - kh) // sh + 1, (x.shape[2] - kw) // sw + 1
+    rows = [slice(i, i + (oh - 1) * sh + 1, sh) for i in range(kh)]
+    cols = [slice(j, j + (ow - 1) * sw + 1, sw) for j in range(kw)]
+    return [x[:, r, c, :] for r in rows for c in cols]
+
+
+def _window_counts(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple) -> np.ndarray:
+    """The number of real (unpadded) elements under each window, (OH, OW): a constant of the shapes."""
+    ones = np.ones((1, h, w, 1), dtype=np.int64)
+    return sum(_window_taps(ones, kernel, strides, pads, 0))[0, :, :, 0]
+
+
+def _avg_divide(acc, count: np.ndarray, p: Prepared):
+    """The average pool's epilogue: window sums over counts (OH, OW) as C's truncating division of sum +- count/2."""
+    xp = fp.namespace(acc)
+    cnt = count[None, :, :, None]
+    half = cnt // 2
+    num = xp.where(acc > 0, acc + half, acc - half)
+    q = xp.where(num >= 0, num // cnt, -((-num) // cnt))
+    return clamp_cast(q, p.act_min, p.act_max, p.dtype)
+
+
+def _avg_eval(p, x, **attrs):
+    xi = x.astype(fp.namespace(x).int64)
+    if _whole_image(p, x):
+        return _avg_divide(xi.sum(axis=(1, 2), keepdims=True), np.full((1, 1), x.shape[1] * x.shape[2]), p)
+    acc = sum(_window_taps(xi, p.kernel, p.strides, p.pads, 0))  # padded taps hold 0
+    return _avg_divide(acc, _window_counts(x.shape[1], x.shape[2], p.kernel, p.strides, p.pads), p)
+
+
+@max_pool2d.eval
+def _max_eval(p, x, **attrs):
+    xp = fp.namespace(x)
+    xi = x.astype(xp.int64)
+    if _whole_image(p, x):
+        y = xi.max(axis=(1, 2), keepdims=True)
+    else:
+        below = storage_range(x.dtype)[0] - 1  # padding never wins
+        taps = _window_taps(xi, p.kernel, p.strides, p.pads, below)
+        y = taps[0]
+        for t in taps[1:]:
+            y = xp.maximum(y, t)
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+avg_pool2d.eval(_avg_eval)
+global_avg_pool.eval(_avg_eval)

@@ -7,39 +7,52 @@ and requantize comes from the builder's ``out_quant``::
 
     q = g.quantize(x, dtype="i8", out_quant=QuantParams(0.05, -3))
 
-Their float references are also registered as integer references, since the
-interpreter sends every node that touches a quantized tensor to the integer
-reference: for quantize and dequantize the two are the same computation
-(TFLite computes them in float too).
+Their integer semantics are split as TFLite Micro's kernels: ``prepare``
+turns the quantization parameters into plain numbers (per tensor) or arrays
+shaped to broadcast (per channel), ``eval`` computes with them in numpy or
+jax.numpy. For quantize and dequantize the float reference is that same
+computation (TFLite computes them in float too); requantize's float
+reference is the real-valued composition, its integer semantics TFLite's
+Requantize with a Q31 multiplier.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlx_edge.errors import OpError
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, fail, finish, rand_float, rand_shape
-from rlx_edge.ir.ops._registry import Attr, QContext, defop
+from rlx_edge.ir.ops._quantized import byte_table, channel_broadcast, clamp_cast
+from rlx_edge.ir.ops._registry import Attr, OpDef, QContext, defop
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.types import QuantParams, TensorType
 
 _QUANT_DTYPES = (DType.i8, DType.i16, DType.u8, DType.i4, DType.i32)
 
 
 # helpers ------------------------------------------------------------------------
-def _broadcast_params(qp: QuantParams, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Scale (float32) and zero point (int64) shaped to broadcast against ``shape``."""
-    if qp.axis is None:
-        return qp.scale.reshape(()), qp.zero_point.reshape(())
-    axis = qp.axis % len(shape)
-    if qp.scale.size != shape[axis]:
-        raise OpError(f"per-channel quantization has {qp.scale.size} scales but axis {qp.axis} has size {shape[axis]}")
-    bshape = [1] * len(shape)
-    bshape[axis] = -1
-    return qp.scale.reshape(bshape), qp.zero_point.reshape(bshape)
+def _plain(a: np.ndarray) -> Any:
+    """A 0-d array as a Python number (a per-tensor parameter), else the array (per channel)."""
+    return a.item() if a.ndim == 0 else a
 
 
-def _out_quant(ctx: QContext, op: str) -> QuantParams:
+def _affine_params(qp: QuantParams, shape: tuple) -> tuple[Any, Any]:
+    """Scale (float32 values) and zero point (int64): numbers per tensor, arrays broadcasting against ``shape``."""
+    if qp.axis is not None:
+        axis = qp.axis % len(shape)
+        if isinstance(shape[axis], int) and qp.scale.size != shape[axis]:
+            raise OpError(
+                f"per-channel quantization has {qp.scale.size} scales but axis {qp.axis} has size {shape[axis]}"
+            )
+    scale, zp = channel_broadcast(qp, len(shape))
+    return _plain(scale.astype(np.float32)), _plain(zp.astype(np.int64))
+
+
+def _output_quant(ctx: QContext, op: str) -> QuantParams:
     t = ctx.out_types[0]
     if t.quant is None:
         raise OpError(
@@ -53,25 +66,19 @@ def _out_quant(ctx: QContext, op: str) -> QuantParams:
     return t.quant
 
 
-def _in_quant(ctx: QContext, op: str) -> QuantParams:
+def _input_quant(ctx: QContext, op: str) -> QuantParams:
     t = ctx.in_types[0]
     if t is None or t.quant is None:
         raise OpError(f"node {ctx.node!r} ({op}): input has no quantization parameters")
     return t.quant
 
 
-def round_half_away(v: np.ndarray) -> np.ndarray:
-    """Round to nearest, ties away from zero (C's ``round``), exactly, in v's float type.
-
-    ``floor(|v| + 0.5)`` is wrong just below 0.5 (0.49999997f + 0.5f rounds up
-    to 1.0f); ``v - trunc(v)`` is exact, so comparing the fraction is not.
-    """
-    t = np.trunc(v)
-    frac = v - t
-    return t + np.where(np.abs(frac) >= 0.5, np.sign(v), 0).astype(v.dtype)
+def _quantize_params(qp: QuantParams, shape: tuple, dtype: DType) -> dict:
+    scale, zp = _affine_params(qp, shape)
+    return {"scale": scale, "zp": zp, "qmin": dtype.min, "qmax": dtype.max, "dtype": dtype.numpy.name}
 
 
-def affine_quantize(x: np.ndarray, qp: QuantParams, dtype: DType) -> np.ndarray:
+def _quantize_eval(p: Prepared, x: Any, **attrs: Any) -> Any:
     """TFLite's reference quantize: ``clamp(round(x / scale) + zero_point)``.
 
     ``x / scale`` is a float32 division and the rounding is half away from
@@ -79,20 +86,49 @@ def affine_quantize(x: np.ndarray, qp: QuantParams, dtype: DType) -> np.ndarray:
     Unlike C, out-of-range values and infinities saturate (the C cast is
     undefined there) and NaN quantizes to the zero point.
     """
-    scale, zp = _broadcast_params(qp, x.shape)
+    xp = fp.namespace(x)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        v = round_half_away(x.astype(np.float32) / scale)
-    v = np.nan_to_num(v.astype(np.float64), nan=0.0)
+        v = fp.round_half_away(x.astype(xp.float32) / xp.asarray(p.scale, dtype=xp.float32))
+    v = xp.nan_to_num(v.astype(xp.float64), nan=0.0)
     # clip before the integer conversion so that huge values cannot wrap
-    lo, hi = dtype.min, dtype.max
-    q = np.clip(v, lo - 2.0**32, hi + 2.0**32).astype(np.int64) + zp
-    return np.asarray(np.clip(q, lo, hi), dtype=dtype.numpy)
+    q = xp.clip(v, p.qmin - 2.0**32, p.qmax + 2.0**32).astype(xp.int64) + p.zp
+    return xp.clip(q, p.qmin, p.qmax).astype(p.dtype)
+
+
+def _dequantize_params(qp: QuantParams, shape: tuple, storage: DType) -> dict:
+    scale, zp = _affine_params(qp, shape)
+    # q - zp below 2**17 is exact in float32 and, times a float32 scale, exact in
+    # double: then one float32 multiply rounds like the double product does
+    narrow = storage.bits <= 16 and int(np.max(np.abs(qp.zero_point))) <= 2**16
+    return {"scale": scale, "zp": zp, "narrow": narrow}
+
+
+def _dequantize_real(p: Prepared, q: Any) -> Any:
+    """TFLite's reference dequantize: ``float(double(scale) * (q - zero_point))``, as float32."""
+    xp = fp.namespace(q)
+    d = q.astype(xp.int64) - p.zp
+    if p.narrow:  # no float64 (which TPUs lack), same rounding
+        return d.astype(xp.float32) * xp.asarray(p.scale, dtype=xp.float32)
+    return (d.astype(xp.float64) * xp.asarray(p.scale, dtype=xp.float64)).astype(xp.float32)
+
+
+def affine_quantize(x: np.ndarray, qp: QuantParams, dtype: DType) -> np.ndarray:
+    """Quantize ``x`` with ``qp`` into ``dtype`` exactly as a quantize node does (TFLite's reference)."""
+    return np.asarray(_quantize_eval(Prepared(_quantize_params(qp, x.shape, dtype)), x))
 
 
 def affine_dequantize(q: np.ndarray, qp: QuantParams) -> np.ndarray:
-    """TFLite's reference dequantize: ``float(double(scale) * (q - zero_point))``, as float32."""
-    scale, zp = _broadcast_params(qp, q.shape)
-    return np.asarray(scale.astype(np.float64) * (q.astype(np.int64) - zp), dtype=np.float32)
+    """Dequantize ``q`` to float32 exactly as a dequantize node does (TFLite's reference)."""
+    params = Prepared(_dequantize_params(qp, q.shape, from_numpy(q.dtype)))
+    return np.asarray(_dequantize_real(params, q), dtype=np.float32)
+
+
+def _float_reference_is_eval(op: OpDef) -> None:
+    """The typed float reference of ``op`` is its integer semantics (TFLite computes it in float too)."""
+
+    @op.reference
+    def _ref(ctx: QContext, x, **attrs):
+        return op.run_int_reference(ctx, [x], attrs)[0]
 
 
 def _quant_dtype(op: str, dtype: DType) -> None:
@@ -135,10 +171,13 @@ def _quantize_infer(x, *, dtype):
     return TensorType(x.shape, dtype)
 
 
-@quantize.reference
-@quantize.int_reference
-def _quantize_ref(ctx: QContext, x, *, dtype):
-    return affine_quantize(x, _out_quant(ctx, "quantize"), dtype)
+@quantize.prepare
+def _quantize_prepare(ctx: QContext, *, dtype: DType) -> dict:
+    return _quantize_params(_output_quant(ctx, "quantize"), ctx.in_types[0].shape, dtype)
+
+
+quantize.eval(_quantize_eval)
+_float_reference_is_eval(quantize)
 
 
 @quantize.sample
@@ -173,11 +212,21 @@ def _dequantize_infer(x, *, dtype):
     return TensorType(x.shape, dtype)
 
 
-@dequantize.reference
-@dequantize.int_reference
-def _dequantize_ref(ctx: QContext, x, *, dtype):
+@dequantize.prepare
+def _dequantize_prepare(ctx: QContext, *, dtype: DType) -> dict:
+    xt = ctx.in_types[0]
+    p = _dequantize_params(_input_quant(ctx, "dequantize"), xt.shape, xt.dtype)
+    p["table"] = byte_table(_dequantize_eval, p, xt.dtype.numpy, dtype=dtype) if isinstance(p["scale"], float) else None
+    return p
+
+
+@dequantize.eval
+def _dequantize_eval(p: Prepared, x: Any, *, dtype: DType) -> Any:
     with np.errstate(over="ignore"):  # beyond f16's range is inf, as a float16 conversion gives
-        return finish(affine_dequantize(x, _in_quant(ctx, "dequantize")), dtype)
+        return finish(_dequantize_real(p, x), dtype)
+
+
+_float_reference_is_eval(dequantize)
 
 
 @dequantize.sample
@@ -209,14 +258,12 @@ def _requantize_infer(x, *, dtype):
 
 
 @requantize.reference
-@requantize.int_reference
 def _requantize_ref(ctx: QContext, x, *, dtype):
-    # Float semantics: dequantize, then quantize, both as TFLite's float
-    # reference does. The bit-exact integer semantics (TFLite's Requantize with
-    # a Q31 multiplier and shift) come from the fixed-point module in
-    # rlx_edge.quant, which replaces this int_reference when it is added.
-    real = affine_dequantize(x, _in_quant(ctx, "requantize"))
-    return affine_quantize(real, _out_quant(ctx, "requantize"), dtype)
+    # The real-valued meaning: dequantize, then quantize, in float. Quantized
+    # nodes run the integer semantics below instead (TFLite's Requantize), which
+    # can differ from this in the last unit.
+    real = affine_dequantize(x, _input_quant(ctx, "requantize"))
+    return affine_quantize(real, _output_quant(ctx, "requantize"), dtype)
 
 
 @requantize.sample
@@ -298,16 +345,28 @@ def _cast_sample(rng):
 
 # integer semantics ------------------------------------------------------------------
 # Integer-to-integer requantization is TFLite's QUANTIZE on an integer input
-# (reference_ops::Requantize): a Q31 multiplier s_in/s_out with double
-# rounding, replacing the float composition above.
-@requantize.int_reference
-def _requantize_int(ctx: QContext, x, *, dtype):
-    from rlx_edge.quant import intkernels
+# (reference_ops::Requantize): a Q31 multiplier s_in/s_out with double rounding.
+@requantize.prepare
+def _requantize_prepare(ctx: QContext, *, dtype: DType) -> dict:
+    """One multiplier per tensor, or per channel (either side) as arrays shaped to broadcast.
 
-    return intkernels.requantize(
-        x,
-        x_q=_in_quant(ctx, "requantize"),
-        y_q=_out_quant(ctx, "requantize"),
-        out_dtype=dtype.numpy,
-        out_range=(dtype.min, dtype.max),
-    )
+    The clamp is the output type's range (int4 held in int8 clamps to [-8, 7]).
+    """
+    xt = ctx.in_types[0]
+    s_x, zp_x = channel_broadcast(_input_quant(ctx, "requantize"), xt.rank)
+    s_y, zp_y = channel_broadcast(_output_quant(ctx, "requantize"), xt.rank)
+    mult, shift = fp.quantize_multiplier_array(s_x.astype(np.float64) / s_y.astype(np.float64))
+    p = {
+        "in_zp": _plain(zp_x.astype(np.int64)), "mult": _plain(mult), "shift": _plain(shift),
+        "out_zp": _plain(zp_y.astype(np.int64)), "act_min": dtype.min, "act_max": dtype.max,
+        "dtype": dtype.numpy.name,
+    }  # fmt: skip
+    p["table"] = byte_table(_requantize_eval, p, xt.dtype.numpy) if mult.ndim == 0 else None
+    return p
+
+
+@requantize.eval
+def _requantize_eval(p: Prepared, x: Any, **attrs: Any) -> Any:
+    xp = fp.namespace(x)
+    y = fp.multiply_by_quantized_multiplier(x.astype(xp.int64) - p.in_zp, p.mult, p.shift) + p.out_zp
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)

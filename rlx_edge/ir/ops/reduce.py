@@ -6,10 +6,12 @@ and return the input dtype.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.ops._common import (
     FLOAT_SAMPLE_DTYPES,
@@ -21,8 +23,9 @@ from rlx_edge.ir.ops._common import (
     rand_float,
     rand_shape,
 )
+from rlx_edge.ir.ops._quantized import clamp_cast, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import Attr, defop
-from rlx_edge.ir.shape import Dim
+from rlx_edge.ir.shape import Dim, static_dim
 from rlx_edge.ir.types import TensorType
 
 
@@ -39,10 +42,6 @@ def _need_float_or_quant(x: TensorType, what: str) -> None:
 
 def _per_tensor(x: TensorType):
     return x.quant if x.quant is not None and not x.quant.per_channel else None
-
-
-def _round_half_away(y: np.ndarray) -> np.ndarray:
-    return np.sign(y) * np.floor(np.abs(y) + 0.5)
 
 
 # mean / sum ---------------------------------------------------------------------
@@ -77,7 +76,7 @@ def _mean_ref(x, *, axes, keepdims):
     if x.dtype.kind in "iu":
         y = np.asarray(x.astype(np.float64).mean(axis=ax, keepdims=keepdims))
         info = np.iinfo(x.dtype)
-        return np.clip(_round_half_away(y), info.min, info.max).astype(x.dtype)
+        return np.clip(fp.round_half_away(y), info.min, info.max).astype(x.dtype)
     y = x.astype(compute_dtype(x.dtype)).mean(axis=ax, keepdims=keepdims)
     return finish(y, from_numpy(x.dtype))
 
@@ -267,31 +266,139 @@ def _log_softmax_sample(rng):
 
 
 # integer semantics ------------------------------------------------------------------
-# TFLite Micro's quantized softmax and mean (rlx_edge.quant.intkernels, imported
-# lazily: the quant package builds on the IR types).
-@softmax.int_reference
-def _softmax_int(ctx, x, *, axis, beta):
-    from rlx_edge.quant import intkernels
-
-    a = norm_axis(axis, x.ndim, "softmax")
-    xs = np.moveaxis(x, a, -1)  # the kernels normalize the innermost axis, as TFLite does
-    out_dt = ctx.out_types[0].dtype.numpy
-    xq = ctx.in_types[0].quant
-    if x.dtype == np.int8:
-        y = intkernels.softmax_int8(xs, x_q=xq, beta=beta, out_dtype=out_dt)
-    elif x.dtype == np.int16 and out_dt == np.int16:
-        y = intkernels.softmax_int16(xs, x_q=xq, beta=beta)
-    else:
-        raise NotImplementedError(f"softmax: no integer reference for {x.dtype} -> {out_dt}")
-    return np.moveaxis(y, -1, a)
+# TFLite Micro's quantized Softmax (int8 and int16) and Mean, split as its
+# kernels are: prepare computes multipliers, shifts and tables once from the
+# scales; eval is integer only, in the input's array namespace (numpy, or
+# jax.numpy on the jax target). Softmax normalizes the innermost axis, as
+# TFLite's kernels do; eval moves the op's axis there and back.
+_SCALED_DIFF_INTEGER_BITS = 5  # int8 softmax: differences to the row max in Q5.26
+_ACCUMULATION_INTEGER_BITS = 12  # the sum of exps in Q12.19
 
 
-@mean.int_reference
-def _mean_int(ctx, x, *, axes, keepdims):
-    from rlx_edge.quant import intkernels
+def _softmax_exps(diff, mult: int, left_shift: int):
+    """exp of (non-positive) differences to the row max, scaled by beta * s_x into Q5.26; Q0.31 results."""
+    rescaled = fp.multiply_by_quantized_multiplier_greater_than_one(diff, mult, left_shift)
+    return fp.exp_on_negative_values(rescaled, _SCALED_DIFF_INTEGER_BITS)
 
-    ax = norm_axes(axes, x.ndim, "mean")
-    yt = ctx.out_types[0]
-    return intkernels.mean(
-        x, x_q=ctx.in_types[0].quant, y_q=yt.quant, axes=ax, keepdims=keepdims, out_dtype=yt.dtype.numpy
+
+@functools.cache
+def _softmax_int16_luts() -> tuple[np.ndarray, np.ndarray]:
+    """exp on [-10, 0] (exp(-10) no longer matters to the sum) and 1/(1+x) on [0, 1]: the same for every node."""
+    exp_lut = fp.gen_lut_int16(lambda v: np.exp(v, dtype=np.float32), -10.0, 0.0)
+    recip_lut = fp.gen_lut_int16(lambda v: np.float32(1) / (np.float32(1) + v), 0.0, 1.0)
+    return exp_lut, recip_lut
+
+
+@softmax.prepare
+def _softmax_prepare(ctx, *, axis, beta):
+    """int8 input: the Q5.26 input multiplier, diff_min and the exp of every byte difference.
+
+    int16 (TFLite's SoftmaxInt16): the multiplier mapping differences so that
+    [-10, 0] spans [-65535, 0], and the exp and 1/(1+x) tables.
+    """
+    xt, yt = ctx.in_types[0], ctx.out_types[0]
+    s_x, _ = scalar_params(xt.quant, "softmax input")
+    in_dt, out_dt = xt.dtype.numpy, yt.dtype.numpy
+    if in_dt == np.int8:
+        mult, left_shift = fp.preprocess_softmax_scaling(beta, s_x, _SCALED_DIFF_INTEGER_BITS)
+        diff_min = -fp.calculate_input_radius(_SCALED_DIFF_INTEGER_BITS, left_shift)
+        diffs = -np.arange(256, dtype=np.int64)
+        # what a Cortex-M or FPGA kernel looks up instead: exp_table[k] is the exp of difference -k
+        exp_table = np.where(diffs >= diff_min, _softmax_exps(diffs, mult, left_shift), 0).astype(np.int32)
+        lo, hi = storage_range(out_dt)
+        return {
+            "kind": "int8", "mult": mult, "left_shift": left_shift, "diff_min": diff_min, "exp_table": exp_table,
+            "out_bits": out_dt.itemsize * 8, "out_min": lo, "out_max": hi, "dtype": out_dt.name,
+        }  # fmt: skip
+    if in_dt == np.int16 and out_dt == np.int16:
+        mult, shift = fp.quantize_multiplier(float(np.float32(s_x) * np.float32(beta)) / (10.0 / 65535.0))
+        exp_lut, recip_lut = _softmax_int16_luts()
+        return {"kind": "int16", "mult": mult, "shift": shift, "exp_lut": exp_lut, "recip_lut": recip_lut}
+    raise ValueError(f"softmax has no integer kernel for {xt.dtype} input and {yt.dtype} output")
+
+
+def _softmax_int8(p, x):
+    """TFLite's int8 Softmax (int8 or int16 output), gemmlowp fixed point.
+
+    Exps of the differences are summed in Q12.19 and each multiplied by the
+    reciprocal of the sum; differences below ``diff_min`` contribute 0. The
+    output is [0, 1) on 2**-8 (int8, zero point -128) or 2**-16 / zero point
+    -32768 (int16) steps, as the kernel assumes.
+    """
+    xp = fp.namespace(x)
+    xi = x.astype(xp.int64)
+    diff = xi - xi.max(axis=-1, keepdims=True)
+    use = diff >= p.diff_min
+    exps = _softmax_exps(diff, p.mult, p.left_shift)
+    acc_terms = fp.rounding_divide_by_pot(exps, _ACCUMULATION_INTEGER_BITS)  # Q0.31 -> Q12.19
+    sum_of_exps = xp.where(use, acc_terms, 0).sum(axis=-1, keepdims=True)
+    shifted_scale, bits_over_unit = fp.get_reciprocal(sum_of_exps, _ACCUMULATION_INTEGER_BITS)
+    unsat = fp.rounding_divide_by_pot(
+        fp.saturating_rounding_doubling_high_mul(shifted_scale, exps), bits_over_unit + 31 - p.out_bits
     )
+    y = xp.clip(unsat + p.out_min, p.out_min, p.out_max)
+    return xp.where(use, y, p.out_min).astype(p.dtype)
+
+
+def _softmax_int16(p, x):
+    """TFLite's int16 Softmax: table lookups for exp and 1/(1+x).
+
+    Rescaled differences are recentred into int16 for the exp table (Q0.15
+    results), summed, normalized by the count of leading zeros and inverted
+    through the 1/(1+x) table.
+    """
+    xp = fp.namespace(x)
+    xi = x.astype(xp.int64)
+    diff = xi - xi.max(axis=-1, keepdims=True)
+    scaled = fp.multiply_by_quantized_multiplier(diff, p.mult, p.shift)
+    sym = xp.clip(scaled + 32767, fp.INT16_MIN, fp.INT16_MAX)
+    exps = fp.int16_table_lookup(sym, p.exp_lut)
+    total = exps.sum(axis=-1, keepdims=True)
+    headroom_plus_one = fp.count_leading_zeros_u32(total)
+    shifted_sum = ((total << (headroom_plus_one - 1)) + (1 << 13)) >> 14
+    sym_sum = xp.clip(shifted_sum - ((1 << 15) + (1 << 16)), fp.INT16_MIN, fp.INT16_MAX)
+    recip = fp.int16_table_lookup(sym_sum, p.recip_lut)
+    right_shift = 31 - headroom_plus_one
+    y = (exps * recip + (xp.int64(1) << (right_shift - 1))) >> right_shift
+    return xp.clip(y, 0, fp.INT16_MAX).astype(xp.int16)
+
+
+@softmax.eval
+def _softmax_eval(p, x, *, axis, beta):
+    xp = fp.namespace(x)
+    a = norm_axis(axis, x.ndim, "softmax")
+    kernel = _softmax_int8 if p.kind == "int8" else _softmax_int16
+    return xp.moveaxis(kernel(p, xp.moveaxis(x, a, -1)), -1, a)
+
+
+@mean.prepare
+def _mean_prepare(ctx, *, axes, keepdims):
+    """TFLite Micro's integer QuantizedMeanOrSum: one multiplier that folds in 1/count.
+
+    The Q31 multiplier of s_x/s_y is shifted left by floor(log2(count)) (at
+    most 32, keeping the total shift >= -31) and divided by count with
+    truncation; the input zero point becomes one offset of the sum.
+    """
+    xt, yt = ctx.in_types[0], ctx.out_types[0]
+    s_x, zp_x = scalar_params(xt.quant, "mean input")
+    s_y, zp_y = scalar_params(yt.quant, "mean output")
+    count = math.prod(static_dim(xt.shape[a], "a reduced dimension") for a in norm_axes(axes, xt.rank, "mean"))
+    m, e = fp.quantize_multiplier(float(s_x) / float(s_y))
+    if count > 0:
+        shift = min(count.bit_length() - 1, 32, 31 + e)
+        m = (m << shift) // count
+        e = e - shift
+    lo, hi = storage_range(yt.dtype.numpy)
+    return {
+        "sum_offset": int(fp.wrap_int32(-zp_x * count)), "mult": m, "shift": e, "out_zp": zp_y,
+        "out_min": lo, "out_max": hi, "dtype": yt.dtype.numpy.name,
+    }  # fmt: skip
+
+
+@mean.eval
+def _mean_eval(p, x, *, axes, keepdims):
+    xp = fp.namespace(x)
+    ax = norm_axes(axes, x.ndim, "mean")
+    total = fp.wrap_int32(x.astype(xp.int64).sum(axis=ax, keepdims=keepdims) + p.sum_offset)
+    y = fp.multiply_by_quantized_multiplier(total, p.mult, p.shift) + p.out_zp
+    return clamp_cast(y, p.out_min, p.out_max, p.dtype)

@@ -1,9 +1,14 @@
 """Graph passes: named, pure rewrites run by a :class:`PassManager` (see ``manager``).
 
-Importing this package registers every pass of the default pipeline.
+Importing this package registers every pass: each module of the package
+registers its own with ``@register``, and none is listed here. ``reinfer``
+and ``rename_value`` are the graph edits the quantizer shares with the passes.
 """
 
-from rlx_edge.ir.passes import algebraic, bn_fold, cse, dce, fold, fuse, pad_fold  # noqa: F401  (registration)
+import importlib
+import pkgutil
+
+from rlx_edge.ir.passes._rewrite import reinfer, rename_value
 from rlx_edge.ir.passes.legalize import legalize
 from rlx_edge.ir.passes.manager import (
     DEFAULT_PIPELINE,
@@ -18,6 +23,9 @@ from rlx_edge.ir.passes.manager import (
     register,
 )
 
+for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+    importlib.import_module(f"{__name__}.{_mod}")
+
 __all__ = [
     "DEFAULT_PIPELINE",
     "PASSES",
@@ -30,4 +38,6 @@ __all__ = [
     "legalize",
     "optimize",
     "register",
+    "reinfer",
+    "rename_value",
 ]

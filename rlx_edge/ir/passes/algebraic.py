@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx_edge.ir.graph import Graph, Node
+from rlx_edge.ir.ops import get_op
 from rlx_edge.ir.passes._rewrite import bypass, is_quantized, producers, reinfer, set_attrs
 from rlx_edge.ir.passes.manager import PassContext, register
 
@@ -15,7 +16,6 @@ _NEUTRAL = {
     "mul": ((1, 1.0), (0, 1.0)),
     "div": ((1, 1.0),),
 }
-_VIEWS = ("reshape", "squeeze", "unsqueeze")
 
 
 def _identity_operand(g: Graph, node: Node) -> tuple[str, str] | None:
@@ -94,7 +94,7 @@ def _reshape(g: Graph, node: Node, prods: dict[str, Node], ctx: PassContext) -> 
     # per-channel parameters follow their axis through a view; keep those chains as written
     if g.types[src].quant is not None and g.types[src].quant.per_channel:
         return False
-    if first is not None and first.op in _VIEWS:
+    if first is not None and get_op(first.op).view:  # a reshape of any view reads the view's input
         node.inputs = [first.inputs[0]]
         ctx.fired(node.name, f"reshape of {first.op} {first.name!r} reads its input directly")
         return True

@@ -33,11 +33,11 @@ def legalize(
     rules:
         The op names the target supports (``op in rules``).
     target:
-        The target's name for messages (defaults to ``rules.target`` when it has one).
+        The target's name for messages (defaults to ``rules.name`` when it has one).
     targets:
         Every known target's rules, by name, to say where an unsupported op would run.
     """
-    name = target or getattr(rules, "target", None) or "the target"
+    name = target or getattr(rules, "name", None) or "the target"
     bad = [n for n in graph.nodes if n.op not in rules]
     if not bad:
         return graph

@@ -22,6 +22,7 @@ from typing import Any
 
 from rlx_edge.errors import IRError
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.rules import RuleTable
 
 PassFn = Callable[[Graph, "PassContext"], Graph]
 
@@ -66,32 +67,25 @@ class Pass:
         return self.fn(graph, ctx or PassContext(self.name))
 
 
-PASSES: dict[str, Pass] = {}
+# Every pass by name, with its one-line description (metadata "doc").
+PASSES: RuleTable[PassFn] = RuleTable("passes", what="pass")
 
 
 def register(name: str, doc: str = "") -> Callable[[PassFn], PassFn]:
     """Register ``fn`` as the pass ``name`` (registration is by import, like ops)."""
 
     def deco(fn: PassFn) -> PassFn:
-        if name in PASSES:
-            raise RuntimeError(f"pass {name!r} is registered twice")
-        PASSES[name] = Pass(name, fn, doc or (fn.__doc__ or "").strip().splitlines()[0])
-        return fn
+        return PASSES.rule(name, doc=doc or (fn.__doc__ or "").strip().splitlines()[0])(fn)
 
     return deco
 
 
 def get_pass(name: str) -> Pass:
-    _load_all()
-    try:
-        return PASSES[name]
-    except KeyError:
-        raise IRError(f"unknown pass {name!r}; known passes: {', '.join(sorted(PASSES))}") from None
+    import rlx_edge.ir.passes  # noqa: F401  (importing the package registers every pass)
 
-
-def _load_all() -> None:
-    # importing the modules registers their passes
-    from rlx_edge.ir.passes import algebraic, bn_fold, cse, dce, fold, fuse, pad_fold  # noqa: F401
+    if name not in PASSES:
+        raise IRError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")
+    return Pass(name, PASSES[name], PASSES.metadata(name)["doc"])
 
 
 # The default pipeline. Folding first turns weight-only dequantize nodes into
@@ -202,9 +196,3 @@ def optimize(
 ) -> tuple[Graph, PassReport]:
     """Run the default (or given) pipeline on ``graph``; returns the new graph and the report."""
     return PassManager(passes, verify=verify, options=options).run(graph)
-
-
-def passes_report(graph: Graph, *, as_json: bool = False) -> str | dict[str, Any]:
-    """For ``rlx-edge inspect MODEL --passes``: what the default pipeline does to ``graph`` (text or JSON)."""
-    _, report = optimize(graph)
-    return report.to_json() if as_json else report.text()

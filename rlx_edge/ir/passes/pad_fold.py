@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlx_edge.ir.graph import Graph, Node
-from rlx_edge.ir.ops._common import window_pads
+from rlx_edge.ir.ops import window_pads
 from rlx_edge.ir.passes._rewrite import consumers, set_attrs
 from rlx_edge.ir.passes.manager import PassContext, register
 

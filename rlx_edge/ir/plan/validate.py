@@ -80,6 +80,8 @@ def validate(program: Program) -> None:
         for b, blo, bhi, bb, bd in spans[i + 1 :]:
             if blo >= ahi:
                 break
+            if ahi == alo or bhi == blo:
+                continue  # an empty value (a zero-size slice) occupies no bytes
             if max(ab, bb) > min(ad, bd):
                 continue  # never live at the same time
             if _shared_legally(nodes, find, cls, class_dies, a, alo, ab, b, blo, bb):

@@ -24,8 +24,9 @@ import numpy as np
 
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.plan import Program, plan
-from rlx_edge.targets.cortexm.rules import Const, Layer, layer_for, scratch_bytes
+from rlx_edge.ir.plan import Program
+from rlx_edge.pipeline import AS_GIVEN, to_program
+from rlx_edge.targets.cortexm.rules import Const, Layer, layer_for
 
 __all__ = ["CORES", "EmittedModel", "compile_project", "emit", "kernel_sources", "lower"]
 
@@ -52,15 +53,13 @@ _CTYPES = {
 
 
 def lower(graph_or_program: Graph | Program) -> Program:
-    """Plan a graph for this target (its scratch declared by the rules), or check a given Program."""
+    """Plan a graph for this target through the pipeline (as given, not optimized), or check a given Program."""
     if isinstance(graph_or_program, Program):
         prog = graph_or_program
         if prog.target != "cortexm":
             raise RlxError(f"program was planned for target {prog.target!r}, not cortexm")
         return prog
-    for node in graph_or_program.nodes:  # every op must have a rule: one clear error, before planning
-        layer_for(graph_or_program, node)
-    return plan(graph_or_program, target="cortexm", scratch=scratch_bytes)
+    return to_program(graph_or_program, "cortexm", AS_GIVEN)
 
 
 def kernel_sources() -> dict[str, str]:
@@ -156,7 +155,9 @@ def emit(graph_or_program: Graph | Program) -> EmittedModel:
     prog = lower(graph_or_program)
     g = prog.graph
     nodes = prog.nodes()
-    layers: list[tuple[int, Any, Layer]] = [(i, n, layer_for(g, n)) for i, n in enumerate(nodes)]
+    layers: list[tuple[int, Any, Layer]] = [
+        (i, n, layer_for(g, n, prog.quant.get(n.name))) for i, n in enumerate(nodes)
+    ]
 
     # constants -> weights.c / weights.h
     weight_defs: list[str] = []
@@ -187,6 +188,31 @@ def emit(graph_or_program: Graph | Program) -> EmittedModel:
             weight_defs.append(define)
             per_build[guard] += n * arr.dtype.itemsize
         const_names.append(names)
+    param_names: dict[str, str] = {}
+
+    def value_ptr(v: str) -> str:
+        """Where a kernel reads value ``v``: its arena bytes, or a constant's array in weights.c."""
+        if v not in g.params:
+            return f"arena + {prog.offsets[v]}u"
+        if v not in param_names:
+            arr = np.ascontiguousarray(g.params[v])
+            ctype = _CTYPES.get(arr.dtype)
+            if ctype is None:
+                raise RlxError(f"constant {v!r} has unsupported type {arr.dtype}")
+            name = param_names[v] = f"rlx_const{len(param_names)}"
+            n = max(arr.size, 1)
+            weight_decls.append(f"extern const {ctype} {name}[{n}];")
+            weight_defs.append(f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n")
+            per_build[""] += n * arr.dtype.itemsize
+        return param_names[v]
+
+    for _i, node, layer in layers:  # constant operands (add x + c) are read from flash, not the arena
+        for a in layer.args:
+            if a[0] == "in":
+                value_ptr(node.inputs[a[1]])
+            elif a[0] == "ins":
+                for v in node.inputs:
+                    value_ptr(v)
     weight_bytes = per_build[""] + max(per_build["dsp"], per_build["portable"])
 
     # model.c: one call per scheduled node
@@ -203,7 +229,7 @@ def emit(graph_or_program: Graph | Program) -> EmittedModel:
             kind = a[0]
             if kind == "in":
                 v = node.inputs[a[1]]
-                args.append(f"({_ptr_type(g, v, const=True)})(arena + {prog.offsets[v]}u)")
+                args.append(f"({_ptr_type(g, v, const=True)})({value_ptr(v)})")
             elif kind == "out":
                 v = node.outputs[a[1]]
                 args.append(f"({_ptr_type(g, v, const=False)})(arena + {prog.offsets[v]}u)")
@@ -211,7 +237,7 @@ def emit(graph_or_program: Graph | Program) -> EmittedModel:
                 off, _size = prog.scratch[node.name]
                 args.append(f"({a[1]} *)(void *)(arena + {off}u)")
             elif kind == "ins":
-                ptrs = ", ".join(f"arena + {prog.offsets[v]}u" for v in node.inputs)
+                ptrs = ", ".join(value_ptr(v) for v in node.inputs)
                 pre = f"const void *const ins{i}[] = {{{ptrs}}};\n        "
                 args.append(f"ins{i}")
             elif kind == "bytes":
@@ -234,7 +260,8 @@ def emit(graph_or_program: Graph | Program) -> EmittedModel:
     model_hash = hashlib.sha256(body_for_hash.encode()).hexdigest()[:16]
 
     header = _model_h(g, prog, model_hash)
-    model_c = _model_c(structs, calls, copy_in, copy_out, len(ins) == 1 and len(outs) == 1)
+    used = {layer.kernel for _, _, layer in layers if layer.kernel}
+    model_c = _model_c(structs, calls, copy_in, copy_out, len(ins) == 1 and len(outs) == 1, used)
     weights_h = _WEIGHTS_H.format(decls="\n".join(weight_decls))
     weights_c = _WEIGHTS_C.format(defs="\n".join(weight_defs))
     files = {"model.h": header, "model.c": model_c, "weights.h": weights_h, "weights.c": weights_c}
@@ -311,7 +338,14 @@ def _model_h(g: Graph, prog: Program, model_hash: str) -> str:
     return "\n".join(lines)
 
 
-def _model_c(structs, calls, copy_in, copy_out, single: bool) -> str:
+def _kernel_headers(kernels: set[str]) -> list[str]:
+    """Headers of kernels that ship their own (``<kernel>.h`` beside ``<kernel>.c``): a new kernel
+    file brings its prototype with it, and no shared header lists it."""
+    have = kernel_sources()
+    return [f'#include "{k}.h"' for k in sorted(kernels) if f"{k}.h" in have]
+
+
+def _model_c(structs, calls, copy_in, copy_out, single: bool, kernels: set[str] = frozenset()) -> str:
     parts = [
         "/* model.c - generated by rlx-edge (cortexm target). Do not edit.",
         " * One kernel call per scheduled layer; parameters are compile-time",
@@ -324,6 +358,7 @@ def _model_c(structs, calls, copy_in, copy_out, single: bool) -> str:
         '#include "rlx_nn.h"',
         '#include "rlx_nn_support.h"',
         '#include "weights.h"',
+        *_kernel_headers(kernels),
         "",
         *structs,
         "",

@@ -23,9 +23,9 @@ import numpy as np
 
 from rlx_edge.errors import RlxError, ToolchainError
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.interpret import bind_inputs
 from rlx_edge.ir.plan import Program
 from rlx_edge.targets.cortexm.emit import EmittedModel, emit
-from rlx_edge.targets.reference.interpreter import bind_inputs
 
 __all__ = ["HostModel", "compile_host", "run_sanitized"]
 

@@ -5,9 +5,9 @@ everything its kernel call needs: which kernel (fast path or general), the
 parameter struct's fields, the constant arrays (weights re-laid out for the
 kernel's access order, biases with the input zero point folded in, Q31
 multipliers and shifts, lookup tables) and the scratch bytes the kernel uses.
-Every constant comes from :mod:`rlx_edge.quant.fixedpoint` /
-:mod:`rlx_edge.quant.intkernels` or from running the op's own integer
-reference, so the C computes exactly what the reference computes.
+Every multiplier, shift, clamp and table comes from the node's prepared
+parameters (``Program.quant``, the op's own ``prepare``), the ones the
+reference computes with, so the C computes exactly what the reference computes.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
-from rlx_edge.ir.ops import QContext, get_op
-from rlx_edge.ir.ops._common import window_shape
+from rlx_edge.ir.ops import QContext, window_shape
+from rlx_edge.ir.ops.conv import folded_bias
 from rlx_edge.ir.passes.legalize import check_quantized_node
+from rlx_edge.ir.plan import prepare_node
+from rlx_edge.ir.prepared import Prepared
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
-from rlx_edge.quant import fixedpoint as fp
-from rlx_edge.quant import intkernels as ik
-from rlx_edge.targets._rules import RuleTable
 
-RULES = RuleTable("cortexm")
+RULES = RuleTable.for_ops("cortexm")
 # Quantized storage types the kernels take (rlx_edge.targets.support reports them);
 # int4 weights are held one per byte, like the IR holds them.
 ACTIVATION_DTYPES = frozenset({DType.i8})
@@ -67,21 +68,28 @@ class Layer:
     """Constants only one build of the C reads: key -> "dsp" (SXTB16/SMLAD path) or "portable"."""
 
 
-def layer_for(graph: Graph, node: Node) -> Layer:
+def layer_for(graph: Graph, node: Node, params: Prepared | None = None) -> Layer:
+    """What ``node`` becomes in model.c; ``params`` are its prepared integer parameters (``Program.quant``).
+
+    Without ``params`` (the planner asking for scratch bytes before the
+    Program exists) the op's own ``prepare`` supplies them.
+    """
     if node.op not in RULES:
         raise UnsupportedOpError(
-            f"node {node.name!r}: op {node.op} has no cortexm kernel (cortexm supports: {', '.join(RULES.ops())})"
+            f"node {node.name!r}: op {node.op} has no cortexm kernel (cortexm supports: {', '.join(RULES)})"
         )
     check_quantized_node(graph, node)  # rules read scales and zero points without asking
     try:
-        return RULES[node.op](graph, node)
-    except ValueError as e:  # intkernels' checks of the types (per-tensor scales, representable multipliers)
+        if params is None:
+            params = prepare_node(graph, node) or Prepared()
+        return RULES[node.op](graph, node, params)
+    except ValueError as e:  # the ops' checks of the types (per-tensor scales, representable multipliers)
         raise UnsupportedOpError(f"node {node.name!r} ({node.op}): the cortexm target cannot compile it: {e}") from e
 
 
-def scratch_bytes(graph: Graph, node: Node) -> int:
-    """The planner's scratch callback: bytes of kernel scratch ``node`` needs."""
-    return layer_for(graph, node).scratch
+def scratch_bytes(graph: Graph, node: Node, params: Prepared | None = None) -> int:
+    """The planner's scratch callback: bytes of kernel scratch ``node`` needs (``params``: its prepared parameters)."""
+    return layer_for(graph, node, params).scratch
 
 
 # helpers ---------------------------------------------------------------------------------
@@ -109,11 +117,6 @@ def _int8(graph: Graph, node: Node, *values: str) -> None:
 def _ctx(graph: Graph, node: Node) -> QContext:
     ins = tuple(None if v is None else graph.types[v] for v in node.inputs)
     return QContext(node.name, ins, tuple(graph.types[o] for o in node.outputs))
-
-
-def _act(node: Node, graph: Graph) -> tuple[int, int]:
-    yt = _t(graph, node.outputs[0])
-    return ik._act_range(node.attrs.get("activation", "none"), yt.quant, yt.dtype.numpy)
 
 
 def _pad4(a: np.ndarray, n: int) -> np.ndarray:
@@ -209,11 +212,12 @@ def fast_requant(
     return mode, add.astype(np.int32), e.astype(np.int32)
 
 
-def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None, gq_ok: bool = True) -> tuple[dict, dict, int]:
+def _gemm(
+    graph: Graph, node: Node, params: Prepared, w2: np.ndarray, b: np.ndarray | None, gq_ok: bool = True
+) -> tuple[dict, dict, int]:
     """Fields and constants of an int8 GEMM: weights [O, K] re-laid out, folded bias, multipliers."""
-    xt, wt, yt = _t(graph, node.inputs[0]), _t(graph, node.inputs[1]), _t(graph, node.outputs[0])
-    s_x, zp_x = ik.scalar_params(xt.quant, "input")
-    s_y, zp_y = ik.scalar_params(yt.quant, "output")
+    wt = _t(graph, node.inputs[1])
+    zp_y = params.out_zp
     _need(wt.dtype in WEIGHT_DTYPES, node, f"needs int8 or int4 weights (got {wt.dtype})")
     _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
     o, k = w2.shape
@@ -227,11 +231,9 @@ def _gemm(graph: Graph, node: Node, w2: np.ndarray, b: np.ndarray | None, gq_ok:
     # and quad [half][row][pair]: half 0 holds (k0, k2), half 1 (k1, k3), the
     # pairs SXTB16 gives for the input, so the inner loop is LDR + SMLAD only
     wide = wp.astype(np.int16).reshape(ob, 4, kq, 2, 2).transpose(0, 2, 4, 1, 3).reshape(-1)
-    bias = np.zeros(o, dtype=np.int64) if b is None else b.astype(np.int64)
-    # the input offset folded in: sum (x - zp) w + b = sum x w + (b - zp sum w)
-    folded = fp.wrap_int32(bias - zp_x * w2.astype(np.int64).sum(axis=1)).astype(np.int32)
-    mult, shift = ik._conv_multipliers(s_x, wt.quant.scale, s_y, o)
-    lo, hi = _act(node, graph)
+    # the kernel accumulates the raw int8 input: the input offset goes into the bias
+    folded = fp.wrap_int32(folded_bias(params, w2.astype(np.int64).sum(axis=1), b)).astype(np.int32)
+    mult, shift, lo, hi = params.mult, params.shift, params.act_min, params.act_max
     # |acc| for any int8 input: the folded bias plus 128 * sum |w|
     bound = np.abs(folded.astype(np.int64)) + 128 * np.abs(w2.astype(np.int64)).sum(axis=1)
     w64 = w2.astype(np.int64)
@@ -293,7 +295,7 @@ def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int,
 
 # convolutions ----------------------------------------------------------------------------
 @RULES.rule("conv2d")
-def _conv2d(graph: Graph, node: Node) -> Layer:
+def _conv2d(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, w, b = (node.inputs + [None])[:3]
     _int8(graph, node, x, node.outputs[0])
     _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
@@ -301,13 +303,13 @@ def _conv2d(graph: Graph, node: Node) -> Layer:
     _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
     xt, yt = _t(graph, x), _t(graph, node.outputs[0])
     o, kh, kw, c = wv.shape
-    pt, _pb, pl, _pr = _window(node, xt, kh, kw)
-    gemm, consts, scratch = _gemm(graph, node, wv.reshape(o, -1), None if b is None else graph.params[b])
+    pads = params.pads
+    pt, _pb, pl, _pr = pads
+    gemm, consts, scratch = _gemm(graph, node, params, wv.reshape(o, -1), None if b is None else graph.params[b])
     n, h, wd, _ = _shape(xt)
     _, oh, ow, _ = _shape(yt)
     sh, sw = node.attrs["strides"]
     dh, dw = node.attrs["dilations"]
-    pads = _window(node, xt, kh, kw)
     one_by_one = kh == 1 and kw == 1 and not any(pads)
     fields = {
         "gemm": gemm,
@@ -325,7 +327,7 @@ def _conv2d(graph: Graph, node: Node) -> Layer:
         "dil_w": dw,
         "pad_top": pt,
         "pad_left": pl,
-        "in_zp": ik.scalar_params(xt.quant, "input")[1],
+        "in_zp": params.in_zp,
     }
     kernel = "rlx_convolve_1x1_s8" if one_by_one else "rlx_convolve_s8"
     return Layer(
@@ -340,7 +342,7 @@ def _conv2d(graph: Graph, node: Node) -> Layer:
 
 
 @RULES.rule("depthwise_conv2d")
-def _depthwise(graph: Graph, node: Node) -> Layer:
+def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, w, b = (node.inputs + [None])[:3]
     _int8(graph, node, x, node.outputs[0])
     wv = graph.params.get(w)
@@ -348,16 +350,15 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
     wt = _t(graph, w)
     _need(wt.dtype in WEIGHT_DTYPES and not np.any(wt.quant.zero_point), node, "needs symmetric int8 or int4 weights")
     xt, yt = _t(graph, x), _t(graph, node.outputs[0])
-    s_x, zp_x = ik.scalar_params(xt.quant, "input")
-    s_y, zp_y = ik.scalar_params(yt.quant, "output")
+    zp_x, zp_y = params.in_zp, params.out_zp
     _, kh, kw, cm = wv.shape
     m = node.attrs["depth_multiplier"]
-    pt, _pb, pl, _pr = _window(node, xt, kh, kw)
+    pt, _pb, pl, _pr = params.pads
     n, h, wd, c = _shape(xt)
     _, oh, ow, _ = _shape(yt)
-    mult, shift = ik._conv_multipliers(s_x, wt.quant.scale, s_y, cm)
-    bias = np.zeros(cm, np.int32) if b is None else graph.params[b].astype(np.int32)
-    lo, hi = _act(node, graph)
+    mult, shift, lo, hi = params.mult, params.shift, params.act_min, params.act_max
+    bv = None if b is None else graph.params[b]
+    bias = np.zeros(cm, np.int32) if bv is None else bv.astype(np.int32)
     w_taps = wv.reshape(kh * kw, cm).astype(np.int64)
     # |acc| for any input: |bias| + 255 * sum |w| (x - zp spans at most 255)
     bound = np.abs(bias.astype(np.int64)) + 255 * np.abs(w_taps).sum(axis=0)
@@ -368,7 +369,7 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
     mode, mult, add, rshift = _requant(mult, shift, bound, acc_lo, acc_hi, zp_y, lo, hi)
     # a pixel whose taps are all inside the image: the input offset folded
     # into the bias (portable path); wraps like the C accumulation
-    bias_full = fp.wrap_int32(bias.astype(np.int64) + (-zp_x) * w_taps.sum(axis=0)).astype(np.int32)
+    bias_full = fp.wrap_int32(folded_bias(params, w_taps.sum(axis=0), bv)).astype(np.int32)
     sh, sw = node.attrs["strides"]
     dh, dw = node.attrs["dilations"]
     fields = {
@@ -441,7 +442,7 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
                 g4 = cm // 4
                 cols = w_taps.reshape(3, 3, cm).sum(axis=0)  # [j][c]
                 sums = np.stack([cols.sum(axis=0), cols[1] + cols[2], cols[0] + cols[1]])  # [3][c]
-                b2 = fp.wrap_int32(2 * (bias.astype(np.int64)[None, :] + (-zp_x) * sums))
+                b2 = fp.wrap_int32(2 * folded_bias(params, sums, bv))
                 dwq = np.concatenate(
                     [
                         b2.reshape(3, g4, 4).transpose(1, 0, 2).reshape(g4, 12),
@@ -458,13 +459,13 @@ def _depthwise(graph: Graph, node: Node) -> Layer:
 
 
 @RULES.rule("fully_connected")
-def _fc(graph: Graph, node: Node) -> Layer:
+def _fc(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, w, b = (node.inputs + [None])[:3]
     _int8(graph, node, x, node.outputs[0])
     wv = graph.params.get(w)
     _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
     # rows are read in place (rlx_gemm_row_s8): no gq, weights as they are
-    gemm, consts, scratch = _gemm(graph, node, wv, None if b is None else graph.params[b], gq_ok=False)
+    gemm, consts, scratch = _gemm(graph, node, params, wv, None if b is None else graph.params[b], gq_ok=False)
     xs = _shape(_t(graph, x))
     fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
     # one row at a time, the int8 input read (and on DSP cores widened in
@@ -475,13 +476,13 @@ def _fc(graph: Graph, node: Node) -> Layer:
 
 
 # pooling -----------------------------------------------------------------------------------
-def _pool(graph: Graph, node: Node, kernel_hw, strides, pads, activation: str, avg: bool) -> Layer:
+@RULES.rule("avg_pool2d", "max_pool2d", "global_avg_pool")
+def _pool(graph: Graph, node: Node, params: Prepared) -> Layer:
     x = node.inputs[0]
     _int8(graph, node, x, node.outputs[0])
-    xt, yt = _t(graph, x), _t(graph, node.outputs[0])
-    n, h, w, c = _shape(xt)
-    _, oh, ow, _ = _shape(yt)
-    lo, hi = ik._act_range(activation, yt.quant, yt.dtype.numpy)
+    p = params
+    n, h, w, c = _shape(_t(graph, x))
+    _, oh, ow, _ = _shape(_t(graph, node.outputs[0]))
     fields = {
         "batches": n,
         "in_h": h,
@@ -489,34 +490,19 @@ def _pool(graph: Graph, node: Node, kernel_hw, strides, pads, activation: str, a
         "ch": c,
         "out_h": oh,
         "out_w": ow,
-        "k_h": kernel_hw[0],
-        "k_w": kernel_hw[1],
-        "stride_h": strides[0],
-        "stride_w": strides[1],
-        "pad_top": pads[0],
-        "pad_left": pads[2],
-        "act_min": lo,
-        "act_max": hi,
+        "k_h": p.kernel[0],
+        "k_w": p.kernel[1],
+        "stride_h": p.strides[0],
+        "stride_w": p.strides[1],
+        "pad_top": p.pads[0],
+        "pad_left": p.pads[2],
+        "act_min": p.act_min,
+        "act_max": p.act_max,
     }
-    if avg:
-        return Layer(
-            "rlx_avgpool_s8", "rlx_pool_params", fields, {}, [("in", 0), ("out", 0), ("scratch", "int32_t")], 4 * c
-        )
-    return Layer("rlx_maxpool_s8", "rlx_pool_params", fields, {}, [("in", 0), ("out", 0)])
-
-
-@RULES.rule("avg_pool2d", "max_pool2d")
-def _pool2d(graph: Graph, node: Node) -> Layer:
-    a = node.attrs
-    xt = _t(graph, node.inputs[0])
-    p = _window(node, xt, *a["kernel"])
-    return _pool(graph, node, a["kernel"], a["strides"], p, a["activation"], node.op == "avg_pool2d")
-
-
-@RULES.rule("global_avg_pool")
-def _gap(graph: Graph, node: Node) -> Layer:
-    _, h, w, _ = _shape(_t(graph, node.inputs[0]))
-    return _pool(graph, node, (h, w), (h, w), (0, 0, 0, 0), "none", True)
+    if node.op == "max_pool2d":
+        return Layer("rlx_maxpool_s8", "rlx_pool_params", fields, {}, [("in", 0), ("out", 0)])
+    args = [("in", 0), ("out", 0), ("scratch", "int32_t")]
+    return Layer("rlx_avgpool_s8", "rlx_pool_params", fields, {}, args, 4 * c)
 
 
 # elementwise ---------------------------------------------------------------------------------
@@ -546,71 +532,53 @@ def _broadcast_fields(graph: Graph, node: Node) -> dict:
 
 
 @RULES.rule("add", "sub")
-def _add(graph: Graph, node: Node) -> Layer:
+def _add(graph: Graph, node: Node, params: Prepared) -> Layer:
     a, b = node.inputs
-    y = node.outputs[0]
-    _int8(graph, node, a, b, y)
-    s1, zp1 = ik.scalar_params(_t(graph, a).quant, "first input")
-    s2, zp2 = ik.scalar_params(_t(graph, b).quant, "second input")
-    s_y, zp_y = ik.scalar_params(_t(graph, y).quant, "output")
-    # exactly intkernels.add_sub's Prepare arithmetic (int8 output: 20 bits of headroom)
-    left_shift = 20
-    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
-    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
-    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
-    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << left_shift) * float(s_y)))
-    lo, hi = _act(node, graph)
+    _int8(graph, node, a, b, node.outputs[0])
+    p = params
     fields = _broadcast_fields(graph, node)
     fields.update(
-        a_offset=-zp1,
-        b_offset=-zp2,
-        left_shift=left_shift,
-        a_mult=m1,
-        a_shift=e1,
-        b_mult=m2,
-        b_shift=e2,
-        out_mult=mo,
-        out_shift=eo,
-        out_zp=zp_y,
-        act_min=lo,
-        act_max=hi,
+        a_offset=-p.a_zp,
+        b_offset=-p.b_zp,
+        left_shift=p.left_shift,
+        a_mult=p.a_mult,
+        a_shift=p.a_shift,
+        b_mult=p.b_mult,
+        b_shift=p.b_shift,
+        out_mult=p.out_mult,
+        out_shift=p.out_shift,
+        out_zp=p.out_zp,
+        act_min=p.act_min,
+        act_max=p.act_max,
         subtract=1 if node.op == "sub" else 0,
     )
     return Layer("rlx_add_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
 
 
 @RULES.rule("mul")
-def _mul(graph: Graph, node: Node) -> Layer:
+def _mul(graph: Graph, node: Node, params: Prepared) -> Layer:
     a, b = node.inputs
-    y = node.outputs[0]
-    _int8(graph, node, a, b, y)
-    s1, zp1 = ik.scalar_params(_t(graph, a).quant, "first input")
-    s2, zp2 = ik.scalar_params(_t(graph, b).quant, "second input")
-    s_y, zp_y = ik.scalar_params(_t(graph, y).quant, "output")
-    m, e = fp.quantize_multiplier(float(s1) * float(s2) / float(s_y))  # as intkernels.mul
-    lo, hi = _act(node, graph)
+    _int8(graph, node, a, b, node.outputs[0])
+    p = params
     fields = _broadcast_fields(graph, node)
-    fields.update(a_offset=-zp1, b_offset=-zp2, out_mult=m, out_shift=e, out_zp=zp_y, act_min=lo, act_max=hi)
+    fields.update(
+        a_offset=-p.a_zp,
+        b_offset=-p.b_zp,
+        out_mult=p.out_mult,
+        out_shift=p.out_shift,
+        out_zp=p.out_zp,
+        act_min=p.act_min,
+        act_max=p.act_max,
+    )
     return Layer("rlx_mul_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
 
 
-def _byte_table(graph: Graph, node: Node, attrs: dict | None = None) -> np.ndarray:
-    """The op's integer reference on all 256 values of its byte input, indexed by bit pattern."""
-    xt = _t(graph, node.inputs[0])
-    yt = _t(graph, node.outputs[0])
-    _need(xt.dtype.numpy.itemsize == 1 and xt.dtype.is_int, node, f"needs a byte input, got {xt.dtype}")
-    _need(xt.quant is None or not xt.quant.per_channel, node, "needs per-tensor quantization")
-    _need(yt.quant is None or not yt.quant.per_channel, node, "needs per-tensor output quantization")
-    values = np.arange(256, dtype=np.uint8).view(xt.dtype.numpy)
-    ctx = QContext(node.name, (TensorType((256,), xt.dtype, xt.quant),), (TensorType((256,), yt.dtype, yt.quant),))
-    opdef = get_op(node.op)
-    (out,) = opdef.run_int_reference(ctx, [values], node.attrs if attrs is None else attrs)
-    return np.asarray(out).astype(yt.dtype.numpy).reshape(256)
-
-
 @RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "requantize", "dequantize")
-def _lut(graph: Graph, node: Node) -> Layer:
-    table = _byte_table(graph, node)
+def _lut(graph: Graph, node: Node, params: Prepared) -> Layer:
+    # the op's prepare tabulates its eval over every byte input (indexed by bit pattern)
+    table = params.get("table")
+    xt = _t(graph, node.inputs[0])
+    _need(table is not None, node, f"needs a byte input quantized per tensor on both sides, got {xt.dtype}")
     size = math.prod(_shape(_t(graph, node.outputs[0])))
     _need(table.dtype.itemsize in (1, 2, 4), node, f"cannot map bytes to {table.dtype}")
     fields = {"size": size, "table": Const("table"), "out_bytes": table.dtype.itemsize}
@@ -618,7 +586,7 @@ def _lut(graph: Graph, node: Node) -> Layer:
 
 
 @RULES.rule("softmax")
-def _softmax(graph: Graph, node: Node) -> Layer:
+def _softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, y = node.inputs[0], node.outputs[0]
     _int8(graph, node, x)
     xt, yt = _t(graph, x), _t(graph, y)
@@ -626,29 +594,22 @@ def _softmax(graph: Graph, node: Node) -> Layer:
     shape = _shape(xt)
     axis = node.attrs["axis"] % len(shape)
     _need(axis == len(shape) - 1, node, "normalizes the innermost axis only")
-    s_x, _ = ik.scalar_params(xt.quant, "softmax input")
-    # intkernels.softmax_int8's constants, and its exp for every difference to the row max
-    bits = 5
-    mult, left_shift = fp.preprocess_softmax_scaling(node.attrs["beta"], s_x, bits)
-    diff_min = -fp.calculate_input_radius(bits, left_shift)
-    diff = np.arange(-255, 1, dtype=np.int64)
-    rescaled = fp.multiply_by_quantized_multiplier_greater_than_one(diff, mult, left_shift)
-    exps = fp.exp_on_negative_values(rescaled, bits)
-    table = np.where(diff >= diff_min, exps, 0).astype(np.int32)
+    # the kernel indexes exps by difference to the row max from -255 up to 0; the op's table by -difference
+    table = np.ascontiguousarray(params.exp_table[::-1], dtype=np.int32)
     depth = shape[-1]
     fields = {
         "rows": math.prod(shape) // max(depth, 1),
         "depth": depth,
         "exp_table": Const("exp"),
-        "out_zp": -128,
-        "out_bits": 8,
+        "out_zp": params.out_min,
+        "out_bits": params.out_bits,
     }
     return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), ("out", 0)])
 
 
 # layout ------------------------------------------------------------------------------------
 @RULES.rule("reshape", "squeeze", "unsqueeze")
-def _view(graph: Graph, node: Node) -> Layer:
+def _view(graph: Graph, node: Node, params: Prepared) -> Layer:
     # the planner gives a view the offset of its input; emit() checks that and
     # falls back to a copy where it does not hold (quantization changed)
     nbytes = math.prod(_shape(_t(graph, node.outputs[0]))) * _t(graph, node.outputs[0]).dtype.storage_bytes
@@ -656,25 +617,15 @@ def _view(graph: Graph, node: Node) -> Layer:
 
 
 @RULES.rule("pad")
-def _pad(graph: Graph, node: Node) -> Layer:
+def _pad(graph: Graph, node: Node, params: Prepared) -> Layer:
     xt, yt = _t(graph, node.inputs[0]), _t(graph, node.outputs[0])
     xs, ys = _shape(xt), _shape(yt)
     _need(len(xs) <= 6, node, "pads tensors of rank <= 6")
     _need(xt.quant is None or not xt.quant.per_channel, node, "needs per-tensor quantization")
     rank = len(xs)
     pads = node.attrs["pads"]
-    # the fill value, as the op's reference computes it: pad one element
-    probe = np.zeros((1,) * rank, dtype=xt.dtype.numpy)
-    probe_pads = tuple([1, 0] + [0, 0] * (rank - 1)) if rank else ()
-    ctx = QContext(
-        node.name,
-        (TensorType((1,) * rank, xt.dtype, xt.quant),),
-        (TensorType((2,) + (1,) * (rank - 1) if rank else (), yt.dtype, yt.quant),),
-    )
-    opdef = get_op("pad")
-    run = opdef.run_int_reference if xt.quant is not None else (lambda c, i, a: opdef.run_reference(i, a))
-    (filled,) = run(ctx, [probe], {"pads": probe_pads, "value": node.attrs["value"]})
-    fill = np.asarray(filled).reshape(-1)[:1].astype(yt.dtype.numpy) if rank else probe.reshape(1)
+    # a quantized fill is on the grid (the op's prepare); a plain one is the value itself
+    fill = np.array([params.fill if "fill" in params else node.attrs["value"]]).astype(yt.dtype.numpy)
     lead = 6 - rank
     fields = {
         "elem_bytes": yt.dtype.storage_bytes,
@@ -687,25 +638,18 @@ def _pad(graph: Graph, node: Node) -> Layer:
 
 
 @RULES.rule("concat")
-def _concat(graph: Graph, node: Node) -> Layer:
+def _concat(graph: Graph, node: Node, params: Prepared) -> Layer:
     yt = _t(graph, node.outputs[0])
     ys = _shape(yt)
     axis = node.attrs["axis"] % len(ys)
     eb = yt.dtype.storage_bytes
     chunks, mapped, tables = [], [], []
     ident = np.arange(256, dtype=np.uint8)
-    for v in node.inputs:
-        t = _t(graph, v)
-        chunks.append(math.prod(_shape(t)[axis:]) * eb)
-        table = ident
-        if t.quant is not None and t.quant != yt.quant:
-            _need(eb == 1, node, "requantizes byte tensors only")
-            ctx = QContext(
-                node.name, (TensorType((256,), t.dtype, t.quant),), (TensorType((256,), yt.dtype, yt.quant),)
-            )
-            values = ident.view(t.dtype.numpy)
-            (out,) = get_op("concat").run_int_reference(ctx, [values], {"axis": 0})
-            table = np.asarray(out).astype(yt.dtype.numpy).view(np.uint8)
+    _need("tables" in params or not any(params.get("rescale", ())), node, "requantizes byte tensors only")
+    for k, v in enumerate(node.inputs):
+        chunks.append(math.prod(_shape(_t(graph, v))[axis:]) * eb)
+        # the op's prepare maps every byte of a requantized input; others are copied
+        table = params.tables[k].view(np.uint8) if "tables" in params else ident
         mapped.append(0 if np.array_equal(table, ident) else 1)
         tables.append(table)
     fields = {
@@ -724,52 +668,37 @@ def _concat(graph: Graph, node: Node) -> Layer:
 
 
 @RULES.rule("mean")
-def _mean(graph: Graph, node: Node) -> Layer:
+def _mean(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, y = node.inputs[0], node.outputs[0]
     _int8(graph, node, x, y)
-    xt, yt = _t(graph, x), _t(graph, y)
-    xs = _shape(xt)
+    xs = _shape(_t(graph, x))
     _need(len(xs) <= 4, node, "reduces tensors of rank <= 4")
     axes = sorted({a % len(xs) for a in node.attrs["axes"]})
-    s_x, zp_x = ik.scalar_params(xt.quant, "mean input")
-    s_y, zp_y = ik.scalar_params(yt.quant, "mean output")
-    count = math.prod(xs[a] for a in axes)
-    # exactly intkernels.mean's constants: 1/count folded into the multiplier
-    m, e = fp.quantize_multiplier(float(s_x) / float(s_y))
-    if count > 0:
-        shift = min(count.bit_length() - 1, 32, 31 + e)
-        m = (m << shift) // count
-        e = e - shift
+    p = params
     lead = 4 - len(xs)
-    lo, hi = ik.storage_range(yt.dtype.numpy)
     fields = {
         "shape": [1] * lead + list(xs),
         "reduce": [0] * lead + [1 if d in axes else 0 for d in range(len(xs))],
-        "sum_offset": int(fp.wrap_int32(-zp_x * count)),
-        "mult": m,
-        "shift": e,
-        "out_zp": zp_y,
-        "out_min": lo,
-        "out_max": hi,
+        "sum_offset": p.sum_offset,
+        "mult": p.mult,
+        "shift": p.shift,
+        "out_zp": p.out_zp,
+        "out_min": p.out_min,
+        "out_max": p.out_max,
     }
     return Layer("rlx_mean_s8", "rlx_mean_params", fields, {}, [("in", 0), ("out", 0)])
 
 
 @RULES.rule("quantize")
-def _quantize(graph: Graph, node: Node) -> Layer:
+def _quantize(graph: Graph, node: Node, params: Prepared) -> Layer:
     xt, yt = _t(graph, node.inputs[0]), _t(graph, node.outputs[0])
     _need(xt.dtype.numpy == np.float32, node, "quantizes float32 inputs only")
-    _need(
-        yt.dtype.numpy == np.int8 and yt.quant is not None and not yt.quant.per_channel,
-        node,
-        "quantizes to per-tensor int8",
-    )
-    lo, hi = ik.storage_range(np.int8)
+    _need(yt.dtype == DType.i8 and isinstance(params.scale, float), node, "quantizes to per-tensor int8")
     fields = {
         "size": math.prod(_shape(yt)),
-        "scale": np.float32(yt.quant.scale[0]),
-        "zp": int(yt.quant.zero_point[0]),
-        "out_min": lo,
-        "out_max": hi,
+        "scale": np.float32(params.scale),
+        "zp": params.zp,
+        "out_min": params.qmin,
+        "out_max": params.qmax,
     }
     return Layer("rlx_quantize_f32_s8", "rlx_quantize_params", fields, {}, [("in", 0), ("out", 0)])

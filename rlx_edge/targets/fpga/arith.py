@@ -1,7 +1,7 @@
 """TFLite fixed-point arithmetic as Amaranth expressions.
 
 Each helper builds the hardware twin of one function of
-:mod:`rlx_edge.quant.fixedpoint`, operating on Amaranth values that hold the
+:mod:`rlx_edge.ir.fixedpoint`, operating on Amaranth values that hold the
 C type the numpy function emulates (int32 raws, Q31 multipliers). Shifts and
 multipliers may be Python ints (constants, which Yosys folds into cheaper
 logic) or signals (per-channel parameters read from a ROM).

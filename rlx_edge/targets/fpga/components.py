@@ -208,7 +208,7 @@ class Requantizer(wiring.Component):
     ``y = clamp(MultiplyByQuantizedMultiplier(acc, m, shift) + zero_point, lo, hi)``
     with TFLite's double rounding (saturating rounding doubling high multiply,
     then rounding divide by a power of two), bit-exact with
-    :func:`rlx_edge.quant.fixedpoint.multiply_by_quantized_multiplier`.
+    :func:`rlx_edge.ir.fixedpoint.multiply_by_quantized_multiplier`.
     Four pipeline stages: left shift, 32x32 multiply, high-word rounding,
     rounding shift with zero point and clamp.
 
@@ -917,6 +917,57 @@ class Requantize(LayerComponent):
             m.d.comb += [rq.i_valid.eq(v1), rq.i_tag.eq(f1), rq.i_acc.eq(Cat(*offsets))]
             _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
             return m
+
+
+class Lookup(LayerComponent):
+    """Elementwise map of int8 values through a 256-entry table: any unary op of a byte type.
+
+    ``table`` is the op's prepared table (``Program.quant``), indexed by the
+    input's bit pattern; each lane reads its own copy of the ROM, so
+    ``lanes`` elements go through per cycle.
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    latency = 1 + 1 + 1
+
+    def __init__(self, size: int, table: np.ndarray, *, lanes: int, inp, out):
+        super().__init__([inp], out)
+        self.size, self.lanes = size, lanes
+        self.table = [int(v) & 0xFF for v in np.asarray(table).reshape(-1)]
+        if len(self.table) != 256:
+            raise ValueError(f"a lookup table has 256 entries, not {len(self.table)}")
+
+    def steps(self) -> int:
+        return self.size // self.lanes
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes, n = self.lanes, self.steps()
+        run = Signal()
+        count = Signal(range(max(n, 2)))
+        last = count == n - 1
+        reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], run, "r0")
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run):
+            m.d.sync += count.eq(Mux(last, 0, count + 1))
+            with m.If(last):
+                m.d.sync += run.eq(0)
+                reader.reset(m)
+        v1, f1, v2, f2 = Signal(), Signal(), Signal(), Signal()
+        g1 = Signal(range(max(reader.ratio, 2)))
+        m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group), v2.eq(v1), f2.eq(f1)]
+        word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+        outs = []
+        for i in range(lanes):
+            rom = Memory(shape=unsigned(8), depth=256, init=self.table)
+            m.submodules[f"table_{i}"] = rom
+            port = rom.read_port()
+            m.d.comb += port.addr.eq(word[8 * i : 8 * i + 8])
+            outs.append(port.data)
+        _Writer(m, self, lanes, self.out_port, v2, Cat(*outs), f2)
+        return m
 
 
 class Softmax(LayerComponent):

@@ -3,11 +3,11 @@
 :class:`FpgaDesign` decides everything once, in Python: the layer order
 (the Program's schedule), each layer's parallelism (PE x SIMD), the word
 width of every activation buffer, which tensors share a physical buffer
-(by liveness, like the arena planner), and every integer constant (from
-:mod:`rlx_edge.quant.fixedpoint`, exactly as the reference kernels derive
-them). :meth:`FpgaDesign.elaborate` then builds the top level: buffers as
-instances of a small dual-port RAM module (``<top>_ram``), weights and
-constants as ROM instances reading ``$readmemh`` files (``<top>_rom``; see
+(by the planner's liveness, :mod:`rlx_edge.ir.plan.liveness`), and every
+integer constant (read from the nodes' prepared parameters, the ones the
+reference computes with). :meth:`FpgaDesign.elaborate` then builds the top
+level: buffers as instances of a small dual-port RAM module (``<top>_ram``),
+weights and constants as ROM instances reading ``$readmemh`` files (``<top>_rom``; see
 :class:`~rlx_edge.targets.fpga.components.RomSink`), one component per layer,
 valid/ready streams at the edge. :mod:`.emit` appends both modules' Verilog.
 
@@ -32,16 +32,17 @@ from amaranth.lib.wiring import In, Out
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
-from rlx_edge.ir.ops._common import window_shape
+from rlx_edge.ir.ops import REGISTRY, window_shape
+from rlx_edge.ir.plan.liveness import analyze
+from rlx_edge.ir.plan.prepare import prepare_node
+from rlx_edge.ir.prepared import Prepared
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
-from rlx_edge.quant import fixedpoint as fp
-from rlx_edge.quant import intkernels as ik
-from rlx_edge.targets._rules import RuleTable
 from rlx_edge.targets.fpga import components as hw
 
 PRESETS = {"area": 1, "balanced": 16, "latency": 64}
 
-rules = RuleTable("fpga")
+rules = RuleTable.for_ops("fpga")
 # Quantized storage types the layers take (rlx_edge.targets.support reports them): buffers hold
 # int8 lanes; weight ROMs hold int4 weights as the int8 values they are in the IR.
 ACTIVATION_DTYPES = frozenset({DType.i8})
@@ -102,22 +103,23 @@ def _quant(t: TensorType, what: str):
 
 
 # rules: node -> Layer -------------------------------------------------------------------
-def _mac_quant(g: Graph, node: Node, o: int) -> hw.ChannelQuant:
+def _mac_quant(g: Graph, node: Node, o: int, params: Prepared) -> hw.ChannelQuant:
+    """The layer's prepared parameters (``Program.quant``) and its bias, for the MAC datapath."""
     xt, wt, yt = g.types[node.inputs[0]], g.types[node.inputs[1]], g.types[node.outputs[0]]
-    xq, wq, yq = _quant(xt, "input"), wt.quant, _quant(yt, "output")
-    if wq is None or np.any(wq.zero_point != 0) or wt.dtype not in WEIGHT_DTYPES:
+    _quant(xt, "input")  # the datapath's buffers hold int8 only
+    _quant(yt, "output")
+    if wt.quant is None or np.any(wt.quant.zero_point != 0) or wt.dtype not in WEIGHT_DTYPES:
         raise FpgaConfigError(
             f"layer {node.name!r} ({node.op}): weights must be symmetric int8 or int4 (zero point 0), got {wt}"
         )
-    s_x, zp_x = ik.scalar_params(xq, "input")
-    s_y, zp_y = ik.scalar_params(yq, "output")
-    mult, shift = ik._conv_multipliers(s_x, wq.scale, s_y, o)
-    lo, hi = ik._act_range(node.attrs.get("activation", "none"), yq, np.int8)
     b = node.inputs[2] if len(node.inputs) > 2 else None
     bias = np.zeros(o, np.int64) if b is None else g.params[b].astype(np.int64)
     if b is not None and g.params[b].dtype != np.int32:
         raise FpgaConfigError(f"layer {node.name!r}: bias must be int32 (int8 scheme), got {g.params[b].dtype}")
-    return hw.ChannelQuant(bias=bias, mult=mult, shift=shift, zp_in=zp_x, zp_out=zp_y, lo=lo, hi=hi)
+    p = params
+    return hw.ChannelQuant(
+        bias=bias, mult=p.mult, shift=p.shift, zp_in=p.in_zp, zp_out=p.out_zp, lo=p.act_min, hi=p.act_max
+    )
 
 
 def _window(g: Graph, node: Node, kh: int, kw: int, strides, dilations) -> hw.Window:
@@ -128,7 +130,7 @@ def _window(g: Graph, node: Node, kh: int, kw: int, strides, dilations) -> hw.Wi
 
 
 @rules.rule("conv2d")
-def _conv_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+def _conv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     w = g.params.get(node.inputs[1])
     if w is None:
         raise FpgaConfigError(f"layer {node.name!r} (conv2d): weights must be constants")
@@ -139,7 +141,7 @@ def _conv_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
     pe, simd = explicit or _pick_pe_simd(o, c, p)
     _check_div(node, pe, o, "PE", "output channels")
     _check_div(node, simd, c, "SIMD", "input channels")
-    q = _mac_quant(g, node, o)
+    q = _mac_quant(g, node, o, params)
     macs = win.n * win.oh * win.ow * o * kh * kw * c
 
     def build(ins, out):
@@ -150,7 +152,7 @@ def _conv_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
 
 
 @rules.rule("fully_connected")
-def _fc_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+def _fc_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     w = g.params.get(node.inputs[1])
     if w is None:
         raise FpgaConfigError(f"layer {node.name!r} (fully_connected): weights must be constants")
@@ -160,7 +162,7 @@ def _fc_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
     pe, simd = explicit or _pick_pe_simd(o, c, p)
     _check_div(node, pe, o, "PE", "output features")
     _check_div(node, simd, c, "SIMD", "input features")
-    q = _mac_quant(g, node, o)
+    q = _mac_quant(g, node, o, params)
 
     def build(ins, out):
         return hw.FullyConnected(batch, w, q, pe=pe, simd=simd, inp=ins[0], out=out)
@@ -171,7 +173,7 @@ def _fc_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
 
 
 @rules.rule("depthwise_conv2d")
-def _dw_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+def _dw_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     w = g.params.get(node.inputs[1])
     if w is None:
         raise FpgaConfigError(f"layer {node.name!r} (depthwise_conv2d): weights must be constants")
@@ -182,7 +184,7 @@ def _dw_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
     pe, simd = explicit or (_largest_divisor(c, p), 1)
     _check_div(node, pe * simd, c, "PE x SIMD", "channels")
     lanes = pe * simd  # SIMD folds into channel lanes: one tap per cycle
-    q = _mac_quant(g, node, c)
+    q = _mac_quant(g, node, c, params)
     macs = win.n * win.oh * win.ow * c * kh * kw
 
     def build(ins, out):
@@ -195,7 +197,7 @@ def _dw_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
 
 
 def _pool_rule(kind: str):
-    def rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+    def rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
         xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
         xq, yq = _quant(xt, "input"), _quant(yt, "output")
         if xq != yq:
@@ -205,7 +207,7 @@ def _pool_rule(kind: str):
         pe, simd = explicit or (_largest_divisor(win.c, p), 1)
         lanes = pe * simd
         _check_div(node, lanes, win.c, "PE x SIMD", "channels")
-        lo, hi = ik._act_range(node.attrs.get("activation", "none"), yq, np.int8)
+        lo, hi = params.act_min, params.act_max
 
         def build(ins, out):
             return hw.Pool2d(win, kind=kind, lo=lo, hi=hi, lanes=lanes, inp=ins[0], out=out)
@@ -225,24 +227,21 @@ def _inner(t: TensorType) -> int:
 
 
 @rules.rule("add")
-def _add_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+def _add_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     a, b = node.inputs
     at, bt, yt = g.types[a], g.types[b], g.types[node.outputs[0]]
     if at.shape != bt.shape:
         raise FpgaConfigError(f"layer {node.name!r} (add): broadcasting is not supported ({at} + {bt})")
     if a == b:
         raise FpgaConfigError(f"layer {node.name!r} (add): both operands are the same tensor")
-    qa, qb, qy = _quant(at, "first input"), _quant(bt, "second input"), _quant(yt, "output")
-    s1, zp1 = ik.scalar_params(qa, "a")
-    s2, zp2 = ik.scalar_params(qb, "b")
-    s_y, zp_y = ik.scalar_params(qy, "y")
-    # the same derivation, in the same order, as intkernels.add_sub
-    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
-    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
-    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
-    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << 20) * float(s_y)))
-    lo, hi = ik._act_range(node.attrs.get("activation", "none"), qy, np.int8)
-    q = hw.AddQuant(zp1, zp2, m1, e1, m2, e2, mo, eo, zp_y, lo, hi)
+    if a in g.params or b in g.params:
+        raise FpgaConfigError(f"layer {node.name!r} (add): a constant operand is not supported; both must be computed")
+    _quant(at, "first input"), _quant(bt, "second input"), _quant(yt, "output")
+    if params.left_shift != 20:
+        raise FpgaConfigError(f"layer {node.name!r} (add): only int8 outputs are supported")
+    pr = params
+    q = hw.AddQuant(pr.a_zp, pr.b_zp, pr.a_mult, pr.a_shift, pr.b_mult, pr.b_shift, pr.out_mult, pr.out_shift,
+                    pr.out_zp, pr.act_min, pr.act_max)  # fmt: skip
     size = int(np.prod([int(d) for d in yt.shape]))
     pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
     lanes = pe * simd
@@ -254,73 +253,59 @@ def _add_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
     return Layer(node, "add", [a, b], node.outputs[0], pe, simd, 0, [lanes, lanes], lanes, build, size // lanes)
 
 
-def _requant_layer(g: Graph, node: Node, p: int, explicit, mult: int, shift: int, lo: int, hi: int) -> Layer:
+@rules.rule("requantize", "relu", "relu6", "clamp")
+def _requant_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """y = clamp(zp_out + MultiplyByQuantizedMultiplier(x - zp_in), lo, hi), from the prepared parameters.
+
+    A relu-like op whose input and output share parameters carries the
+    identity multiplier (the hardware always multiplies).
+    """
     xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
-    _, zp_x = ik.scalar_params(_quant(xt, "input"), "input")
-    _, zp_y = ik.scalar_params(_quant(yt, "output"), "output")
+    _quant(xt, "input"), _quant(yt, "output")
+    pr = params
+    if not isinstance(pr.mult, int):
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): per-channel requantization is not supported")
     size = int(np.prod([int(d) for d in yt.shape]))
     pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
     lanes = pe * simd
     _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
 
     def build(ins, out):
-        return hw.Requantize(
-            size, zp_in=zp_x, mult=mult, shift=shift, zp_out=zp_y, lo=lo, hi=hi, lanes=lanes, inp=ins[0], out=out
-        )
+        return hw.Requantize(size, zp_in=pr.in_zp, mult=pr.mult, shift=pr.shift, zp_out=pr.out_zp, lo=pr.act_min,
+                             hi=pr.act_max, lanes=lanes, inp=ins[0], out=out)  # fmt: skip
 
     return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, size // lanes)
 
 
-@rules.rule("requantize")
-def _requantize_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
-    xq, yq = _quant(g.types[node.inputs[0]], "input"), _quant(g.types[node.outputs[0]], "output")
-    s_x, _ = ik.scalar_params(xq, "input")
-    s_y, _ = ik.scalar_params(yq, "output")
-    mult, shift = fp.quantize_multiplier(float(s_x) / float(s_y))
-    return _requant_layer(g, node, p, explicit, mult, shift, -128, 127)
+@rules.rule("sigmoid", "tanh", "hard_swish")
+def _lookup_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """Any unary op of int8 values: its prepared 256-entry table in a ROM per lane."""
+    xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
+    _quant(xt, "input"), _quant(yt, "output")
+    if params.get("table") is None:
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): needs a per-tensor int8 input (a byte table)")
+    size = int(np.prod([int(d) for d in yt.shape]))
+    pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
+    lanes = pe * simd
+    _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
+    table = params.table
 
+    def build(ins, out):
+        return hw.Lookup(size, table, lanes=lanes, inp=ins[0], out=out)
 
-def _relu_rule(lo_real: float, hi_real: float | None):
-    def rule(g: Graph, node: Node, p: int, explicit) -> Layer:
-        xq, yq = _quant(g.types[node.inputs[0]], "input"), _quant(g.types[node.outputs[0]], "output")
-        s_x, zp_x = ik.scalar_params(xq, "input")
-        s_y, zp_y = ik.scalar_params(yq, "output")
-        lo_r = node.attrs.get("min", lo_real) if lo_real is None else lo_real
-        hi_r = node.attrs.get("max", hi_real) if hi_real is None else hi_real
-        lo = -128 if not np.isfinite(lo_r) else max(-128, ik._quantize_bound(lo_r, s_y, zp_y))
-        hi = 127 if not np.isfinite(hi_r) else min(127, ik._quantize_bound(hi_r, s_y, zp_y))
-        if s_x == s_y and zp_x == zp_y:
-            mult, shift = 1 << 30, 1  # exactly the identity under double rounding
-        else:
-            mult, shift = fp.quantize_multiplier(float(s_x) / float(s_y))
-        return _requant_layer(g, node, p, explicit, mult, shift, lo, hi)
-
-    return rule
-
-
-rules.rule("relu")(_relu_rule(0.0, float("inf")))
-rules.rule("relu6")(_relu_rule(0.0, 6.0))
+    return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, size // lanes)
 
 
 @rules.rule("softmax")
-def _softmax_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
+def _softmax_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
-    xq = _quant(xt, "input")
+    _quant(xt, "input")
     yq = _quant(yt, "output")
     if node.attrs["axis"] not in (-1, xt.rank - 1):
         raise FpgaConfigError(f"layer {node.name!r} (softmax): only the last axis is supported")
-    s_x, _ = ik.scalar_params(xq, "input")
-    s_y, zp_y = ik.scalar_params(yq, "output")
-    if zp_y != -128 or float(s_y) != 1 / 256:
+    if yq.scale.size != 1 or int(yq.zero_point[0]) != -128 or float(yq.scale[0]) != 1 / 256:
         raise FpgaConfigError(f"layer {node.name!r} (softmax): output must be scale 1/256, zero point -128")
-    # the exp table: the reference's own integer pipeline applied to every possible difference
-    bits = ik._SCALED_DIFF_INTEGER_BITS
-    mult, left = fp.preprocess_softmax_scaling(node.attrs["beta"], s_x, bits)
-    diff_min = -fp.calculate_input_radius(bits, left)
-    diffs = -np.arange(256, dtype=np.int64)
-    rescaled = fp.multiply_by_quantized_multiplier_greater_than_one(diffs, mult, left)
-    exps = fp.exp_on_negative_values(rescaled, bits)
-    table = np.where(diffs >= diff_min, exps, 0)
+    table = params.exp_table  # table[d]: the exp of difference -d to the row max
     length = _inner(xt)
     rows = int(np.prod([int(d) for d in xt.shape])) // length
 
@@ -331,7 +316,9 @@ def _softmax_rule(g: Graph, node: Node, p: int, explicit) -> Layer:
     return Layer(node, "softmax", [node.inputs[0]], node.outputs[0], 1, 1, 0, [1], 1, build, steps)
 
 
-_ALIAS_OPS = ("reshape",)
+# View ops (their output is the input's bytes with another shape) need no layer: the design
+# reads their input's buffer. The op declarations say which ops are views.
+ALIAS_OPS = frozenset(name for name, op in REGISTRY.items() if op.view)
 
 
 def _check_div(node: Node, v: int, n: int, what: str, of: str) -> None:
@@ -389,13 +376,18 @@ class FpgaDesign(wiring.Component):
         if isinstance(graph, Program):
             g = graph.graph
             order = [n.name for n in graph.nodes()]
+            quant = graph.quant
         else:
             g = graph
             order = [n.name for n in g.nodes]
+            quant = {}
         self.graph = g
         self.top_name = name or _verilog_name(g.name)
         by_name = {n.name: n for n in g.nodes}
-        self.alias: dict[str, str] = {}
+        # The planner's liveness over the schedule, without in-place reuse (a layer streams its
+        # input while it writes its output): a view's output shares its input's buffer (alias).
+        self.liveness = analyze(g, [by_name[n] for n in order], inplace=False)
+        self.alias: dict[str, str] = {v: r for v, r in self.liveness.value_buffer.items() if v != r}
         self.layers: list[Layer] = []
         explicit_all = parallelism if isinstance(parallelism, dict) else {}
         default = explicit_all.get("default", "latency") if isinstance(parallelism, dict) else parallelism
@@ -411,19 +403,23 @@ class FpgaDesign(wiring.Component):
         self.parallelism = p
         for name_ in order:
             node = by_name[name_]
-            if node.op in _ALIAS_OPS:
-                src = self._resolve(node.inputs[0])
-                self.alias[node.outputs[0]] = src
+            if node.op in ALIAS_OPS:
+                if node.outputs[0] not in self.alias:
+                    raise FpgaConfigError(
+                        f"node {node.name!r} ({node.op}) is a view that cannot share its input's buffer "
+                        "(its quantization changes, or its input is a constant)"
+                    )
                 continue
             if node.op not in rules:
                 raise FpgaConfigError(
                     f"node {node.name!r} ({node.op}) has no FPGA implementation; the fpga target supports "
-                    f"{', '.join(rules.ops())}"
+                    f"{', '.join(rules)}"
                 )
             ex = explicit_all.get(node.name)
             if isinstance(ex, int):
                 ex = (ex, 1)
-            layer = rules[node.op](g, node, p, tuple(ex) if ex is not None else None)
+            params = quant.get(node.name) or prepare_node(g, node) or Prepared()
+            layer = rules[node.op](g, node, p, tuple(ex) if ex is not None else None, params)
             layer.inputs = [self._resolve(v) for v in layer.inputs]
             self.layers.append(layer)
         if not self.layers:
@@ -476,13 +472,8 @@ class FpgaDesign(wiring.Component):
                         f"which do not divide its innermost dimension {inner}; change PE/SIMD of these layers"
                     )
             self.word_lanes[v] = wl
-        # liveness over the layer sequence: step -1 loads inputs, len(layers) drains outputs
-        last_use: dict[str, int] = {}
-        for i, layer in enumerate(self.layers):
-            for v in layer.inputs:
-                last_use[v] = i
-        for v in self.outputs:
-            last_use[v] = len(self.layers)
+        # Physical RAMs: tensors whose liveness buffers never live at once and whose words have the
+        # same lanes share one RAM, sized for the deepest of them.
         self.buffers: list[Buffer] = []
         self.buffer_of: dict[str, int] = {}
         free: list[int] = []
@@ -504,12 +495,17 @@ class FpgaDesign(wiring.Component):
             buf.tensors.append(v)
             self.buffer_of[v] = buf.index
 
-        for v in self.inputs:
-            alloc(v)
-        for i, layer in enumerate(self.layers):
-            alloc(layer.output)
-            for v in set(layer.inputs):
-                if last_use.get(v) == i and v not in self.outputs:
+        starting: dict[int, list[str]] = {}
+        ending: dict[int, list[str]] = {}
+        for b in self.liveness.buffers:  # graph inputs first, then outputs in schedule order
+            if b.kind == "activation":
+                starting.setdefault(b.start, []).append(b.name)
+                ending.setdefault(b.end, []).append(b.name)
+        for step in range(self.liveness.steps):
+            for v in starting.get(step, []):
+                alloc(v)
+            for v in ending.get(step, []):
+                if v not in self.outputs:
                     free.append(self.buffer_of[v])
 
     # reports ------------------------------------------------------------------------------

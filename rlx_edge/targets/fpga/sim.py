@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.errors import RlxError
+from rlx_edge.resources import data_dir
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -33,8 +34,8 @@ def cache_root() -> Path:
 
 
 def hdl_dir() -> Path:
-    """The cocotb test benches, shipped in the package (top-level ``hdl/`` points here)."""
-    d = Path(__file__).resolve().parents[2] / "_data" / "hdl"
+    """The cocotb test benches: the checkout's ``hdl/``, or the wheel's copy of it."""
+    d = data_dir("hdl")
     if not (d / "tb_datapath.py").is_file():
         raise RlxError(f"the cocotb test bench {d / 'tb_datapath.py'} is missing from this installation")
     return d
@@ -87,7 +88,7 @@ def _verilator_runtime_key(mdir: Path, opt: str) -> str:
     """What the Verilator runtime objects depend on: the tool, cocotb's main, the model-independent flags."""
     import cocotb_tools.config as cfg
 
-    h = hashlib.sha256(opt.encode())
+    h = hashlib.sha256(f"{opt}\n{sys.prefix}".encode())
     h.update(subprocess.run(["verilator", "--version"], capture_output=True, text=True, check=False).stdout.encode())
     h.update((Path(cfg.share_dir) / "lib" / "verilator" / "verilator.cpp").read_bytes())
     classes = (mdir / "Vtop_classes.mk").read_text()
@@ -190,7 +191,9 @@ def build(sources: list[Path], top: str, simulator: str = "verilator") -> Path:
     if simulator not in SIMULATORS:
         raise RlxError(f"unknown simulator {simulator!r}; use {', '.join(SIMULATORS)}")
     _tool_env()
-    h = hashlib.sha256(f"{simulator}\n{top}\n".encode())
+    # the simulator binary links cocotb's libraries by absolute path: another Python environment
+    # (another checkout's .venv) must not reuse it
+    h = hashlib.sha256(f"{simulator}\n{top}\n{sys.prefix}\n".encode())
     if simulator == "verilator":
         h.update(repr(_opt()).encode())
     for s in sources:

@@ -16,11 +16,12 @@ import numpy as np
 
 from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir.graph import Graph, Node
-from rlx_edge.ir.ops import QContext
+from rlx_edge.ir.ops import QContext, get_op
+from rlx_edge.ir.prepared import Prepared
+from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
-from rlx_edge.targets._rules import RuleTable
 
-RULES = RuleTable("jax")
+RULES = RuleTable.for_ops("jax")
 
 # How integer matrix products (conv2d, fully_connected) are computed; all are exact.
 #   auto: f32 where the layer's worst-case partial sums stay below 2**24, else i32
@@ -56,6 +57,7 @@ class LowerCtx:
     consts: tuple[np.ndarray | None, ...]
     options: LowerOptions = field(default_factory=LowerOptions)
     notes: dict[str, Any] = field(default_factory=dict)  # per-node lowering decisions, for reports and tests
+    params: Prepared | None = None  # the node's prepared integer parameters (Program.quant), None when float
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -77,6 +79,22 @@ class LowerCtx:
                 f"{self.where}: the jax target needs the {what} to be a constant (a graph parameter)"
             )
         return c
+
+    def shared_eval(self) -> Any:
+        """The op's own integer ``eval`` on this node's prepared parameters, traced in jax.numpy.
+
+        The same function the numpy reference runs (ARCHITECTURE.md: integer
+        numerics written once); nothing about the numerics is decided here.
+        """
+        opdef = get_op(self.node.op)
+        if self.params is None or not opdef.has_int_reference:
+            raise self.unsupported(f"quantized {self.node.op} (the op has no integer eval)")
+        params, attrs = self.params, self.attrs
+
+        def run(*xs: Any) -> tuple[Any, ...]:
+            return opdef.run_eval(params, xs, attrs)
+
+        return run
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.where}: the jax target does not support {why}")

@@ -1,4 +1,4 @@
-"""Helpers the jax rules share: float compute types, activations, windows, requantization."""
+"""Helpers the jax rules share: float compute types, activations, windows."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.ir.dtype import DType
-from rlx_edge.ir.ops._common import window_shape
-from rlx_edge.ir.types import QuantParams, TensorType
-from rlx_edge.quant import intkernels
-from rlx_edge.targets.jax import fixedpoint as jfp
+from rlx_edge.ir.ops import window_shape
+from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.jax._lazy import jnp, lax
 
 Array = Any
@@ -71,24 +69,3 @@ def taps(xp: Array, kh: int, kw: int, strides: tuple, dilations: tuple, oh: int,
 def out_hw(xp_shape: tuple, kh: int, kw: int, strides: tuple, dilations: tuple) -> tuple[int, int]:
     eh, ew = (kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1
     return (xp_shape[1] - eh) // strides[0] + 1, (xp_shape[2] - ew) // strides[1] + 1
-
-
-# integer epilogue ---------------------------------------------------------------------------
-def act_range(act: str, y_q: QuantParams, dtype: np.dtype) -> tuple[int, int]:
-    """TFLite's activation range, from the numpy kernels (computed once, at lowering)."""
-    return intkernels._act_range(act, y_q, dtype)
-
-
-def requantize_acc(acc: Array, mult: np.ndarray, shift: np.ndarray, wide: bool) -> Array:
-    """Accumulators to the output scale, as ``intkernels._requantize_acc`` (int32 wrap, double rounding)."""
-    if wide:
-        return jfp.multiply_by_quantized_multiplier_int64(acc, mult, shift)
-    return jfp.multiply_by_quantized_multiplier(jfp.wrap_int32(acc), mult, shift)
-
-
-def clamp_cast(y: Array, lo: int, hi: int, dtype: np.dtype) -> Array:
-    return jnp.clip(y, lo, hi).astype(dtype)
-
-
-def storage_range(dtype: Any) -> tuple[int, int]:
-    return intkernels.storage_range(np.dtype(dtype))

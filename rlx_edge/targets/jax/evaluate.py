@@ -3,8 +3,8 @@
 ``run_jax`` is what ``rlx-edge run --target jax --device D`` calls;
 ``eval_dataset`` is ``rlx-edge eval MODEL --data D.npz [--labels L] --target
 jax|reference``. Datasets are numpy arrays, mappings of input name to array,
-or ``.npz`` files (read with ``allow_pickle=False``: data files are
-untrusted). Float data given to a quantized model is quantized with the
+or ``.npz`` / ``.npy`` files (read by :func:`rlx_edge.data.load_arrays`:
+data files are untrusted). Float data given to a quantized model is quantized with the
 model's input parameters, the way the model expects real-valued inputs.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx_edge.data import load_arrays
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops.quant import affine_dequantize, affine_quantize
@@ -34,10 +35,11 @@ def run_jax(graph: Graph, inputs: Any, device: str = "cpu", **options: Any) -> d
 
 
 def load_dataset(graph: Graph, data: Any, labels: Any = None) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """Inputs (one array per graph input, samples on axis 0) and optional labels from arrays or an .npz."""
+    """Inputs (one array per graph input, samples on axis 0) and optional labels from arrays, an .npz or a .npy."""
     store: Mapping[str, np.ndarray] | None = None
     if isinstance(data, (str, Path)):
-        store = _load_npz(Path(data))
+        loaded = load_arrays(data)
+        store = loaded if isinstance(loaded, dict) else {"data": loaded}
     elif isinstance(data, Mapping):
         store = data
     if store is not None:
@@ -62,8 +64,8 @@ def load_dataset(graph: Graph, data: Any, labels: Any = None) -> tuple[list[np.n
     else:
         arrays = [np.asarray(a) for a in (data if isinstance(data, (list, tuple)) else [data])]
     if isinstance(labels, (str, Path)):
-        path = Path(labels)
-        labels = np.load(path, allow_pickle=False) if path.suffix == ".npy" else _first_array(_load_npz(path))
+        loaded = load_arrays(labels)
+        labels = _first_array(loaded) if isinstance(loaded, dict) else loaded
     if len(arrays) != len(graph.inputs):
         raise RlxError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, the dataset has {len(arrays)}")
     counts = {len(a) for a in arrays}
@@ -74,16 +76,6 @@ def load_dataset(graph: Graph, data: Any, labels: Any = None) -> tuple[list[np.n
         if len(labels) != len(arrays[0]):
             raise RlxError(f"{len(labels)} labels for {len(arrays[0])} samples")
     return arrays, labels
-
-
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if not hasattr(z, "files"):
-                raise RlxError(f"{path}: expected an .npz archive")
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise RlxError(f"{path}: cannot read the dataset ({e})") from None
 
 
 def _first_array(store: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -39,6 +39,8 @@ from rlx_edge.errors import RlxError, UnsupportedOpError
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.passes.legalize import legalize
+from rlx_edge.ir.plan import prepare_graph
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import format_shape
 from rlx_edge.targets.jax._lazy import require_jax
 from rlx_edge.targets.jax._table import RULES, LowerCtx, LowerOptions
@@ -60,8 +62,12 @@ class Lowered:
     notes: dict[str, dict[str, Any]]  # node name -> the rule's recorded decisions
 
 
-def lower_graph(graph: Graph, options: LowerOptions | None = None) -> Lowered:
-    """Run every node's rule once (numpy work happens here) and compose the traced parts."""
+def lower_graph(graph: Graph, options: LowerOptions | None = None, quant: dict[str, Prepared] | None = None) -> Lowered:
+    """Run every node's rule once (numpy work happens here) and compose the traced parts.
+
+    ``quant`` is the nodes' prepared integer parameters (a Program's ``quant``);
+    the ops' own ``prepare`` fills it when not given.
+    """
     require_jax()
     options = options or LowerOptions()
     if graph.stage == "hir":
@@ -69,13 +75,18 @@ def lower_graph(graph: Graph, options: LowerOptions | None = None) -> Lowered:
 
         graph = lower_hir(graph)
     legalize(graph, RULES, target="the jax target")
+    if quant is None:
+        quant = prepare_graph(graph)
     steps: list[tuple[list[str | None], list[str], Callable]] = []
     notes: dict[str, dict[str, Any]] = {}
     for node in graph.nodes:
         in_types = tuple(None if v is None else graph.types[v] for v in node.inputs)
         out_types = tuple(graph.types[o] for o in node.outputs)
         consts = tuple(None if v is None else graph.params.get(v) for v in node.inputs)
-        ctx = LowerCtx(graph, node, in_types, out_types, is_quantized_node(in_types, out_types), consts, options)
+        ctx = LowerCtx(
+            graph, node, in_types, out_types, is_quantized_node(in_types, out_types), consts, options,
+            params=quant.get(node.name),
+        )  # fmt: skip
         try:
             fn = RULES[node.op](ctx)
         except RlxError:

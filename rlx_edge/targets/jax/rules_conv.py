@@ -1,10 +1,11 @@
 """conv2d, depthwise_conv2d, fully_connected and matmul for the jax target.
 
 Float layers use XLA's convolution and dot at ``Precision.HIGHEST`` (no
-TF32 or bf16 passes on GPU/TPU). Integer layers reproduce
-``rlx_edge.quant.intkernels`` exactly: the accumulator of every output is
-the same integer, whatever the product is computed in, and requantization
-is the mirrored fixed-point code.
+TF32 or bf16 passes on GPU/TPU). Integer layers compute the same exact
+accumulators as the ops' numpy eval, whatever the product is computed in,
+and end in the op family's own :func:`~rlx_edge.ir.ops.conv.finish_accumulators`
+on the node's prepared parameters (``Program.quant``): nothing about the
+numerics is decided here.
 
 Exact integer products. A sum of integer products is exact in float32 as
 long as every partial sum stays below 2**24 in magnitude, whatever order
@@ -23,21 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from rlx_edge.quant import intkernels
+from rlx_edge.ir.ops.conv import finish_accumulators, folded_bias
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.targets.jax._lazy import jnp, lax
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import (
-    act_range,
-    activation,
-    clamp_cast,
-    compute_dtype,
-    out_hw,
-    pad_nhwc,
-    requantize_acc,
-    resolved_pads,
-    storage_range,
-    taps,
-)
+from rlx_edge.targets.jax._util import activation, compute_dtype, out_hw, pad_nhwc, resolved_pads, taps
 
 F32_EXACT = 2**24  # integers of magnitude <= 2**24 are exact in float32
 
@@ -50,7 +41,8 @@ def _highest() -> Any:
 def _plan(ctx: LowerCtx, w_rows: np.ndarray, x_dtype: np.dtype, zp_x: int, wide: bool, zp_w: int) -> str:
     """Pick f32 / i32 / i8 for an integer product of ``x - zp_x`` with rows ``w_rows`` (one per output)."""
     mode = ctx.options.int_matmul
-    lo, hi = storage_range(x_dtype)
+    info = np.iinfo(np.dtype(x_dtype))
+    lo, hi = int(info.min), int(info.max)
     x_max = max(hi - zp_x, zp_x - lo)
     bound = int(np.abs(w_rows.astype(np.int64) - zp_w).sum(axis=1).max(initial=0)) * x_max
     exact_f32 = bound < F32_EXACT
@@ -87,19 +79,15 @@ def _int_dot(lhs: Any, rhs: np.ndarray, choice: str) -> Any:
     return lax.dot_general(lhs.astype(acc), jnp.asarray(rhs, acc), dims, preferred_element_type=acc)
 
 
-def _bias(b: np.ndarray | None) -> tuple[np.ndarray | int, bool]:
-    if b is None:
-        return 0, False
-    return b, b.dtype == np.int64
-
-
-def _epilogue(ctx: LowerCtx, acc: Any, bias: Any, wide: bool, mult, shift, lo: int, hi: int, out_dt) -> Any:
-    _, zp_y = intkernels.scalar_params(ctx.out_types[0].quant, f"{ctx.node.op} output")
-    if wide:
-        acc = acc.astype(jnp.int64) + jnp.asarray(bias, jnp.int64)
-    else:
-        acc = acc.astype(jnp.int32) + jnp.asarray(bias, jnp.int32)  # int32 wraps as wrap_int32 does
-    return clamp_cast(requantize_acc(acc, mult, shift, wide) + zp_y, lo, hi, out_dt)
+def _int_layer(ctx: LowerCtx, what: str) -> tuple[Prepared, np.ndarray, np.ndarray | None]:
+    """The prepared parameters, the constant weights and the constant bias (or None) of a quantized layer."""
+    if ctx.params is None:
+        raise ctx.unsupported(f"quantized {what} without prepared parameters")
+    w = ctx.const(1, f"{what} weight")
+    b = ctx.consts[2] if len(ctx.consts) > 2 else None
+    if len(ctx.in_types) > 2 and ctx.in_types[2] is not None and b is None:
+        ctx.const(2, f"{what} bias")
+    return ctx.params, w, b
 
 
 # conv2d -------------------------------------------------------------------------------------
@@ -130,25 +118,16 @@ def _conv2d(ctx: LowerCtx):
 
         return conv_float
 
-    w = ctx.const(1, "conv2d weight")
-    b = ctx.consts[2] if len(ctx.consts) > 2 else None
-    if len(ctx.in_types) > 2 and ctx.in_types[2] is not None and b is None:
-        ctx.const(2, "conv2d bias")
-    x_q, y_q = xt.quant, ctx.out_types[0].quant
-    s_x, zp_x = intkernels.scalar_params(x_q, "conv2d input")
-    s_y, _ = intkernels.scalar_params(y_q, "conv2d output")
-    out_dt = ctx.out_types[0].dtype.numpy
-    mult, shift = intkernels._conv_multipliers(s_x, ctx.in_types[1].quant.scale, s_y, o)
-    lo, hi = act_range(a["activation"], y_q, out_dt)
-    bias, wide = _bias(b)
+    prm, w, b = _int_layer(ctx, "conv2d")
+    zp_x, p = prm.in_zp, prm.pads
     og, k = o // groups, kh * kw * ig
     # weight rows in the im2col order (KH, KW, IG), one block per group
     w_rows = w.astype(np.int64).reshape(groups, og, k)
-    choice = _plan(ctx, w_rows.reshape(o, k), xt.dtype.numpy, zp_x, wide, 0)
+    choice = _plan(ctx, w_rows.reshape(o, k), xt.dtype.numpy, zp_x, prm.wide, 0)
     if choice == "i8":
-        # raw int8 inputs padded with the zero point (so padding contributes nothing after the
-        # correction), minus zp_x * sum(w) per output channel
-        correction = zp_x * w_rows.sum(axis=2).reshape(o)
+        # raw int8 inputs padded with the zero point (so padding contributes nothing once
+        # the input offset is in the bias)
+        b = folded_bias(prm, w_rows.sum(axis=2).reshape(o), b)
 
     def conv_int(x, w_unused=None, b_unused=None):
         if choice == "i8":
@@ -165,9 +144,7 @@ def _conv2d(ctx: LowerCtx):
             lhs = cols[:, :, :, :, g, :].reshape(n, oh, ow, k)
             parts.append(_int_dot(lhs, w_rows[g], choice))
         acc = parts[0] if groups == 1 else jnp.concatenate(parts, axis=-1)
-        if choice == "i8":
-            acc = acc - jnp.asarray(correction, jnp.int32)
-        return _epilogue(ctx, acc, bias, wide, mult, shift, lo, hi, out_dt)
+        return finish_accumulators(prm, acc, b)
 
     return conv_int
 
@@ -202,18 +179,9 @@ def _depthwise(ctx: LowerCtx):
 
         return dw_float
 
-    w = ctx.const(1, "depthwise_conv2d weight")
-    b = ctx.consts[2] if len(ctx.consts) > 2 else None
-    if len(ctx.in_types) > 2 and ctx.in_types[2] is not None and b is None:
-        ctx.const(2, "depthwise_conv2d bias")
-    y_q = ctx.out_types[0].quant
-    s_x, zp_x = intkernels.scalar_params(xt.quant, "depthwise_conv2d input")
-    s_y, _ = intkernels.scalar_params(y_q, "depthwise_conv2d output")
-    out_dt = ctx.out_types[0].dtype.numpy
-    mult, shift = intkernels._conv_multipliers(s_x, wt.quant.scale, s_y, cm)
-    lo, hi = act_range(a["activation"], y_q, out_dt)
-    bias, wide = _bias(b)
-    acc_dt = np.int64 if wide else np.int32
+    prm, w, b = _int_layer(ctx, "depthwise_conv2d")
+    zp_x, p = prm.in_zp, prm.pads
+    acc_dt = np.int64 if prm.wide else np.int32
     wk = w.astype(acc_dt)[0]  # KH,KW,C*M
     # KH*KW products per output: small integer sums, exact in int32 elementwise (no GEMM needed)
     ctx.notes["int_matmul"] = "elementwise"
@@ -227,7 +195,7 @@ def _depthwise(ctx: LowerCtx):
                 t = jnp.repeat(t, m, axis=-1)
             term = t * wk[idx // kw, idx % kw]
             acc = term if acc is None else acc + term
-        return _epilogue(ctx, acc, bias, wide, mult, shift, lo, hi, out_dt)
+        return finish_accumulators(prm, acc, b)
 
     return dw_int
 
@@ -247,30 +215,21 @@ def _fully_connected(ctx: LowerCtx):
 
         return fc_float
 
-    xt, wt = ctx.in_types[0], ctx.in_types[1]
-    w = ctx.const(1, "fully_connected weight")
-    b = ctx.consts[2] if len(ctx.consts) > 2 else None
-    if len(ctx.in_types) > 2 and ctx.in_types[2] is not None and b is None:
-        ctx.const(2, "fully_connected bias")
-    y_q = ctx.out_types[0].quant
-    s_x, zp_x = intkernels.scalar_params(xt.quant, "fully_connected input")
-    s_y, _ = intkernels.scalar_params(y_q, "fully_connected output")
-    zp_w = int(wt.quant.zero_point[0]) if wt.quant.scale.size == 1 else 0
-    out_dt = ctx.out_types[0].dtype.numpy
-    mult, shift = intkernels._conv_multipliers(s_x, wt.quant.scale, s_y, int(w.shape[0]))
-    lo, hi = act_range(act, y_q, out_dt)
-    bias, wide = _bias(b)
-    choice = _plan(ctx, w, xt.dtype.numpy, zp_x, wide, zp_w)
+    xt = ctx.in_types[0]
+    prm, w, b = _int_layer(ctx, "fully_connected")
+    zp_x, zp_w = prm.in_zp, prm.w_zp
+    choice = _plan(ctx, w, xt.dtype.numpy, zp_x, prm.wide, zp_w)
     rows = w.astype(np.int64) - zp_w
-    correction = zp_x * rows.sum(axis=1)
+    if choice == "i8":
+        b = folded_bias(prm, rows.sum(axis=1), b)
 
     def fc_int(x, w_unused=None, b_unused=None):
         if choice == "i8":
-            acc = _int_dot(x, rows, choice) - jnp.asarray(correction, jnp.int32)
+            acc = _int_dot(x, rows, choice)
         else:
             lhs = x.astype(jnp.int64 if choice == "i64" else jnp.int32) - zp_x
             acc = _int_dot(lhs, rows, choice)
-        return _epilogue(ctx, acc, bias, wide, mult, shift, lo, hi, out_dt)
+        return finish_accumulators(prm, acc, b)
 
     return fc_int
 

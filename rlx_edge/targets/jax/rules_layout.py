@@ -1,20 +1,16 @@
 """Layout ops for the jax target: they move elements, so float and integer data share one rule.
 
-Quantized concat of inputs on other parameters than the output's and
-quantized pad (whose fill is a real value) follow the numpy kernels.
+Quantized concat (whose inputs may be requantized) and quantized pad (whose
+fill is a real value) run the op's own integer eval on the node's prepared
+parameters.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.quant import fixedpoint as fp
-from rlx_edge.quant import intkernels
-from rlx_edge.targets.jax import fixedpoint as jfp
 from rlx_edge.targets.jax._lazy import jnp
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import clamp_cast, storage_range
-from rlx_edge.targets.jax.rules_reduce import f32_mul
 
 
 @RULES.rule("reshape")
@@ -63,16 +59,10 @@ def _slice(ctx: LowerCtx):
 
 @RULES.rule("pad")
 def _pad(ctx: LowerCtx):
-    pads, value = ctx.attrs["pads"], ctx.attrs["value"]
-    xt = ctx.in_types[0]
     if ctx.quantized:
-        # the fill is a real value: 0.0 pads with the zero point, as TFLite's PAD does
-        q = ctx.out_types[0].quant
-        fill = int(q.zero_point[0]) + int(fp.round_half_away(np.float32(value) / np.float32(q.scale[0])))
-        lo, hi = storage_range(xt.dtype.numpy)
-        fill = min(max(fill, lo), hi)
-    else:
-        fill = value if xt.dtype.is_float else int(value)
+        return ctx.shared_eval()
+    pads, value = ctx.attrs["pads"], ctx.attrs["value"]
+    fill = value if ctx.in_types[0].dtype.is_float else int(value)
 
     def pad(x):
         if x.ndim == 0:
@@ -85,32 +75,7 @@ def _pad(ctx: LowerCtx):
 
 @RULES.rule("concat")
 def _concat(ctx: LowerCtx):
+    if ctx.quantized:
+        return ctx.shared_eval()
     axis = ctx.attrs["axis"]
-    if not ctx.quantized:
-        return lambda *xs: jnp.concatenate(xs, axis=axis)
-    yt = ctx.out_types[0]
-    out_dt = yt.dtype.numpy
-    s_y, zp_y = intkernels.scalar_params(yt.quant, "concat output")
-    lo, hi = storage_range(out_dt)
-    f32 = np.float32
-    plans: list[tuple[np.float32, np.float32] | None] = []
-    for t in ctx.in_types:
-        s, zp = intkernels.scalar_params(t.quant, "concat input")
-        if f32(s) == f32(s_y) and zp == zp_y:
-            plans.append(None)
-        else:  # TFLite's ConcatenationWithScaling, every step in float32
-            scale = f32(s) * (f32(1.0) / f32(s_y))
-            plans.append((scale, f32(-zp) * scale))
-
-    def concat(*xs):
-        parts = []
-        for x, plan in zip(xs, plans):
-            if plan is None:
-                parts.append(x.astype(out_dt))
-                continue
-            scale, bias = plan
-            r = jfp.round_half_away(f32_mul(x.astype(jnp.float32), scale) + bias).astype(jnp.int64) + zp_y
-            parts.append(clamp_cast(r, lo, hi, out_dt))
-        return jnp.concatenate(parts, axis=axis)
-
-    return concat
+    return lambda *xs: jnp.concatenate(xs, axis=axis)

@@ -1,20 +1,21 @@
 """avg_pool2d, max_pool2d and global_avg_pool for the jax target.
 
-Window sums and maxima are ``lax.reduce_window``; the number of real
+Float window sums and maxima are ``lax.reduce_window``; the number of real
 (unpadded) elements under each window is a numpy constant computed at
-lowering, as padding never counts. Integer sums are exact in any order, so
-the quantized average is the reference's integer division bit for bit.
+lowering, as padding never counts. Quantized pools run the op's own integer
+eval (the reference's code, traced in jax.numpy) on the node's prepared
+parameters.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.ir.ops._common import window_shape
+from rlx_edge.ir.ops import window_shape
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.jax._lazy import jnp, lax
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import act_range, activation, clamp_cast, compute_dtype, finish
+from rlx_edge.targets.jax._util import activation, compute_dtype, finish
 
 _NO_DILATION = (1, 1)
 
@@ -41,46 +42,32 @@ def _window(ctx: LowerCtx, kernel: tuple, strides: tuple, padding: str, pads: tu
     return dims, wstrides, wpads, count
 
 
-def _avg(ctx: LowerCtx, kernel: tuple, strides: tuple, padding: str, pads: tuple, act: str):
+def _avg_float(ctx: LowerCtx, kernel: tuple, strides: tuple, padding: str, pads: tuple, act: str):
     dims, wstrides, wpads, count = _window(ctx, kernel, strides, padding, pads)
-    xt, yt = ctx.in_types[0], ctx.out_types[0]
-    if not ctx.quantized:
+    xt = ctx.in_types[0]
 
-        def avg_float(x):
-            ct = compute_dtype(x.dtype)
-            total = lax.reduce_window(x.astype(ct), jnp.asarray(0, ct), lax.add, dims, wstrides, wpads)
-            y = total / jnp.asarray(count[None, :, :, None], ct)
-            return finish(activation(y, act), xt.dtype)
+    def avg_float(x):
+        ct = compute_dtype(x.dtype)
+        total = lax.reduce_window(x.astype(ct), jnp.asarray(0, ct), lax.add, dims, wstrides, wpads)
+        y = total / jnp.asarray(count[None, :, :, None], ct)
+        return finish(activation(y, act), xt.dtype)
 
-        return avg_float
-
-    out_dt = yt.dtype.numpy
-    lo, hi = act_range(act, yt.quant, out_dt)
-    cnt = count[None, :, :, None]
-    half = cnt // 2
-
-    def avg_int(x):
-        # intkernels.avg_pool2d: integer sum, +-count/2, C's truncating division
-        acc = lax.reduce_window(x.astype(jnp.int32), jnp.int32(0), lax.add, dims, wstrides, wpads)
-        num = jnp.where(acc > 0, acc + half, acc - half)
-        q = jnp.where(num >= 0, num // cnt, -((-num) // cnt))
-        return clamp_cast(q, lo, hi, out_dt)
-
-    return avg_int
+    return avg_float
 
 
 @RULES.rule("avg_pool2d")
 def _avg_pool2d(ctx: LowerCtx):
+    if ctx.quantized:
+        return ctx.shared_eval()
     a = ctx.attrs
-    return _avg(ctx, a["kernel"], a["strides"], a["padding"], a["pads"], a["activation"])
+    return _avg_float(ctx, a["kernel"], a["strides"], a["padding"], a["pads"], a["activation"])
 
 
 @RULES.rule("global_avg_pool")
 def _global_avg_pool(ctx: LowerCtx):
-    xt = ctx.in_types[0]
     if ctx.quantized:
-        kernel = (int(xt.shape[1]), int(xt.shape[2]))
-        return _avg(ctx, kernel, kernel, "valid", (0, 0, 0, 0), "none")
+        return ctx.shared_eval()
+    xt = ctx.in_types[0]
 
     def gap_float(x):
         return finish(x.astype(compute_dtype(x.dtype)).mean(axis=(1, 2), keepdims=True), xt.dtype)
@@ -90,25 +77,16 @@ def _global_avg_pool(ctx: LowerCtx):
 
 @RULES.rule("max_pool2d")
 def _max_pool2d(ctx: LowerCtx):
+    if ctx.quantized:
+        return ctx.shared_eval()
     a = ctx.attrs
     dims, wstrides, wpads, _ = _window(ctx, a["kernel"], a["strides"], a["padding"], a["pads"])
-    xt, yt = ctx.in_types[0], ctx.out_types[0]
-    if not ctx.quantized:
-        x_dt = xt.dtype.numpy
-        low = -np.inf if x_dt.kind == "f" else np.iinfo(x_dt).min
+    x_dt = ctx.in_types[0].dtype.numpy
+    low = -np.inf if x_dt.kind == "f" else np.iinfo(x_dt).min
 
-        def max_float(x):
-            # the init value pads, so padding can never be the maximum; max is exact in any precision
-            y = lax.reduce_window(x, jnp.asarray(low, x.dtype), lax.max, dims, wstrides, wpads)
-            return activation(y, a["activation"]).astype(x.dtype)
+    def max_float(x):
+        # the init value pads, so padding can never be the maximum; max is exact in any precision
+        y = lax.reduce_window(x, jnp.asarray(low, x.dtype), lax.max, dims, wstrides, wpads)
+        return activation(y, a["activation"]).astype(x.dtype)
 
-        return max_float
-
-    out_dt = yt.dtype.numpy
-    lo, hi = act_range(a["activation"], yt.quant, out_dt)
-
-    def max_int(x):
-        y = lax.reduce_window(x.astype(jnp.int32), jnp.int32(np.iinfo(np.int32).min), lax.max, dims, wstrides, wpads)
-        return clamp_cast(y, lo, hi, out_dt)
-
-    return max_int
+    return max_float

@@ -1,5 +1,5 @@
-"""The reference target: a numpy interpreter, the oracle for every other target."""
+"""The reference target: the numpy interpreter (:mod:`rlx_edge.ir.interpret`), the oracle for every other target."""
 
-from rlx_edge.targets.reference.interpreter import run
+from rlx_edge.ir.interpret import run
 
 __all__ = ["run"]

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rlx_edge.ir.ops._common import finish
+from rlx_edge.ir.interpret import bind_inputs, run_node
+from rlx_edge.ir.ops import finish
 from rlx_edge.ir.plan.program import Program
 from rlx_edge.ir.shape import numel
-from rlx_edge.targets.reference.interpreter import bind_inputs, run_node
 
 
 class Arena:

@@ -38,7 +38,7 @@ import numpy as np
 
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
-from rlx_edge.targets.reference.interpreter import run
+from rlx_edge.ir.interpret import run
 
 __all__ = [
     "DEFAULT_ATOL",
@@ -243,7 +243,7 @@ def _run_tflm(
     TFLite Micro runs in a child process, all samples in one round trip; a model
     it refuses or crashes on is one TflmError naming ``name`` (the file).
     """
-    from rlx_edge.frontends._tflm import TflmModel
+    from rlx_edge.frontends.tflm import TflmModel
 
     index_of = graph.metadata.get("tflite_tensor_index", {})
     # TFLite input k is tensor in_idx[k]; match it to our input by tensor index
@@ -256,10 +256,10 @@ def _run_tflm(
 # our side, in the arena ---------------------------------------------------------------------------------
 def _run_in_arena(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
     """Every value per sample, computed inside one byte array at the planned offsets."""
-    from rlx_edge.ir.plan import plan
+    from rlx_edge.pipeline import AS_GIVEN, to_program
     from rlx_edge.targets.reference.arena import run_program
 
-    program = plan(graph)
+    program = to_program(graph, "reference", AS_GIVEN)  # as given: intermediates keep TFLite's tensors
     per = []
     for s in samples:
         outs, traced = run_program(program, s, trace=True)
@@ -399,7 +399,7 @@ def compare_with_tflm(
 
 def compare_with_target(
     graph: Graph,
-    target: str,
+    runner: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
     n_inputs: int = 50,
     seed: int = 0,
     *,
@@ -407,15 +407,12 @@ def compare_with_target(
     atol: float = DEFAULT_ATOL,
     rtol: float = DEFAULT_RTOL,
 ) -> CompareResult:
-    """Outputs of ``target`` (a registry name) against the reference on the same inputs.
+    """Outputs of ``runner`` (a target's, see :mod:`rlx_edge.runners`) against the reference on the same inputs.
 
     ``graph`` is MIR. Integer outputs must be equal, float ones within
     ``atol`` / ``rtol`` of the reference.
     """
-    from rlx_edge.targets.registry import prepare
-
     _check_tolerance(atol, rtol)
-    runner: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] = prepare(target, graph)
     samples = make_inputs(graph, n_inputs, seed, edge=edge)
     tally = _Tally(n_inputs, len(samples) - n_inputs, atol, rtol)
     for k, sample in enumerate(samples):

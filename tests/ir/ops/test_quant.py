@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rlx_edge.errors import OpError
+from rlx_edge.ir.fixedpoint import round_half_away
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.ops.quant import round_half_away
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.reference import run
 

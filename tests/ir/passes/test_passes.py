@@ -312,7 +312,7 @@ def test_legalize():
 
 
 def test_legalize_with_a_rule_table():
-    from rlx_edge.targets import RuleTable
+    from rlx_edge.ir.rules import RuleTable
 
     rules = RuleTable("mine")
     rules.rule("conv2d")(lambda node, ctx: None)

@@ -6,7 +6,7 @@ import pytest
 from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.qemu import run_qemu
-from rlx_edge.targets.cortexm_fw.flow import build_model_firmware
+from rlx_edge.targets.cortexm import build_model_firmware
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
 

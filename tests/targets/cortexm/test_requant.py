@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.quant import fixedpoint as fp
+from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.targets.cortexm.rules import _requant, constant_channels, fast_requant
 
 

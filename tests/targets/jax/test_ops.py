@@ -1,4 +1,6 @@
-"""Every op with a jax rule against the reference, on calls drawn from the op's own sampler.
+"""The jax rule table's coverage and the comparison helpers the jax tests share.
+
+Every op's rule runs against the reference in ``tests/targets/test_op_x_target.py``.
 
 Float results are compared with a tolerance because XLA and numpy order
 float additions differently and use different exp/tanh/erf approximations,
@@ -20,7 +22,6 @@ from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.targets.jax import RULES, compile_jax
 from rlx_edge.targets.reference import run
 
-DRAWS = 4
 TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 2.0**-10}
 
 
@@ -66,32 +67,18 @@ def assert_matches(g: Graph, arrays: list[np.ndarray], **options) -> None:
     return None
 
 
-@pytest.mark.parametrize("name", RULES.ops())
-def test_op_matches_reference(name: str) -> None:
-    op = REGISTRY[name]
-    failures = 0
-    for seed in range(DRAWS):
-        rng = np.random.default_rng(seed)
-        inputs, attrs, out_quant, in_quant = op.draw(rng)
-        g = single_node_graph(name, inputs, attrs, out_quant, in_quant)
-        failures += assert_matches(g, feed(g, inputs)) is not None
-    assert failures < DRAWS, f"the reference rejected every draw of {name}"
-
-
 def test_every_mir_op_has_a_rule() -> None:
     mir = {n for n, op in REGISTRY.items() if op.stage == "mir"}
-    assert mir <= set(RULES.ops()), sorted(mir - set(RULES.ops()))
+    assert mir <= set(RULES.keys()), sorted(mir - set(RULES.keys()))
 
 
-def test_a_wrong_rule_is_caught(monkeypatch) -> None:
+def test_a_wrong_rule_is_caught() -> None:
     # the comparison above is sensitive: a rule that rounds differently fails it
     from rlx_edge.targets.jax import _lazy
 
-    original = RULES._rules["relu6"]
-    monkeypatch.setitem(RULES._rules, "relu6", lambda ctx: lambda x: _lazy.jnp.clip(x, 0, 6.001))
     x = np.array([[7.0, 1.0]], np.float32)
     g = single_node_graph("relu6", [x], {})
-    with pytest.raises(AssertionError):
-        assert_matches(g, [x])
-    monkeypatch.setitem(RULES._rules, "relu6", original)
+    with RULES.replaced("relu6", lambda ctx: lambda x: _lazy.jnp.clip(x, 0, 6.001)):
+        with pytest.raises(AssertionError):
+            assert_matches(g, [x])
     assert_matches(g, [x])

@@ -14,7 +14,7 @@ import pytest
 
 from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
-from rlx_edge.quant import intkernels
+from rlx_edge.ir.ops import get_op
 from rlx_edge.targets.reference import compare
 from rlx_edge.targets.reference.compare import compare_with_tflm
 
@@ -62,13 +62,14 @@ def test_edge_inputs_are_min_max_and_zero_point():
 def test_a_one_bit_error_is_reported(monkeypatch):
     # The comparison must be able to fail: nudge one op's arithmetic and the
     # softmax output (and only it) must be flagged, with the first difference.
-    real = intkernels.softmax_int8
+    softmax = get_op("softmax")
+    real = softmax._eval
 
-    def off_by_one(x, **kw):
-        y = real(x, **kw).astype(np.int16)
+    def off_by_one(p, x, **kw):
+        y = real(p, x, **kw).astype(np.int16)
         return np.clip(y + (y < 127), -128, 127).astype(np.int8)
 
-    monkeypatch.setattr(intkernels, "softmax_int8", off_by_one)
+    monkeypatch.setattr(softmax, "_eval", off_by_one)
     r = compare_with_tflm(MODELS / "ad01_int8.tflite", n_inputs=2)
     assert r.mismatches == 0  # no softmax in the autoencoder
     r = compare_with_tflm(MODELS / "kws_ref_model.tflite", n_inputs=3)

@@ -27,30 +27,6 @@ RLX_INLINE int8_t rlx_mul_one(const rlx_binary_params *p, int32_t a, int32_t b)
     return (int8_t)rlx_clamp(y, p->act_min, p->act_max);
 }
 
-#define RLX_BINARY_LOOP(ONE)                                                                         \
-    do {                                                                                             \
-        if (!p->broadcast) {                                                                         \
-            for (int32_t i = 0; i < p->size; i++) {                                                  \
-                out[i] = ONE(p, a[i], b[i]);                                                         \
-            }                                                                                        \
-            return;                                                                                  \
-        }                                                                                            \
-        int32_t o = 0;                                                                               \
-        for (int32_t i0 = 0; i0 < p->out_shape[0]; i0++) {                                           \
-            for (int32_t i1 = 0; i1 < p->out_shape[1]; i1++) {                                       \
-                for (int32_t i2 = 0; i2 < p->out_shape[2]; i2++) {                                   \
-                    int32_t ia = i0 * p->a_strides[0] + i1 * p->a_strides[1] + i2 * p->a_strides[2]; \
-                    int32_t ib = i0 * p->b_strides[0] + i1 * p->b_strides[1] + i2 * p->b_strides[2]; \
-                    for (int32_t i3 = 0; i3 < p->out_shape[3]; i3++) {                               \
-                        out[o++] = ONE(p, a[ia], b[ib]);                                             \
-                        ia += p->a_strides[3];                                                       \
-                        ib += p->b_strides[3];                                                       \
-                    }                                                                                \
-                }                                                                                    \
-            }                                                                                        \
-        }                                                                                            \
-    } while (0)
-
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out)
 {
     RLX_BINARY_LOOP(rlx_add_one);

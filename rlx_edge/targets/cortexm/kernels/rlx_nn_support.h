@@ -3,7 +3,7 @@
  * rlx-edge int8 kernels.
  *
  * Numerics follow TFLite Micro's reference kernels (double rounding), which
- * the Python integer reference (rlx_edge/quant/fixedpoint.py) defines bit for
+ * the Python integer reference (rlx_edge/ir/fixedpoint.py) defines bit for
  * bit. Every multiplier and shift is computed in Python and arrives here as a
  * constant; nothing in C re-derives one.
  *
@@ -268,5 +268,32 @@ RLX_INLINE int32_t rlx_round_half_away_f32(float v)
     int32_t r = (int32_t)a;                        /* truncation == floor for a >= 0 */
     return v < 0.0f ? -r : r;
 }
+
+/* The body of a broadcasting binary kernel over rlx_binary_params: ONE(p, a, b)
+ * computes one output element; the operands broadcast over up to four dimensions
+ * through their strides (0 along a broadcast axis). Expects p, a, b and out. */
+#define RLX_BINARY_LOOP(ONE)                                                                         \
+    do {                                                                                             \
+        if (!p->broadcast) {                                                                         \
+            for (int32_t i = 0; i < p->size; i++) {                                                  \
+                out[i] = ONE(p, a[i], b[i]);                                                         \
+            }                                                                                        \
+            return;                                                                                  \
+        }                                                                                            \
+        int32_t o = 0;                                                                               \
+        for (int32_t i0 = 0; i0 < p->out_shape[0]; i0++) {                                           \
+            for (int32_t i1 = 0; i1 < p->out_shape[1]; i1++) {                                       \
+                for (int32_t i2 = 0; i2 < p->out_shape[2]; i2++) {                                   \
+                    int32_t ia = i0 * p->a_strides[0] + i1 * p->a_strides[1] + i2 * p->a_strides[2]; \
+                    int32_t ib = i0 * p->b_strides[0] + i1 * p->b_strides[1] + i2 * p->b_strides[2]; \
+                    for (int32_t i3 = 0; i3 < p->out_shape[3]; i3++) {                               \
+                        out[o++] = ONE(p, a[ia], b[ib]);                                             \
+                        ia += p->a_strides[3];                                                       \
+                        ib += p->b_strides[3];                                                       \
+                    }                                                                                \
+                }                                                                                    \
+            }                                                                                        \
+        }                                                                                            \
+    } while (0)
 
 #endif /* RLX_NN_SUPPORT_H */

@@ -1,0 +1,228 @@
+"""The TFLite builtin operators rlx-edge reads and writes, each declared once.
+
+A declaration says: builtin ``X`` <-> IR op(s) ``Y``, ``X``'s options table,
+and which scalar option fields carry which IR attributes (with how values
+convert). Both directions read it:
+
+- the importer (``tflite.py``) accepts exactly the declared builtins; a
+  builtin without a converter of its own becomes its IR op, with its inputs
+  and the attributes :meth:`Builtin.attrs` reads from the declared fields;
+- the exporter (``_tflite_export.py``) finds an IR op's builtin through
+  :func:`exported_as`, the inverse of these declarations, and writes the
+  fields with :meth:`Builtin.option_fields`.
+
+So a plain op (say a unary activation) is one :func:`_declare` line here,
+and neither direction keeps a mapping of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlx_edge.frontends._tflite_schema import ACT_TO_IR, ACT_TO_TFL, OP_CODES, PADDING_TO_IR, PADDING_TO_TFL
+from rlx_edge.ir.ops import get_op
+from rlx_edge.ir.rules import RuleTable
+
+
+@dataclass(frozen=True)
+class OptionField:
+    """One scalar field of an options table and the IR attribute it carries.
+
+    ``attr`` is ``None`` for a field the op's import and export rules compute
+    themselves (FULLY_CONNECTED's ``KeepNumDims`` follows the input rank);
+    declaring it still fixes its place in the written table.
+    """
+
+    name: str  # the schema's CamelCase field name, e.g. "StrideH"
+    attr: str | None = None
+    index: int | None = None  # element of a tuple attribute: StrideH is strides[0]
+    default: Any = 0  # its value when the file has no options table
+    to_ir: Callable[[Any], Any] | None = None
+    to_tfl: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One TFLite builtin operator and the IR op(s) it is."""
+
+    name: str
+    ir_ops: tuple[str, ...]  # the first is what the importer makes when no converter says otherwise
+    options: str | None = None  # its options table, e.g. "Conv2DOptions"
+    fields: tuple[OptionField, ...] = ()
+    # TFLite Micro runs these with zeroed parameters (stride 0) when the options are
+    # missing, so a file without them is refused rather than given our defaults.
+    options_required: bool = False
+    write_options: bool = True  # False: exported without its table (it has no fields)
+    int8_version: int = 1  # op versions for quantized kernels (TFLite's op_version rules)
+    int16_version: int | None = None  # None: the int8 version
+
+    def field(self, name: str) -> OptionField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} declares no option field {name!r}")
+
+    def attrs(self, read: Callable[[OptionField], Any]) -> dict[str, Any]:
+        """The IR attributes the declared fields carry; ``read(field)`` gives a field's stored value."""
+        out: dict[str, Any] = {}
+        parts: dict[str, dict[int, Any]] = {}
+        for f in self.fields:
+            if f.attr is None:
+                continue
+            value = read(f)
+            value = f.to_ir(value) if f.to_ir else value
+            if f.index is None:
+                out[f.attr] = value
+            else:
+                parts.setdefault(f.attr, {})[f.index] = value
+        for attr, by_index in parts.items():
+            out[attr] = tuple(by_index[i] for i in sorted(by_index))
+        return out
+
+    def option_fields(self, attrs: Mapping[str, Any], **computed: Any) -> dict[str, Any]:
+        """Stored field values, in declared order, from IR ``attrs``; ``computed`` gives the others."""
+        unknown = set(computed) - {f.name for f in self.fields}
+        if unknown:
+            raise KeyError(f"{self.name} declares no option field {', '.join(sorted(unknown))}")
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            if f.name in computed:
+                out[f.name] = computed[f.name]
+            elif f.attr is not None:
+                value = attrs[f.attr] if f.index is None else attrs[f.attr][f.index]
+                out[f.name] = f.to_tfl(value) if f.to_tfl else value
+        return out
+
+    def version(self, int16: bool) -> int:
+        if int16 and self.int16_version is not None:
+            return self.int16_version
+        return self.int8_version
+
+
+BUILTINS: RuleTable[Builtin] = RuleTable("tflite builtins", keys=OP_CODES, what="builtin operator")
+
+
+def _declare(name: str, *ir_ops: str, **how: Any) -> None:
+    for op in ir_ops:
+        get_op(op)  # a declaration for an op nobody declared is a programming error
+    BUILTINS.add(name, Builtin(name, ir_ops, **how))
+
+
+# field groups ---------------------------------------------------------------------------------
+def _f32(v: Any) -> float:
+    return float(np.float32(v))
+
+
+_ACT = OptionField("FusedActivationFunction", "activation", to_ir=ACT_TO_IR.__getitem__, to_tfl=ACT_TO_TFL.__getitem__)
+_WINDOW = (
+    OptionField("Padding", "padding", to_ir=PADDING_TO_IR.__getitem__, to_tfl=PADDING_TO_TFL.__getitem__),
+    OptionField("StrideH", "strides", 0),
+    OptionField("StrideW", "strides", 1),
+)
+_CONV = (*_WINDOW, OptionField("DilationHFactor", "dilations", 0), OptionField("DilationWFactor", "dilations", 1), _ACT)
+_POOL = (*_WINDOW, OptionField("FilterHeight", "kernel", 0), OptionField("FilterWidth", "kernel", 1), _ACT)
+
+# declarations ---------------------------------------------------------------------------------
+_declare(
+    "CONV_2D", "conv2d", options="Conv2DOptions", fields=_CONV, options_required=True, int8_version=3, int16_version=4
+)
+_declare(
+    "DEPTHWISE_CONV_2D",
+    "depthwise_conv2d",
+    options="DepthwiseConv2DOptions",
+    fields=(*_CONV, OptionField("DepthMultiplier", "depth_multiplier")),
+    options_required=True,
+    int8_version=3,
+    int16_version=5,
+)
+_declare(
+    "FULLY_CONNECTED",
+    "fully_connected",
+    options="FullyConnectedOptions",
+    fields=(_ACT, OptionField("KeepNumDims", default=False), OptionField("WeightsFormat")),
+    int8_version=4,
+    int16_version=7,
+)
+_declare(
+    "AVERAGE_POOL_2D",
+    "avg_pool2d",
+    options="Pool2DOptions",
+    fields=_POOL,
+    options_required=True,
+    int8_version=2,
+    int16_version=3,
+)
+_declare(
+    "MAX_POOL_2D",
+    "max_pool2d",
+    options="Pool2DOptions",
+    fields=_POOL,
+    options_required=True,
+    int8_version=2,
+    int16_version=3,
+)
+_declare("ADD", "add", options="AddOptions", fields=(_ACT,), int8_version=2, int16_version=3)
+_declare("SUB", "sub", options="SubOptions", fields=(_ACT,), int8_version=2, int16_version=3)
+_declare("MUL", "mul", options="MulOptions", fields=(_ACT,), int8_version=2, int16_version=4)
+_declare("MAXIMUM", "maximum", options="MaximumMinimumOptions", int8_version=2, int16_version=4)
+_declare("MINIMUM", "minimum", options="MaximumMinimumOptions", int8_version=2, int16_version=4)
+_declare("LOGISTIC", "sigmoid", int8_version=2, int16_version=3)
+_declare("TANH", "tanh", int8_version=2, int16_version=3)
+_declare("RELU", "relu", int8_version=2, int16_version=3)
+_declare("RELU6", "relu6", int8_version=2)
+# TFLite's HardSwishOptions table is empty; files may carry it, we write none.
+_declare("HARD_SWISH", "hard_swish", options="HardSwishOptions", write_options=False)
+_declare("RESHAPE", "reshape", options="ReshapeOptions")
+_declare(
+    "SOFTMAX",
+    "softmax",
+    options="SoftmaxOptions",
+    fields=(OptionField("Beta", "beta", default=1.0, to_ir=_f32),),
+    int8_version=2,
+    int16_version=3,
+)
+_declare("QUANTIZE", "quantize", "requantize", options="QuantizeOptions", int8_version=2, int16_version=3)
+# DEQUANTIZE also widens float16 weights to float32, which the IR calls a cast.
+_declare("DEQUANTIZE", "dequantize", "cast", options="DequantizeOptions", int8_version=2, int16_version=4)
+_declare("CAST", "cast", options="CastOptions", fields=(OptionField("InDataType"), OptionField("OutDataType")))
+_declare("PAD", "pad", options="PadOptions", int8_version=2, int16_version=4)
+_declare(
+    "CONCATENATION",
+    "concat",
+    options="ConcatenationOptions",
+    fields=(OptionField("Axis", "axis"),),
+    int8_version=2,
+    int16_version=3,
+)
+_declare(
+    "MEAN",
+    "mean",
+    options="ReducerOptions",
+    fields=(OptionField("KeepDims", "keepdims", default=False, to_ir=bool, to_tfl=bool),),
+    int8_version=2,
+    int16_version=3,
+)
+_declare("TRANSPOSE", "transpose", options="TransposeOptions", int8_version=2, int16_version=5)
+_declare("STRIDED_SLICE", "slice", options="StridedSliceOptions", int8_version=2, int16_version=4)
+
+
+# the inverse, derived -------------------------------------------------------------------------
+def _inverse() -> dict[str, tuple[Builtin, ...]]:
+    out: dict[str, tuple[Builtin, ...]] = {}
+    for _, b in BUILTINS.items():
+        for op in b.ir_ops:
+            out[op] = (*out.get(op, ()), b)
+    return out
+
+
+_EXPORTED_AS = _inverse()
+EXPORTED_OPS = frozenset(_EXPORTED_AS)  # the IR ops some builtin writes
+
+
+def exported_as(op: str) -> tuple[Builtin, ...]:
+    """The builtins that write IR op ``op`` (empty when TFLite has none); an op's rule picks among several."""
+    return _EXPORTED_AS.get(op, ())

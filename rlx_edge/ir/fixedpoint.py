@@ -1,0 +1,539 @@
+"""Fixed-point arithmetic of the integer reference: the ONE place with rounding.
+
+Every quantized kernel in rlx-edge (the numpy reference, the C emitter, the
+Amaranth generator) derives its integer arithmetic from these functions, and
+they follow TFLite Micro's *reference* kernels bit for bit (the default,
+double-rounding build: ``TFLITE_SINGLE_ROUNDING`` off), which CMSIS-NN also
+matches:
+
+- :func:`quantize_multiplier` turns a real scale into a Q31 multiplier and a
+  power-of-two shift exactly as TFLite's ``QuantizeMultiplier`` (``frexp`` in
+  double precision, round half away from zero, the ``1 << 31`` carry, tiny
+  scales flushed to zero);
+- :func:`multiply_by_quantized_multiplier` applies it with two roundings:
+  a saturating rounding doubling high multiply, then a rounding division by a
+  power of two (ties away from zero);
+- the gemmlowp fixed-point pieces (``exp_on_negative_values``,
+  ``one_over_one_plus_x_for_x_in_0_1``, logistic, tanh, reciprocal) that
+  TFLite's int8 softmax, logistic and tanh algorithms are written in;
+- the table construction and interpolated lookup of TFLite's int16 softmax.
+
+The array functions are written once against an array namespace
+(:func:`namespace`): numpy arrays (and Python ints) compute in numpy, jax
+arrays and tracers in ``jax.numpy``, so the numpy reference and the JAX
+target run the same code. They work on ``int64`` holding values of the C
+type they emulate (int32 or int16), so intermediate products never
+overflow; where C wraps or saturates, these functions do the same
+explicitly. Under jax they need 64-bit types (``jax.enable_x64``). The
+functions that turn real scales into integers (``quantize_multiplier*``,
+``activation_range``, ``gen_lut_int16``, ...) are prepare-time code: numpy
+and Python only.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+INT16_MIN = -(2**15)
+INT16_MAX = 2**15 - 1
+
+Array = Any  # an int64 numpy array or scalar, or a jax array / tracer (see namespace)
+
+__all__ = [
+    "INT16_MAX",
+    "INT16_MIN",
+    "INT32_MAX",
+    "INT32_MIN",
+    "activation_range",
+    "calculate_input_radius",
+    "count_leading_zeros_u32",
+    "down_scale_int32_to_int16_multiplier",
+    "exp_on_interval_between_negative_one_quarter_and_0_excl",
+    "exp_on_negative_values",
+    "gen_lut_int16",
+    "get_reciprocal",
+    "int16_table_lookup",
+    "logistic_fixed",
+    "multiply_by_quantized_multiplier",
+    "multiply_by_quantized_multiplier_greater_than_one",
+    "multiply_by_quantized_multiplier_int64",
+    "multiply_by_quantized_multiplier_smaller_than_one_exp",
+    "namespace",
+    "one_minus_x_over_one_plus_x_for_x_in_0_1",
+    "one_over_one_plus_x_for_x_in_0_1",
+    "preprocess_softmax_scaling",
+    "quantize_multiplier",
+    "quantize_multiplier_array",
+    "quantize_multiplier_greater_than_one",
+    "quantize_multiplier_smaller_than_one_exp",
+    "round_half_away",
+    "rounding_divide_by_pot",
+    "rounding_half_sum",
+    "saturating_doubling_high_mul_int16",
+    "saturating_left_shift_int16",
+    "saturating_rounding_doubling_high_mul",
+    "saturating_rounding_doubling_high_mul_int16",
+    "saturating_rounding_multiply_by_pot",
+    "tanh_fixed",
+    "wrap_int32",
+]
+
+
+# array namespace -----------------------------------------------------------------
+def namespace(*xs: Any) -> ModuleType:
+    """The array namespace of the arguments: jax.numpy if any is a jax array or tracer, else numpy.
+
+    Python ints and numpy arrays or scalars give numpy. jax is never imported
+    here: a jax array can only exist once jax is.
+    """
+    jax = sys.modules.get("jax")
+    if jax is not None and any(isinstance(x, jax.Array) for x in xs):
+        return jax.numpy
+    return np
+
+
+# rounding of reals --------------------------------------------------------------
+def round_half_away(x):
+    """``std::round`` (TfLiteRound): nearest integer, ties away from zero, exactly.
+
+    Works elementwise in the input's float precision (float32 stays float32;
+    numpy or jax arrays, or Python/numpy scalars), returning the same kind.
+    ``floor(|x| + 0.5)`` would be wrong just below a tie (0.49999997f + 0.5f
+    rounds to 1.0f); ``x - trunc(x)`` is exact, so comparing the fraction is not.
+    """
+    xp = namespace(x)
+    v = xp.asarray(x)
+    if v.dtype.kind != "f":
+        return v
+    t = xp.trunc(v)
+    out = t + xp.where(xp.abs(v - t) >= 0.5, xp.sign(v), 0).astype(v.dtype)
+    return out if xp is not np or out.ndim else out[()]
+
+
+# QuantizeMultiplier ----------------------------------------------------------------
+def quantize_multiplier(scale: float) -> tuple[int, int]:
+    """A real multiplier as ``(q, shift)`` with ``scale ~= q * 2**(shift - 31)``.
+
+    ``q`` is a Q31 int32 in ``[2**30, 2**31 - 1]`` (or 0), ``shift`` the
+    power of two (positive: left). Exactly TFLite's ``QuantizeMultiplier``:
+    ``frexp`` in double, ``round(mantissa * 2**31)`` half away from zero, a
+    mantissa that rounds up to ``2**31`` halves with ``shift + 1``, and shifts
+    below -31 flush the multiplier to zero.
+    """
+    scale = float(scale)
+    if scale == 0.0:
+        return 0, 0
+    if not math.isfinite(scale):
+        raise ValueError(f"cannot quantize a non-finite multiplier {scale!r}")
+    mant, shift = math.frexp(scale)
+    q = int(round_half_away(np.float64(mant * 2.0**31)))
+    if q == 2**31 or q == -(2**31):
+        q //= 2
+        shift += 1
+    if q > INT32_MAX:  # cannot happen after the carry above; kept as TFLite checks it
+        raise ValueError(f"multiplier {scale!r} overflows Q31")
+    if shift < -31:
+        return 0, 0
+    return q, shift
+
+
+def quantize_multiplier_array(scales) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel :func:`quantize_multiplier`: int64 arrays ``(multipliers, shifts)``."""
+    flat = np.asarray(scales, dtype=np.float64).reshape(-1)
+    pairs = [quantize_multiplier(float(s)) for s in flat]
+    mult = np.array([p[0] for p in pairs], dtype=np.int64).reshape(np.shape(scales))
+    shift = np.array([p[1] for p in pairs], dtype=np.int64).reshape(np.shape(scales))
+    return mult, shift
+
+
+def quantize_multiplier_smaller_than_one_exp(scale: float) -> tuple[int, int]:
+    """TFLite's ``QuantizeMultiplierSmallerThanOneExp``: ``0 < scale < 1``, shift <= 0."""
+    if not 0.0 < scale < 1.0:
+        raise ValueError(f"multiplier {scale!r} must lie in (0, 1)")
+    q, shift = quantize_multiplier(scale)
+    if shift > 0:
+        raise ValueError(f"multiplier {scale!r} gave a left shift {shift}")
+    return q, shift
+
+
+def quantize_multiplier_greater_than_one(scale: float) -> tuple[int, int]:
+    """TFLite's ``QuantizeMultiplierGreaterThanOne``: ``scale > 1``, shift >= 0."""
+    if not scale > 1.0:
+        raise ValueError(f"multiplier {scale!r} must be greater than 1")
+    q, shift = quantize_multiplier(scale)
+    if shift < 0:
+        raise ValueError(f"multiplier {scale!r} gave a right shift {shift}")
+    return q, shift
+
+
+def down_scale_int32_to_int16_multiplier(q: int) -> int:
+    """A Q31 multiplier rounded to Q15 (TFLite's ``DownScaleInt32ToInt16Multiplier``), saturating."""
+    if q < 0:
+        raise ValueError("multiplier must be non-negative")
+    if q >= INT32_MAX - (1 << 15):
+        return INT16_MAX
+    return (q + (1 << 15)) >> 16
+
+
+# integer primitives ---------------------------------------------------------------------
+def _i64(x, xp: ModuleType = np) -> Array:
+    return xp.asarray(x, dtype=xp.int64)
+
+
+def wrap_int32(x) -> Array:
+    """Reduce int64 values modulo 2**32 into int32's range (what C's conversion does)."""
+    x = _i64(x, namespace(x))
+    return ((x + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def _trunc_div_pot(x: Array, bits: int) -> Array:
+    """``x / 2**bits`` truncating toward zero, as C's integer division does."""
+    return namespace(x).where(x >= 0, x >> bits, -((-x) >> bits))
+
+
+def saturating_rounding_doubling_high_mul(a, b) -> Array:
+    """gemmlowp's int32 ``SaturatingRoundingDoublingHighMul``: ``round(a * b / 2**31)``.
+
+    Ties round away from zero (a nudge of ±2**30 then C division); the one
+    product that overflows, ``INT32_MIN * INT32_MIN``, saturates to ``INT32_MAX``.
+    """
+    xp = namespace(a, b)
+    a, b = _i64(a, xp), _i64(b, xp)
+    ab = a * b  # |a*b| <= 2**62: exact in int64
+    nudge = xp.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    high = _trunc_div_pot(ab + nudge, 31)
+    overflow = (a == b) & (a == INT32_MIN)
+    return xp.where(overflow, INT32_MAX, high)
+
+
+def rounding_divide_by_pot(x, exponent) -> Array:
+    """gemmlowp's ``RoundingDivideByPOT``: ``x / 2**exponent`` rounded, ties away from zero.
+
+    ``exponent`` (0..31) may be an array broadcasting against ``x`` (per-channel shifts).
+    """
+    xp = namespace(x, exponent)
+    x, e = _i64(x, xp), _i64(exponent, xp)
+    mask = (xp.int64(1) << e) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> e) + (remainder > threshold)
+
+
+def multiply_by_quantized_multiplier(x, multiplier, shift) -> Array:
+    """TFLite's int32 ``MultiplyByQuantizedMultiplier`` (double rounding).
+
+    A positive ``shift`` is applied first as a left shift of ``x`` (wrapping in
+    int32 like the C code), then the doubling high multiply rounds once, and a
+    negative ``shift`` divides by a power of two rounding again. ``multiplier``
+    and ``shift`` may be per-channel arrays that broadcast against ``x``.
+    """
+    xp = namespace(x, multiplier, shift)
+    x, shift = _i64(x, xp), _i64(shift, xp)
+    left = xp.maximum(shift, 0)
+    right = xp.maximum(-shift, 0)
+    shifted = wrap_int32(x << left)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
+
+
+def multiply_by_quantized_multiplier_int64(x, multiplier, shift) -> Array:
+    """TFLite's ``MultiplyByQuantizedMultiplier(int64_t x, ...)`` used with 64-bit accumulators (16x8).
+
+    The Q31 multiplier is first reduced to Q15 (rounded, saturating at
+    0x7FFF), then one rounding shift by ``15 - shift``; the result is
+    truncated to int32 as the C code's conversion does.
+    """
+    xp = namespace(x, multiplier, shift)
+    x, m, shift = _i64(x, xp), _i64(multiplier, xp), _i64(shift, xp)
+    reduced = xp.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - shift
+    rnd = xp.int64(1) << (total - 1)
+    return wrap_int32((x * reduced + rnd) >> total)
+
+
+def multiply_by_quantized_multiplier_smaller_than_one_exp(x, multiplier, left_shift) -> Array:
+    """TFLite's ``MultiplyByQuantizedMultiplierSmallerThanOneExp``: high multiply, then divide by 2**-left_shift."""
+    xp = namespace(x, multiplier, left_shift)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), -_i64(left_shift, xp))
+
+
+def multiply_by_quantized_multiplier_greater_than_one(x, multiplier, left_shift) -> Array:
+    """TFLite's ``MultiplyByQuantizedMultiplierGreaterThanOne``: left shift (int32 wrap), then high multiply."""
+    xp = namespace(x, multiplier, left_shift)
+    return saturating_rounding_doubling_high_mul(wrap_int32(_i64(x, xp) << _i64(left_shift, xp)), multiplier)
+
+
+def saturating_rounding_multiply_by_pot(x, exponent: int) -> Array:
+    """gemmlowp's ``SaturatingRoundingMultiplyByPOT<exponent>`` on int32 raws (``exponent`` a Python int)."""
+    xp = namespace(x)
+    x = _i64(x, xp)
+    if exponent == 0:
+        return x
+    if exponent < 0:
+        return rounding_divide_by_pot(x, -exponent)
+    threshold = (1 << (31 - exponent)) - 1
+    y = wrap_int32(x << exponent)
+    y = xp.where(x > threshold, INT32_MAX, y)
+    return xp.where(x < -threshold, INT32_MIN, y)
+
+
+def rounding_half_sum(a, b) -> Array:
+    """gemmlowp's int32 ``RoundingHalfSum``: ``(a + b) / 2`` rounded away from zero."""
+    xp = namespace(a, b)
+    s = _i64(a, xp) + _i64(b, xp)
+    sign = xp.where(s >= 0, 1, -1)
+    t = s + sign
+    return xp.where(t >= 0, t // 2, -((-t) // 2))
+
+
+def count_leading_zeros_u32(x) -> Array:
+    """Leading zero bits of ``x`` as a uint32 (32 for zero)."""
+    xp = namespace(x)
+    x = _i64(x, xp) & 0xFFFFFFFF
+    zero = x == 0
+    n = xp.zeros(x.shape, dtype=xp.int64)
+    for bits in (16, 8, 4, 2, 1):  # binary search for the top set bit
+        small = x < (1 << (32 - bits))
+        n = n + xp.where(small, bits, 0)
+        x = xp.where(small, x << bits, x)
+    return xp.where(zero, 32, n)
+
+
+# activation range -----------------------------------------------------------------------
+def activation_range(activation: str, scale: float, zero_point: int, qmin: int, qmax: int) -> tuple[int, int]:
+    """TFLite's ``CalculateActivationRangeQuantized`` for a fused activation.
+
+    The bounds 0, 6, -1, 1 are quantized in float32 (``f / scale``, rounded
+    half away from zero) and clipped to the storage range ``[qmin, qmax]``.
+    """
+
+    def q(f: float) -> int:
+        v = np.float32(f) / np.float32(scale)
+        return int(zero_point) + int(round_half_away(v))
+
+    if activation == "none":
+        return qmin, qmax
+    if activation == "relu":
+        return max(qmin, q(0.0)), qmax
+    if activation == "relu6":
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if activation == "relu_n1_to_1":
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    raise ValueError(f"unknown fused activation {activation!r}")
+
+
+# softmax / logistic / tanh scaling ----------------------------------------------------------
+def calculate_input_radius(input_integer_bits: int, input_left_shift: int, total_signed_bits: int = 31) -> int:
+    """TFLite's ``CalculateInputRadius``: the largest input difference that does not saturate."""
+    v = (
+        1.0
+        * ((1 << input_integer_bits) - 1)
+        * (1 << (total_signed_bits - input_integer_bits))
+        / (1 << input_left_shift)
+    )
+    return math.floor(v)
+
+
+def preprocess_softmax_scaling(beta: float, input_scale: float, input_integer_bits: int) -> tuple[int, int]:
+    """TFLite's ``PreprocessSoftmaxScaling`` (double rounding): ``(multiplier, left_shift)``."""
+    real = min(float(beta) * float(input_scale) * (1 << (31 - input_integer_bits)), (1 << 31) - 1.0)
+    return quantize_multiplier_greater_than_one(real)
+
+
+# gemmlowp fixed point ------------------------------------------------------------------------
+# A FixedPoint<int32, k> holds raw / 2**(31 - k). Products of two fixed-point
+# values are saturating rounding doubling high multiplies of the raws.
+_mul = saturating_rounding_doubling_high_mul
+
+
+def exp_on_interval_between_negative_one_quarter_and_0_excl(a) -> Array:
+    """exp(a) for Q0.31 ``a`` in [-1/4, 0): a 4th-order Taylor expansion around -1/8, Q0.31 result."""
+    a = _i64(a, namespace(a))
+    constant_term = 1895147668  # exp(-1/8) in Q0.31
+    constant_1_over_3 = 715827883
+    x = a + (1 << 28)  # a + 1/8
+    x2 = _mul(x, x)
+    x3 = _mul(x2, x)
+    x4 = _mul(x2, x2)
+    x4_over_4 = saturating_rounding_multiply_by_pot(x4, -2)
+    poly = saturating_rounding_multiply_by_pot(_mul(x4_over_4 + x3, constant_1_over_3) + x2, -1)
+    return constant_term + _mul(constant_term, x + poly)
+
+
+# exp(-2**k) in Q0.31 for the barrel shifter over the integer bits of the input
+_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535), (3, 720401), (4, 242))
+
+
+def exp_on_negative_values(a, integer_bits: int) -> Array:
+    """gemmlowp's ``exp_on_negative_values``: exp of a Q(integer_bits).(31-integer_bits) value <= 0, in Q0.31.
+
+    The fractional part modulo 1/4 goes through the Taylor polynomial; each
+    set bit of the remainder multiplies by a constant exp(-2**k).
+    """
+    xp = namespace(a)
+    a = _i64(a, xp)
+    frac_bits = 31 - integer_bits
+    one_quarter = 1 << (frac_bits - 2)
+    mask = one_quarter - 1
+    a_mod_quarter_minus_one_quarter = (a & mask) - one_quarter
+    result = exp_on_interval_between_negative_one_quarter_and_0_excl(
+        saturating_rounding_multiply_by_pot(a_mod_quarter_minus_one_quarter, integer_bits)
+    )
+    remainder = a_mod_quarter_minus_one_quarter - a
+    for exponent, multiplier in _EXP_BARREL:
+        if integer_bits > exponent:
+            bit = 1 << (frac_bits + exponent)
+            result = xp.where((remainder & bit) != 0, _mul(result, multiplier), result)
+    if integer_bits > 5:
+        clamp = -(1 << (36 - integer_bits))  # -32 in the input format
+        result = xp.where(a < clamp, 0, result)
+    return xp.where(a == 0, INT32_MAX, result)
+
+
+_F2_ONE = 1 << 29
+_C48_OVER_17 = 1515870810  # Q2.29
+_CNEG32_OVER_17 = -1010580540  # Q2.29
+
+
+def _newton_reciprocal_half(a: Array) -> Array:
+    """Q2.29 approximation of 1 / ((1 + a) / 2) by three Newton-Raphson steps (a in Q0.31)."""
+    half_denominator = rounding_half_sum(a, INT32_MAX)
+    x = _C48_OVER_17 + _mul(half_denominator, _CNEG32_OVER_17)
+    for _ in range(3):
+        one_minus = _F2_ONE - _mul(half_denominator, x)
+        x = x + saturating_rounding_multiply_by_pot(_mul(x, one_minus), 2)
+    return x
+
+
+def one_over_one_plus_x_for_x_in_0_1(a) -> Array:
+    """gemmlowp's ``one_over_one_plus_x_for_x_in_0_1``: 1 / (1 + a) for Q0.31 ``a`` in [0, 1), Q0.31."""
+    x = _newton_reciprocal_half(_i64(a, namespace(a)))
+    return saturating_rounding_multiply_by_pot(x, 1)  # x / 2 as Q1.30, rescaled to Q0.31
+
+
+def one_minus_x_over_one_plus_x_for_x_in_0_1(a) -> Array:
+    """gemmlowp's ``one_minus_x_over_one_plus_x_for_x_in_0_1``: (1 - a) / (1 + a), Q0.31."""
+    x = _newton_reciprocal_half(_i64(a, namespace(a)))
+    return saturating_rounding_multiply_by_pot(x - _F2_ONE, 2)
+
+
+def logistic_fixed(a, integer_bits: int) -> Array:
+    """gemmlowp's ``logistic`` of a Q(integer_bits) value, Q0.31 result."""
+    xp = namespace(a)
+    a = _i64(a, xp)
+    positive = a > 0
+    abs_a = xp.where(positive, a, -a)
+    r_pos = one_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(-abs_a, integer_bits))
+    r_neg = INT32_MAX - r_pos
+    return xp.where(a == 0, 1 << 30, xp.where(positive, r_pos, r_neg))
+
+
+def tanh_fixed(a, integer_bits: int) -> Array:
+    """gemmlowp's ``tanh`` of a Q(integer_bits) value, Q0.31 result."""
+    xp = namespace(a)
+    a = _i64(a, xp)
+    negative = a < 0
+    n = xp.where(negative, a, -a)
+    # exp(2n): doubling the value is reinterpreting the raw with one more integer bit
+    t = one_minus_x_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(n, integer_bits + 1))
+    return xp.where(a == 0, 0, xp.where(negative, -t, t))
+
+
+def get_reciprocal(x, x_integer_digits: int) -> tuple[Array, Array]:
+    """TFLite's ``GetReciprocal``: 1/x for a positive Q(x_integer_digits) ``x``.
+
+    Returns ``(shifted_scale, num_bits_over_unit)``: a Q0.31 reciprocal of x
+    normalized into [1, 2), and how many bits x lay above 1.
+    """
+    x = _i64(x, namespace(x))
+    headroom_plus_one = count_leading_zeros_u32(x)
+    num_bits_over_unit = x_integer_digits - headroom_plus_one
+    shifted_sum_minus_one = wrap_int32(((x << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31))
+    return one_over_one_plus_x_for_x_in_0_1(shifted_sum_minus_one), num_bits_over_unit
+
+
+# 16-bit helpers (hard swish) ---------------------------------------------------------------------
+def saturating_rounding_doubling_high_mul_int16(a, b) -> Array:
+    """gemmlowp's int16 ``SaturatingRoundingDoublingHighMul``: round(a * b / 2**15), ties away from zero."""
+    xp = namespace(a, b)
+    a, b = _i64(a, xp), _i64(b, xp)
+    ab = a * b
+    nudge = xp.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    high = _trunc_div_pot(ab + nudge, 15)
+    high = ((high + 2**15) & 0xFFFF) - 2**15  # static_cast<int16_t>
+    return xp.where((a == b) & (a == INT16_MIN), INT16_MAX, high)
+
+
+def saturating_doubling_high_mul_int16(a, b) -> Array:
+    """TFLite's int16 ``SaturatingDoublingHighMul``: a * b / 2**15 truncated toward zero (no rounding)."""
+    xp = namespace(a, b)
+    a, b = _i64(a, xp), _i64(b, xp)
+    high = _trunc_div_pot(a * b, 15)
+    high = ((high + 2**15) & 0xFFFF) - 2**15
+    return xp.where((a == b) & (a == INT16_MIN), INT16_MAX, high)
+
+
+def saturating_left_shift_int16(x, amount: int) -> Array:
+    """``x * 2**amount`` saturated to int16."""
+    xp = namespace(x)
+    return xp.clip(_i64(x, xp) << amount, INT16_MIN, INT16_MAX)
+
+
+# int16 lookup tables (TFLite's int16 softmax) --------------------------------------------------
+def gen_lut_int16(func: Callable[[float], float], input_min: float, input_max: float) -> np.ndarray:
+    """The 513-entry int16 table TFLite builds for interpolated lookup of ``func``.
+
+    ``func`` maps [input_min, input_max] into [-1, 1]; entries are Q0.15 samples
+    at 512 steps, each biased by half the error that linear interpolation
+    makes at the step's midpoint; the last entry is ``func(input_max)``.
+    Computed in float32, as TFLite's ``gen_lut<float, int16_t, int16_t>``.
+    """
+    f32 = np.float32
+    nb_steps = 512
+    lo, hi = f32(input_min), f32(input_max)
+    step = (hi - lo) / f32(nb_steps)
+    half_step = step / f32(2)
+    scaling = f32(65536) / (f32(1) - f32(-1))
+    tmin, tmax = f32(INT16_MIN), f32(INT16_MAX)
+
+    def fn(v) -> np.float32:
+        return f32(func(f32(v)))
+
+    def rnd(v) -> np.float32:
+        return f32(round_half_away(f32(v)))
+
+    table = np.zeros(nb_steps + 1, dtype=np.int16)
+    for i in range(nb_steps):
+        fi = f32(i)
+        val = fn(lo + fi * step)
+        val_mid = fn(lo + fi * step + half_step)
+        val_next = fn(lo + f32(i + 1) * step)
+        sample = rnd(val * scaling)
+        mid_interp = rnd((val_next * scaling + rnd(val * scaling)) / f32(2))
+        mid_val = rnd(val_mid * scaling)
+        bias = rnd((mid_interp - mid_val) / f32(2))
+        table[i] = np.int16(min(max(sample - bias, tmin), tmax))
+    table[nb_steps] = np.int16(min(max(rnd(fn(hi) * scaling), tmin), tmax))
+    return table
+
+
+def int16_table_lookup(value, lut: Array) -> Array:
+    """TFLite's ``lut_lookup`` for int16 inputs: 512 segments, linear interpolation in Q0.15.
+
+    ``lut`` (from :func:`gen_lut_int16`) may be numpy with a jax ``value``.
+    """
+    xp = namespace(value, lut)
+    v, table = _i64(value, xp), _i64(lut, xp)
+    index = 256 + (v >> 7)
+    offset = v & 0x7F
+    base = table[index]
+    slope = table[index + 1] - base
+    delta = (slope * offset + 64) >> 7
+    return base + delta

@@ -1,0 +1,280 @@
+"""Every registered op on every target that has a rule for it, against the reference, every draw executed.
+
+The cases are read off the targets' own rule tables (``rlx_edge.targets.support``):
+a new rule joins this test by existing, and a rule that computes one wrong
+bit on any draw fails it. Draws come from each op's sampler; a quantized draw
+is the float draw put through the real calibration and int8 PTQ, plus
+edge-case inputs (the storage limits and the zero point). A draw that a
+target rejects must be rejected with its clear :class:`UnsupportedOpError`
+(any other exception fails), and each case must run ``DRAWS`` accepted draws.
+
+The Cortex-M and FPGA targets build one program per case: the accepted
+draws are disjoint branches of one graph (one C build, one Verilator build).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.ir.dtype import from_numpy
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops import REGISTRY
+from rlx_edge.ir.plan import node_context, plan
+from rlx_edge.ir.serialize import dumps_program, loads_program
+from rlx_edge.quant.calibrate import calibrate
+from rlx_edge.quant.ptq import quantize
+from rlx_edge.targets.reference import run
+from rlx_edge.targets.support import targets_support
+
+DRAWS = 3
+MAX_TRIES = 40
+FAMILIES = {f.name: f for f in targets_support()}
+FLOAT_TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 2.0**-10}
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    out = []
+    for fam in FAMILIES.values():
+        for op, semantics in sorted(fam.ops.items()):
+            for kind in ("float", "int"):
+                if kind in semantics and REGISTRY[op]._sample is not None:
+                    out.append((fam.name, op, kind))
+    return out
+
+
+CASES = _cases()
+
+
+def test_every_rule_is_a_case():
+    """Each (target, op) pair with a rule is exercised: an op without a sampler is a gap, not a pass."""
+    missing = [(fam.name, op) for fam in FAMILIES.values() for op in fam.ops if REGISTRY[op]._sample is None]
+    assert not missing, f"ops with a target rule but no sampler: {missing}"
+    covered = {(t, op) for t, op, _ in CASES}
+    assert covered == {(f.name, op) for f in FAMILIES.values() for op in f.ops}
+
+
+# draws -------------------------------------------------------------------------------------------
+def single_node_graph(op: str, inputs: list, attrs: dict, out_quant=None, in_quant=None, constants=()) -> Graph:
+    g = Graph(f"{op}_under_test")
+    in_quant = in_quant or [None] * len(inputs)
+    names: list[str | None] = []
+    for i, (a, q) in enumerate(zip(inputs, in_quant)):
+        if a is None:
+            names.append(None)
+        elif i in constants:
+            names.append(g.param(f"p{i}", a, quant=q).name)
+        else:
+            a = np.asarray(a)
+            names.append(g.input(f"x{i}", a.shape, from_numpy(a.dtype), quant=q).name)
+    g.output(*g.add_node(op, names, attrs, out_quant=out_quant))
+    return g
+
+
+def _constants(op: str, inputs: list, rng: np.random.Generator) -> tuple[int, ...]:
+    """Input positions held as constants: weights and biases always, a second operand ("b") now and then."""
+    names = REGISTRY[op].input_names(len(inputs))
+    weighted = "w" in names
+    return tuple(
+        i
+        for i, n in enumerate(names)
+        if inputs[i] is not None and (n == "w" or (n == "b" and (weighted or rng.random() < 0.3)))
+    )
+
+
+def float_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[str, np.ndarray]]]:
+    inputs, attrs, out_q, in_q = REGISTRY[op].draw(rng)
+    consts = _constants(op, inputs, rng)
+    g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
+    feeds = [
+        {
+            n: np.asarray(a)
+            for n, a in zip(g.inputs, [a for i, a in enumerate(inputs) if a is not None and i not in consts])
+        }
+    ]
+    return g, feeds
+
+
+def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[str, np.ndarray]]] | None:
+    """A quantized one-node graph: typed ops draw their own, the rest go through calibration and int8 PTQ."""
+    opdef = REGISTRY[op]
+    inputs, attrs, out_q, in_q = opdef.draw(rng)
+    consts = _constants(op, inputs, rng)
+    if opdef.typed or any(q is not None for q in (in_q or [])):
+        g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
+    else:
+        floats = [None if a is None else np.asarray(a, np.float32) for a in inputs]
+        fg = single_node_graph(op, floats, attrs, constants=consts)
+        data = {
+            n: np.asarray(fg_in)[None]
+            for n, fg_in in zip(fg.inputs, [a for i, a in enumerate(floats) if a is not None and i not in consts])
+        }
+        if any(a.size == 0 for a in run(fg, {k: v[0] for k, v in data.items()}).values()):
+            return None  # an empty result has no range to calibrate; models do not compute them
+        g = quantize(fg, calibrate(fg, data, optimize=False), scheme="int8")
+    node = next(n for n in g.nodes if n.op == op)
+    assert node_context(g, node).quantized, f"{op}: PTQ left the node float"
+    feeds = [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
+    return g, feeds
+
+
+def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, np.ndarray]:
+    out = {}
+    for name in g.inputs:
+        t = g.types[name]
+        shape = tuple(int(d) for d in t.shape)
+        if t.dtype.is_float:
+            out[name] = rng.standard_normal(shape).astype(t.dtype.numpy)
+            continue
+        info = np.iinfo(t.dtype.numpy)
+        if mode == "random":
+            a = rng.integers(info.min, int(info.max) + 1, shape)
+        elif mode == "low":
+            a = np.full(shape, info.min)
+        elif mode == "high":
+            a = np.full(shape, info.max)
+        else:
+            zp = int(t.quant.zero_point[0]) if t.quant is not None else 0
+            a = np.full(shape, zp) + rng.integers(-1, 2, shape)
+        out[name] = np.clip(a, info.min, info.max).astype(t.dtype.numpy)
+    return out
+
+
+def merge(graphs: list[Graph]) -> Graph:
+    """Disjoint branches of one graph: draw ``i``'s names prefixed ``d{i}_``."""
+    m = Graph("op_x_target")
+    for i, g in enumerate(graphs):
+        ren = {v: f"d{i}_{v}" for v in g.types}
+        for v in g.inputs:
+            t = g.types[v]
+            m.input(ren[v], t.shape, t.dtype, t.quant)
+        for v, a in g.params.items():
+            t = g.types[v]
+            m.param(ren[v], a, t.quant, t.dtype)
+        for n in g.nodes:
+            m.add_node(
+                n.op,
+                [None if v is None else ren[v] for v in n.inputs],
+                n.attrs,
+                name=f"d{i}_{n.name}",
+                out_quant=[g.types[o].quant for o in n.outputs],
+                out_names=[ren[o] for o in n.outputs],
+            )
+        m.output(*[ren[o] for o in g.outputs])
+    return m
+
+
+def merged_feed(graphs: list[Graph], feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {f"d{i}_{k}": v for i, f in enumerate(feeds) for k, v in f.items()}
+
+
+# targets -----------------------------------------------------------------------------------------
+def _check_equal(want: dict, got: dict, where: str, tolerance: bool) -> None:
+    for name, w in want.items():
+        o = np.asarray(got[name])
+        assert o.dtype == w.dtype and o.shape == w.shape, f"{where} {name}: {o.dtype}{o.shape} vs {w.dtype}{w.shape}"
+        if tolerance and w.dtype.kind == "f":
+            # float paths: the jax target computes f16/f32 in XLA's order, not numpy's
+            tol = FLOAT_TOL[w.dtype]
+            np.testing.assert_allclose(o, w, rtol=tol, atol=tol, err_msg=f"{where} {name}")
+        else:
+            assert np.array_equal(o, w, equal_nan=w.dtype.kind == "f"), f"{where} {name}: differs from the reference"
+
+
+def _accepts(target: str, g: Graph) -> bool:
+    """Whether ``target`` takes this draw; a refusal must be the target's clear UnsupportedOpError."""
+    try:
+        if target == "cortexm":
+            from rlx_edge.targets.cortexm.rules import layer_for
+
+            for n in g.nodes:
+                layer_for(g, n)
+        elif target == "fpga":
+            from rlx_edge.targets.fpga.design import FpgaConfigError, FpgaDesign
+
+            try:
+                FpgaDesign(g)
+            except FpgaConfigError as e:
+                raise UnsupportedOpError(str(e)) from e
+        elif target == "jax":
+            from rlx_edge.targets.jax.lower import lower_graph
+
+            lower_graph(g)
+    except UnsupportedOpError:
+        return False
+    return True
+
+
+def _fpga_graph(op: str, g: Graph) -> Graph:
+    """A view op alone is no FPGA layer: follow it with a clamp-only relu so the design has one."""
+    from rlx_edge.targets.fpga.design import ALIAS_OPS
+
+    if op not in ALIAS_OPS:
+        return g
+    y = g.outputs[0]
+    g.outputs.clear()
+    g.output(*g.add_node("relu", [y], {}, name="after_view", out_quant=g.types[y].quant))
+    return g
+
+
+@pytest.mark.parametrize("target,op,kind", CASES, ids=[f"{t}-{o}-{k}" for t, o, k in CASES])
+def test_op_on_target(target: str, op: str, kind: str, tmp_path) -> None:
+    rng = np.random.default_rng([sum(map(ord, target)), sum(map(ord, op)), len(kind)])
+    draw = quantized_draw if kind == "int" else float_draw
+    graphs, feeds, rejected = [], [], 0
+    for _ in range(MAX_TRIES):
+        if len(graphs) == DRAWS:
+            break
+        got = draw(op, rng)
+        if got is None:
+            rejected += 1
+            continue
+        g, f = got
+        try:
+            run(g, f[0])
+        except Exception:  # a draw the reference itself refuses (e.g. a scale no multiplier holds)
+            rejected += 1
+            continue
+        if target == "fpga":
+            g = _fpga_graph(op, g)
+        if not _accepts(target, g):
+            rejected += 1
+            continue
+        graphs.append(g)
+        feeds.append(f)
+    assert len(graphs) == DRAWS, f"{target} took only {len(graphs)} of {len(graphs) + rejected} draws of {op}"
+    m = merge(graphs)
+    wants = [run(m, merged_feed(graphs, [f[k] for f in feeds])) for k in range(len(feeds[0]))]
+    if target == "reference":
+        # the Program contract: prepared parameters saved in .rlx and read back give the same results
+        program = loads_program(dumps_program(plan(m)))
+        for k, want in enumerate(wants):
+            got = run(program.graph, merged_feed(graphs, [f[k] for f in feeds]), quant=program.quant)
+            _check_equal(want, got, f"reference .rlx round trip, feed {k}", tolerance=False)
+        return
+    if target == "jax":
+        from rlx_edge.targets.jax import compile_jax
+
+        fn = compile_jax(m, batch="exact")
+        for k, want in enumerate(wants):
+            _check_equal(want, fn(merged_feed(graphs, [f[k] for f in feeds])), f"jax feed {k}", tolerance=True)
+        return
+    if target == "cortexm":
+        from rlx_edge.targets.cortexm import compile_host
+
+        model = compile_host(m, tmp_path)
+        for k, want in enumerate(wants):
+            _check_equal(want, model.run(merged_feed(graphs, [f[k] for f in feeds])), f"cortexm feed {k}", False)
+        return
+    if target == "fpga":
+        from rlx_edge.targets.fpga import build_fpga
+
+        data = [
+            np.stack([merged_feed(graphs, [f[k] for f in feeds])[v] for k in range(len(feeds[0]))]) for v in m.inputs
+        ]
+        res = build_fpga(m, tmp_path, simulate=True, data=data)
+        assert res["inferences"] == len(feeds[0])
+        assert res["mismatches"] == 0, res["first_mismatch"]
+        return
+    raise AssertionError(f"no runner for target {target}")
