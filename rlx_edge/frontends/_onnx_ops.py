@@ -145,6 +145,7 @@ HANDLERS.add("Relu", _unary("relu"))
 HANDLERS.add("Sigmoid", _unary("sigmoid"))
 HANDLERS.add("Tanh", _unary("tanh"))
 HANDLERS.add("HardSwish", _unary("hard_swish"))
+HANDLERS.add("LeakyRelu", _unary("leaky_relu", lambda a: {"alpha": a.get("alpha", 0.01)}))
 HANDLERS.add("Gelu", _unary("gelu", lambda a: {"approximate": a.get("approximate", "none")}))
 
 

@@ -15,7 +15,14 @@ from rlx_edge.ir.types import TensorType
 
 
 def _unary(
-    name: str, fn, *, attrs: dict | None = None, float_only: bool = True, int_dtypes=("i8", "i16"), doc: str
+    name: str,
+    fn,
+    *,
+    attrs: dict | None = None,
+    float_only: bool = True,
+    int_dtypes=("i8", "i16"),
+    sample_attrs=None,
+    doc: str,
 ) -> OpDef:
     """Declare one shape-preserving unary op."""
     op = defop(
@@ -50,6 +57,8 @@ def _unary(
             kw = {"min": lo, "max": lo + float(rng.uniform(0, 6))}
         if name == "gelu":
             kw = {"approximate": str(rng.choice(["none", "tanh"]))}
+        if sample_attrs is not None:
+            kw = sample_attrs(rng)
         return [x], kw
 
     return op
@@ -92,6 +101,13 @@ gelu = _unary(
 silu = _unary("silu", lambda x: x / (1 + np.exp(-x)), doc="x * sigmoid(x)")
 hard_swish = _unary(
     "hard_swish", lambda x: x * np.clip(x + 3, 0, 6) / 6, int_dtypes=("i8",), doc="x * relu6(x + 3) / 6"
+)
+leaky_relu = _unary(
+    "leaky_relu",
+    lambda x, alpha: np.where(x > 0, x, x * alpha),
+    attrs={"alpha": Attr("float", 0.2, doc="slope for x <= 0 (TFLite's default; ONNX's is 0.01)")},
+    sample_attrs=lambda rng: {"alpha": float(rng.choice([0.01, 0.1, 0.2, 0.5, 1.5]))},
+    doc="x if x > 0 else alpha * x (TFLite LEAKY_RELU, ONNX LeakyRelu)",
 )
 
 
@@ -261,3 +277,32 @@ def _hard_swish_eval(p, x):
     pre = fp.saturating_doubling_high_mul_int16(rel, pre_out)
     y = fp.rounding_divide_by_pot(pre, -p.out_shift) + p.out_zp
     return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+# leaky relu: two multipliers, chosen by the sign of the offset input
+@leaky_relu.prepare
+def _leaky_relu_prepare(ctx: QContext, alpha: float) -> dict:
+    """TFLite Micro's LeakyRelu Prepare: the identity (s_x / s_y) and alpha (s_x * alpha / s_y)
+    multipliers, each computed in float32 as the kernel does, then QuantizeMultiplier."""
+    s_x, zp_x = scalar_params(ctx.in_types[0].quant, "leaky_relu input")
+    s_y, zp_y = scalar_params(ctx.out_types[0].quant, "leaky_relu output")
+    f32 = np.float32
+    id_mult, id_shift = fp.quantize_multiplier(float(f32(s_x) / f32(s_y)))
+    alpha_mult, alpha_shift = fp.quantize_multiplier(float(f32(s_x) * f32(alpha) / f32(s_y)))
+    dtype = ctx.out_types[0].dtype.numpy
+    lo, hi = storage_range(dtype)
+    p = {
+        "in_zp": zp_x, "out_zp": zp_y, "id_mult": id_mult, "id_shift": id_shift,
+        "alpha_mult": alpha_mult, "alpha_shift": alpha_shift, "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+    p["table"] = byte_table(_leaky_relu_eval, p, ctx.in_types[0].dtype.numpy, alpha=alpha)
+    return p
+
+
+@leaky_relu.eval
+def _leaky_relu_eval(p, x, alpha):
+    xp = fp.namespace(x)
+    v = x.astype(xp.int64) - p.in_zp
+    pos = fp.multiply_by_quantized_multiplier(v, p.id_mult, p.id_shift)
+    neg = fp.multiply_by_quantized_multiplier(v, p.alpha_mult, p.alpha_shift)
+    return clamp_cast(p.out_zp + xp.where(v >= 0, pos, neg), p.act_min, p.act_max, p.dtype)

@@ -573,7 +573,7 @@ def _mul(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_mul_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
 
 
-@RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "requantize", "dequantize")
+@RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "leaky_relu", "requantize", "dequantize")
 def _lut(graph: Graph, node: Node, params: Prepared) -> Layer:
     # the op's prepare tabulates its eval over every byte input (indexed by bit pattern)
     table = params.get("table")

@@ -81,6 +81,7 @@ _UNARY: dict[str, Callable] = {
     "gelu": _gelu,
     "silu": lambda x: x / (1 + jnp.exp(-x)),
     "hard_swish": lambda x: x * jnp.clip(x + 3, 0, 6) / 6,
+    "leaky_relu": lambda x, alpha: jnp.where(x > 0, x, x * alpha),
 }
 
 

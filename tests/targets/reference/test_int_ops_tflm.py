@@ -79,6 +79,13 @@ def g_unary(op, out_q, in_q=None):
     return g
 
 
+def g_leaky_relu(alpha, in_q, out_q, storage="i8"):
+    g = Graph("leaky_relu")
+    x = g.input("x", (1, 300), storage, quant=in_q)
+    g.output(g.leaky_relu(x, alpha=alpha, out_quant=out_q))
+    return g
+
+
 def g_requant(src, dst, in_q, out_q):
     g = Graph("requant")
     x = g.input("x", (1, 200), src, quant=in_q)
@@ -209,6 +216,9 @@ CASES: dict[str, Callable[[], Graph]] = {
     "tanh_small_scale": lambda: g_unary("tanh", q8(1 / 128, 0), q8(0.01, 30)),
     "hard_swish": lambda: g_unary("hard_swish", q8(0.04, -50)),
     "relu_rescale": lambda: g_unary("relu", q8(0.05, -128)),
+    "leaky_relu": lambda: g_leaky_relu(0.1, q8(0.06, 4), q8(0.04, -30)),
+    "leaky_relu_steep": lambda: g_leaky_relu(1.7, q8(0.02, -100), q8(0.05, 20)),
+    "leaky_relu_int16": lambda: g_leaky_relu(0.2, q16(0.0003), q16(0.0002), "i16"),
     "relu6_same": lambda: g_unary("relu6", q8(0.06, 4)),
     "requant_i8_i8": lambda: g_requant("i8", "i8", q8(0.05, 3), q8(0.07, -9)),
     "requant_i8_i16": lambda: g_requant("i8", "i16", q8(0.05, 3), q16(0.0002)),
