@@ -127,6 +127,7 @@ for _onnx_op, _ir_op in (
     ("Div", "div"),
     ("Max", "maximum"),
     ("Min", "minimum"),
+    ("PRelu", "prelu"),
 ):
     HANDLERS.add(_onnx_op, _binary(_ir_op))
 

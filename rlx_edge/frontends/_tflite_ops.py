@@ -176,6 +176,7 @@ _declare("RELU", "relu", int8_version=2, int16_version=3)
 _declare("RELU6", "relu6", int8_version=2)
 # TFLite's HardSwishOptions table is empty; files may carry it, we write none.
 _declare("HARD_SWISH", "hard_swish", options="HardSwishOptions", write_options=False)
+_declare("PRELU", "prelu")
 _declare(
     "LEAKY_RELU",
     "leaky_relu",

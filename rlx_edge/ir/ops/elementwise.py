@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx_edge.ir import fixedpoint as fp
+from rlx_edge.ir.dtype import from_numpy
 from rlx_edge.ir.ops._common import (
     ACTIVATION,
     FLOAT_SAMPLE_DTYPES,
@@ -12,6 +13,7 @@ from rlx_edge.ir.ops._common import (
     broadcastable_pair,
     compute_dtype,
     elementwise_dtype,
+    fail,
     finish,
     rand_float,
 )
@@ -78,6 +80,36 @@ mul = _binary("mul", np.multiply, fused_activation=True, doc="a * b")
 div = _binary("div", _int_div, fused_activation=False, doc="a / b (integers truncate toward zero)")
 maximum = _binary("maximum", np.maximum, fused_activation=False, doc="elementwise max(a, b)")
 minimum = _binary("minimum", np.minimum, fused_activation=False, doc="elementwise min(a, b)")
+
+
+prelu = defop(
+    "prelu",
+    family="elementwise",
+    inputs=("x", "alpha"),
+    inplace=True,
+    doc="x if x >= 0 else alpha * x, alpha broadcast against x (TFLite PRELU, ONNX PRelu)",
+)
+
+
+@prelu.infer
+def _prelu_infer(x, alpha):
+    if x.dtype.is_float != alpha.dtype.is_float:
+        fail(f"prelu: input {x.dtype} and alpha {alpha.dtype} must both be float or both quantized")
+    return TensorType(broadcast(x.shape, alpha.shape), x.dtype)
+
+
+@prelu.reference
+def _prelu_ref(x, alpha):
+    ct = compute_dtype(x.dtype)
+    xf = x.astype(ct)
+    return finish(np.where(xf >= 0, xf, xf * alpha.astype(ct)), from_numpy(x.dtype))
+
+
+@prelu.sample
+def _prelu_sample(rng):
+    x_shape, a_shape = broadcastable_pair(rng, int(rng.integers(1, 5)))
+    dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
+    return [rand_float(rng, x_shape, dt), (rng.uniform(-0.5, 1.5, a_shape)).astype(dt)], {}
 
 
 # integer semantics ------------------------------------------------------------------
@@ -149,3 +181,26 @@ def _mul_eval(p, a, b, activation="none"):
     prod = fp.wrap_int32((a.astype(xp.int64) - p.a_zp) * (b.astype(xp.int64) - p.b_zp))
     y = fp.multiply_by_quantized_multiplier(prod, p.out_mult, p.out_shift) + p.out_zp
     return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+@prelu.prepare
+def _prelu_prepare(ctx) -> dict:
+    """TFLite Micro's Prelu Prepare: s_x / s_y for x >= 0, s_x * s_alpha / s_y for the product, in double."""
+    (s_x, zp_x), (s_a, zp_a), (s_y, zp_y), dtype = _binary_scales(ctx)
+    m1, e1 = fp.quantize_multiplier(float(s_x) / float(s_y))
+    m2, e2 = fp.quantize_multiplier(float(s_x) * float(s_a) / float(s_y))
+    lo, hi = activation_clamp("none", ctx.out_types[0].quant, dtype)
+    return {
+        "x_zp": zp_x, "alpha_zp": zp_a, "id_mult": m1, "id_shift": e1, "alpha_mult": m2, "alpha_shift": e2,
+        "out_zp": zp_y, "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+
+
+@prelu.eval
+def _prelu_eval(p, x, alpha):
+    xp = fp.namespace(x, alpha)
+    v = x.astype(xp.int64) - p.x_zp
+    a = alpha.astype(xp.int64) - p.alpha_zp
+    pos = fp.multiply_by_quantized_multiplier(v, p.id_mult, p.id_shift)
+    neg = fp.multiply_by_quantized_multiplier(fp.wrap_int32(v * a), p.alpha_mult, p.alpha_shift)
+    return clamp_cast(xp.where(v >= 0, pos, neg) + p.out_zp, p.act_min, p.act_max, p.dtype)

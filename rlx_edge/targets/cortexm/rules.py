@@ -573,6 +573,26 @@ def _mul(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_mul_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
 
 
+@RULES.rule("prelu")
+def _prelu(graph: Graph, node: Node, params: Prepared) -> Layer:
+    x, alpha = node.inputs
+    _int8(graph, node, x, alpha, node.outputs[0])
+    p = params
+    fields = _broadcast_fields(graph, node)
+    fields.update(
+        a_offset=-p.x_zp,
+        b_offset=-p.alpha_zp,
+        a_mult=p.id_mult,
+        a_shift=p.id_shift,
+        out_mult=p.alpha_mult,
+        out_shift=p.alpha_shift,
+        out_zp=p.out_zp,
+        act_min=p.act_min,
+        act_max=p.act_max,
+    )
+    return Layer("rlx_prelu_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+
+
 @RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "leaky_relu", "requantize", "dequantize")
 def _lut(graph: Graph, node: Node, params: Prepared) -> Layer:
     # the op's prepare tabulates its eval over every byte input (indexed by bit pattern)

@@ -32,6 +32,7 @@ _BINARY: dict[str, Callable] = {
     "div": lambda a, b: a / b,
     "maximum": lambda a, b: jnp.maximum(a, b),
     "minimum": lambda a, b: jnp.minimum(a, b),
+    "prelu": lambda a, b: jnp.where(a >= 0, a, a * b),
 }
 
 

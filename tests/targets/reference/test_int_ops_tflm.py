@@ -86,6 +86,15 @@ def g_leaky_relu(alpha, in_q, out_q, storage="i8"):
     return g
 
 
+def g_prelu(alpha_shape, alpha_q):
+    g = Graph("prelu")
+    x = g.input("x", (1, 4, 5, 3), "i8", quant=q8(0.05, -10))
+    alpha = np.random.default_rng(3).integers(-128, 128, alpha_shape).astype(np.int8)
+    a = g.param("alpha", alpha, quant=alpha_q)
+    g.output(g.prelu(x, a, out_quant=q8(0.04, 7)))
+    return g
+
+
 def g_requant(src, dst, in_q, out_q):
     g = Graph("requant")
     x = g.input("x", (1, 200), src, quant=in_q)
@@ -218,6 +227,8 @@ CASES: dict[str, Callable[[], Graph]] = {
     "relu_rescale": lambda: g_unary("relu", q8(0.05, -128)),
     "leaky_relu": lambda: g_leaky_relu(0.1, q8(0.06, 4), q8(0.04, -30)),
     "leaky_relu_steep": lambda: g_leaky_relu(1.7, q8(0.02, -100), q8(0.05, 20)),
+    "prelu_per_channel_alpha": lambda: g_prelu((3,), q8(0.004, 20)),
+    "prelu_full_alpha": lambda: g_prelu((1, 4, 5, 3), q8(0.01, -3)),
     "leaky_relu_int16": lambda: g_leaky_relu(0.2, q16(0.0003), q16(0.0002), "i16"),
     "relu6_same": lambda: g_unary("relu6", q8(0.06, 4)),
     "requant_i8_i8": lambda: g_requant("i8", "i8", q8(0.05, 3), q8(0.07, -9)),
