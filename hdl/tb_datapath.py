@@ -27,7 +27,7 @@ import os
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, RisingEdge, ValueChange
+from cocotb.triggers import FallingEdge, RisingEdge, SimTimeoutError, ValueChange, with_timeout
 from cocotb.utils import get_sim_time
 
 
@@ -170,6 +170,8 @@ async def stream_and_compare(dut):
     cocotb.start_soon(timer.run())
     cycles = []
     outputs = [[] for _ in monitors]
+    # a datapath that never finishes (a stuck handshake) fails with a message instead of hanging
+    budget_ns = float(meta.get("cycle_budget", 10**9)) * period
     for inf in range(int(meta["inferences"])):
         started: dict[str, float] = {}
         mark = started.setdefault  # first input handshake of this inference: mark("t", time)
@@ -179,11 +181,20 @@ async def stream_and_compare(dut):
             cocotb.start_soon(drv.send(_pack(vectors[f"in{k}"][inf], meta["inputs"][k]["lanes"]), mark))
             for k, drv in enumerate(drivers)
         ]
-        for s in senders:
-            await s
+        try:
+            for s in senders:
+                await with_timeout(s, budget_ns, "ns")
+            done = [await with_timeout(r, budget_ns, "ns") for r in receivers]
+        except SimTimeoutError:
+            stuck = {
+                "error": f"inference {inf} did not finish within {int(budget_ns / period):,} cycles "
+                f"(stuck in phase {int(dut.phase.value)})"
+            }
+            with open(os.environ["RLX_FPGA_RESULTS"], "w") as f:
+                json.dump(stuck, f)
+            raise
         end = 0.0
-        for k, r in enumerate(receivers):
-            beats, t_end = await r
+        for k, (beats, t_end) in enumerate(done):
             end = max(end, t_end)
             got = _unpack(beats, meta["outputs"][k]["lanes"])
             outputs[k].append(got)

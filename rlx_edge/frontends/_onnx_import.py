@@ -21,6 +21,7 @@ from onnx import numpy_helper
 from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.passes import get_pass
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 from rlx_edge.ir.verify import check_quantized, check_sizes, verify
@@ -275,7 +276,7 @@ class Importer:
                 f"{self.path}: {len(self.problems)} node(s) cannot be imported:\n  " + "\n  ".join(self.problems)
             )
         self._outputs()
-        self._dce()
+        self.g = get_pass("dce")(self.g)  # drops what nothing reads (replaced transposes, unused conversions)
         try:  # every rule a later stage relies on, before anyone runs the graph
             verify(self.g)
             check_quantized(self.g)
@@ -461,25 +462,6 @@ class Importer:
             if val == old:
                 self._layout_cache[key] = new
         return new
-
-    def _dce(self) -> None:
-        """Drop nodes and params nothing reads (replaced transposes, unused conversions)."""
-        g = self.g
-        live = set(g.outputs)
-        kept = []
-        for n in reversed(g.nodes):
-            if any(o in live for o in n.outputs):
-                kept.append(n)
-                live.update(i for i in n.inputs if i is not None)
-        dead = [n for n in g.nodes if n not in kept]
-        g.nodes = list(reversed(kept))
-        for n in dead:
-            for o in n.outputs:
-                g.types.pop(o, None)
-        for p in list(g.params):
-            if p not in live:
-                del g.params[p]
-                del g.types[p]
 
     # values ----------------------------------------------------------------------
     def _to_array(self, t: onnx.TensorProto) -> np.ndarray:

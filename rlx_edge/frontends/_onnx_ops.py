@@ -743,13 +743,17 @@ def _moved_quant(qp: QuantParams, perm: Perm) -> QuantParams:
     return QuantParams(qp.scale, qp.zero_point, axis=perm.index(qp.axis), storage=qp.storage)
 
 
-@HANDLERS.rule("QuantizeLinear")
-def _quantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+def _qdq_operands(imp: Importer, node: onnx.NodeProto, a: dict[str, Any], prefix: str):
+    """Quantize- and DequantizeLinear: the runtime input, constant ``{prefix}_scale`` and ``{prefix}_zero_point``."""
     x = _runtime(imp, node)
     if a.get("block_size", 0):
         raise Unsupported("blocked quantization (block_size) is not supported")
-    scale = imp.const_input(node, 1, "y_scale")
-    zp = imp.const_input(node, 2, "y_zero_point")
+    return x, imp.const_input(node, 1, f"{prefix}_scale"), imp.const_input(node, 2, f"{prefix}_zero_point")
+
+
+@HANDLERS.rule("QuantizeLinear")
+def _quantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    x, scale, zp = _qdq_operands(imp, node, a, "y")
     if zp is not None:
         storage = _storage_of(zp.dtype, "quantized type")
     elif a.get("output_dtype"):
@@ -769,11 +773,7 @@ def _quantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 @HANDLERS.rule("DequantizeLinear")
 def _dequantize(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    x = _runtime(imp, node)
-    if a.get("block_size", 0):
-        raise Unsupported("blocked quantization (block_size) is not supported")
-    scale = imp.const_input(node, 1, "x_scale")
-    zp = imp.const_input(node, 2, "x_zero_point")
+    x, scale, zp = _qdq_operands(imp, node, a, "x")
     xdt = imp.dtype(x).numpy
     storage = DType.i32 if xdt == np.dtype(np.int32) else _storage_of(xdt, "quantized input")
     axis = _axis(int(a.get("axis", 1)), max(imp.rank(x), 1))

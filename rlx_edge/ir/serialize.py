@@ -34,7 +34,7 @@ import json
 import math
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -307,6 +307,18 @@ def graph_to_json(graph: Graph, blob: BlobWriter) -> dict[str, Any]:
     }
 
 
+def _named(c: Container, items: Any, kind: str, seen: dict, verb: str) -> Iterator[tuple[dict, str, str]]:
+    """Each object of the graph's list of ``kind`` entries, with its name and how messages name it;
+    a name already in ``seen`` (filled as the caller goes) fails as ``verb`` twice."""
+    for i, e in enumerate(_list(c, items, f"graph {kind}s")):
+        e = _obj(c, e, f"{kind} {i}")
+        name = _str(c, e.get("name"), f"{kind} {i} name")
+        what = f"{kind} {shorten(name, _NAME_CHARS)!r}"
+        if name in seen:
+            c.fail(f"{what} is {verb} twice")
+        yield e, name, what
+
+
 def graph_from_json(d: Any, c: Container) -> Graph:
     """Rebuild and verify the graph of a ``graph`` section read from container ``c``."""
     from rlx_edge.ir.verify import check_quantized, check_sizes, verify
@@ -320,21 +332,11 @@ def graph_from_json(d: Any, c: Container) -> Graph:
         c.fail(f"graph stage {stage!r} is not one of {', '.join(STAGES)}")
     g = Graph(name, stage)
     g.metadata = _metadata(c, d.get("metadata", {}))
-    for i, v in enumerate(_list(c, d.get("values"), "graph values")):
-        v = _obj(c, v, f"value {i}")
-        vname = _str(c, v.get("name"), f"value {i} name")
-        what = f"value {shorten(vname, _NAME_CHARS)!r}"
-        if vname in g.types:
-            c.fail(f"{what} is declared twice")
+    for v, vname, what in _named(c, d.get("values"), "value", g.types, "declared"):
         g.types[vname] = _type(c, v, what)
     g.inputs = [_str(c, x, "graph input") for x in _list(c, d.get("inputs"), "graph inputs")]
     g.outputs = [_str(c, x, "graph output") for x in _list(c, d.get("outputs"), "graph outputs")]
-    for i, p in enumerate(_list(c, d.get("params"), "graph params")):
-        p = _obj(c, p, f"param {i}")
-        pname = _str(c, p.get("name"), f"param {i} name")
-        what = f"param {shorten(pname, _NAME_CHARS)!r}"
-        if pname in g.params:
-            c.fail(f"{what} is stored twice")
+    for p, pname, what in _named(c, d.get("params"), "param", g.params, "stored"):
         arr, dt = c.array(p, what)
         t = g.types.get(pname)
         if t is None or t.dtype != dt or t.shape != arr.shape:

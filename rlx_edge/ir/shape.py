@@ -92,5 +92,13 @@ def broadcast(a: Shape, b: Shape) -> Shape:
     return tuple(out)
 
 
+def along_axis(v, axis: int, rank: int):
+    """1-D ``v`` (numpy or jax) reshaped to broadcast along ``axis`` of a rank-``rank`` array: per-channel
+    parameters against their tensor."""
+    shape = [1] * rank
+    shape[axis % rank] = -1
+    return v.reshape(shape)
+
+
 def format_shape(shape: Shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from rlx_edge.errors import IRError, OpError, RlxError, shorten
+from rlx_edge.errors import IRError, OpError, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import STAGES, Graph, Node, infer_node
+from rlx_edge.ir.inspect import node_macs
 from rlx_edge.ir.ops import OpDef, get_op
 from rlx_edge.ir.types import TensorType
 
@@ -261,7 +262,7 @@ def check_sizes(graph: Graph, max_bytes: int = MAX_VALUE_BYTES, max_macs: int = 
             padded = _padded_numel(x.shape, pads)
             if padded * x.dtype.storage_bytes > max_bytes:
                 raise IRError(f"{where}: pads {shorten(list(pads), 60)} make its input take over {max_bytes} bytes")
-        macs = _macs(graph, node)
+        macs = node_macs(graph, node)
         if macs is not None and macs > max_macs:
             raise IRError(f"{where}: {macs} multiply-accumulates, more than {max_macs}")
 
@@ -282,14 +283,3 @@ def _padded_numel(shape: Any, pads: tuple) -> int:
     for k, ax in enumerate(axes):
         dims[ax] += max(pads[2 * k], 0) + max(pads[2 * k + 1], 0)
     return math.prod(dims)
-
-
-def _macs(graph: Graph, node: Node) -> int | None:
-    ins = [None if v is None else graph.types[v] for v in node.inputs]
-    outs = [graph.types[o] for o in node.outputs]
-    if any(isinstance(d, str) for t in (*ins, *outs) if t is not None for d in t.shape):
-        return None
-    try:
-        return _opdef(node, node.name).count_macs(ins, outs, node.attrs)
-    except RlxError:
-        return None

@@ -104,8 +104,22 @@ def _as_batch(graph: Graph, item: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def iter_batches(graph: Graph, data: Any, batch_size: int = 32) -> Iterator[dict[str, np.ndarray]]:
-    """Batches of samples: each input as [samples, *input shape]."""
+def iter_batches(
+    graph: Graph, data: Any, batch_size: int = 32, max_samples: int | None = None
+) -> Iterator[dict[str, np.ndarray]]:
+    """Batches of samples: each input as [samples, *input shape]; ``max_samples`` of them in all at most."""
+    seen = 0
+    for batch in _batches(graph, data, batch_size):
+        if max_samples is not None:
+            n = min(len(next(iter(batch.values()))), max_samples - seen)
+            if n <= 0:
+                return
+            batch = {k: v[:n] for k, v in batch.items()}
+            seen += n
+        yield batch
+
+
+def _batches(graph: Graph, data: Any, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
     if isinstance(data, np.ndarray) or hasattr(data, "keys"):
         whole = _as_batch(graph, data)
         n = len(next(iter(whole.values())))
@@ -224,13 +238,8 @@ def calibrate(
     bar = Progress(total) if (progress if progress is not None else sys.stderr.isatty()) else None
     run_batch = _runner(g)
     seen = 0
-    for batch in iter_batches(g, data, batch_size):
+    for batch in iter_batches(g, data, batch_size, max_samples):
         n = len(next(iter(batch.values())))
-        if max_samples is not None:
-            n = min(n, max_samples - seen)
-            if n <= 0:
-                break
-            batch = {k: v[:n] for k, v in batch.items()}
         for values in run_batch(batch):
             for v in watched:
                 arr = values[v]

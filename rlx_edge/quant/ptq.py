@@ -35,6 +35,7 @@ from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops import OpDef, get_op
+from rlx_edge.ir.shape import along_axis
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.pipeline import PipelineOptions, optimize_graph
 from rlx_edge.quant.record import CalibrationRecord
@@ -143,16 +144,13 @@ def quantize_weights(
     elif method != "minmax":
         raise RlxError(f"unknown weight quantization method {method!r}; use minmax or mse")
     scale32 = scale.astype(np.float32)
-    bshape = [1] * w.ndim
-    bshape[axis] = -1
-    q = np.clip(fp.round_half_away(w.astype(np.float64) / scale32.astype(np.float64).reshape(bshape)), -qmax, qmax)
+    per_channel = along_axis(scale32.astype(np.float64), axis, w.ndim)
+    q = np.clip(fp.round_half_away(w.astype(np.float64) / per_channel), -qmax, qmax)
     return q.astype(np.int8), scale32
 
 
 def dequantize_weights(q: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
-    bshape = [1] * q.ndim
-    bshape[axis] = -1
-    return q.astype(np.float64) * scale.astype(np.float64).reshape(bshape)
+    return q.astype(np.float64) * along_axis(scale.astype(np.float64), axis, q.ndim)
 
 
 # the rewrite ------------------------------------------------------------------------------

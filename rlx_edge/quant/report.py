@@ -69,13 +69,8 @@ def quantization_report(
     out_stats = {o: {"max": 0.0, "abs": 0.0, "n": 0, "agree": 0, "rows": 0} for o in fg.outputs}
     correct = {"float": 0, "quantized": 0}
     seen = 0
-    for batch in iter_batches(fg, data, batch_size):
+    for batch in iter_batches(fg, data, batch_size, max_samples):
         n = len(next(iter(batch.values())))
-        if max_samples is not None:
-            n = min(n, max_samples - seen)
-            if n <= 0:
-                break
-            batch = {k: v[:n] for k, v in batch.items()}
         qbatch = {}
         for k, v in batch.items():
             t = quant_graph.types[k]

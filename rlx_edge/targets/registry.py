@@ -37,7 +37,7 @@ class Family:
     """A target family's entry: how to load its spec (importing the target), and whether it plans an arena."""
 
     load: Callable[[], TargetSpec]
-    plans: bool = True  # False: the target does not run from an arena plan (jax jits, the FPGA has its own)
+    plans: bool = True  # False: the target does not run from an arena plan (jax jits over symbolic batches)
 
 
 def _reference_spec() -> TargetSpec:
@@ -65,7 +65,7 @@ def _jax_spec() -> TargetSpec:
 FAMILIES: dict[str, Family] = {
     "reference": Family(_reference_spec),
     "cortexm": Family(_cortexm_spec),
-    "fpga": Family(_fpga_spec, plans=False),
+    "fpga": Family(_fpga_spec),
     "jax": Family(_jax_spec, plans=False),
 }
 # Each --target name runs one family's rules.

@@ -11,6 +11,8 @@ import pkgutil
 
 # The registry, and the shape and dtype helpers that passes, frontends and targets share with the op declarations.
 from rlx_edge.ir.ops._common import (
+    apply_activation,
+    compute_dtype,
     elementwise_dtype,
     finish,
     norm_axes,
@@ -20,6 +22,7 @@ from rlx_edge.ir.ops._common import (
     window_shape,
 )
 from rlx_edge.ir.ops._registry import REGISTRY, Attr, OpDef, QContext, defop, get_op
+from rlx_edge.ir.ops.pool import window_counts
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
     importlib.import_module(f"{__name__}.{_mod}")
@@ -29,6 +32,8 @@ __all__ = [
     "Attr",
     "OpDef",
     "QContext",
+    "apply_activation",
+    "compute_dtype",
     "defop",
     "elementwise_dtype",
     "finish",
@@ -36,6 +41,7 @@ __all__ = [
     "norm_axes",
     "norm_axis",
     "same_pads",
+    "window_counts",
     "window_pads",
     "window_shape",
 ]

@@ -143,19 +143,21 @@ def patches(x: np.ndarray, kh: int, kw: int, strides: tuple, dilations: tuple, p
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
-    """Float references compute f16/bf16 in f32 and round the result afterwards."""
+    """Float references (and the jax target) compute f16/bf16 in f32 and round the result afterwards."""
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
 
 def apply_activation(y: np.ndarray, activation: str) -> np.ndarray:
+    """A fused float activation; numpy or jax (the jax target's float layers use this one too)."""
     if activation == "none":
         return y
+    xp = fixedpoint.namespace(y)
     if activation == "relu":
-        return np.maximum(y, 0)
+        return xp.maximum(y, 0)
     if activation == "relu6":
-        return np.clip(y, 0, 6)
+        return xp.clip(y, 0, 6)
     if activation == "relu_n1_to_1":
-        return np.clip(y, -1, 1)
+        return xp.clip(y, -1, 1)
     raise AssertionError(activation)
 
 

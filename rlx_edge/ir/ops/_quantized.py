@@ -16,6 +16,7 @@ import numpy as np
 
 from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.prepared import Prepared
+from rlx_edge.ir.shape import along_axis
 from rlx_edge.ir.types import QuantParams
 
 
@@ -60,9 +61,7 @@ def channel_broadcast(q: QuantParams, rank: int) -> tuple[np.ndarray, np.ndarray
     """Scales (float32) and zero points (int64) shaped to broadcast against a rank-``rank`` array."""
     if q.axis is None or q.scale.size == 1:
         return q.scale.reshape(()), q.zero_point.reshape(())
-    bshape = [1] * rank
-    bshape[q.axis % rank] = -1
-    return q.scale.reshape(bshape), q.zero_point.reshape(bshape)
+    return along_axis(q.scale, q.axis, rank), along_axis(q.zero_point, q.axis, rank)
 
 
 def quantize_bound(f: float, s: float, zp: int) -> int:

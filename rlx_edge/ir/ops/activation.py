@@ -206,24 +206,26 @@ def _saturate_outside_radius(v, out, radius: int):
     return xp.where(v <= -radius, -128, xp.where(v >= radius, 127, out)).astype(xp.int8)
 
 
-@sigmoid.eval
-def _sigmoid_eval(p, x):
-    """Output scale 1/256, zero point -128, as the kernel assumes."""
+def _q4_eval(p, x, fixed_fn, out_frac_bits: int, out_zp: int):
+    """int8 logistic and tanh: the input rescaled to Q4.27, ``fixed_fn`` (a Q0.31 result), then the output grid
+    of scale ``2**-out_frac_bits`` and zero point ``out_zp``."""
     xp = fp.namespace(x)
     v = x.astype(xp.int64) - p.in_zp
     q4 = fp.multiply_by_quantized_multiplier(v, p.mult, p.shift)
-    out = fp.rounding_divide_by_pot(fp.logistic_fixed(q4, _INPUT_INTEGER_BITS), 31 - 8)
-    return _saturate_outside_radius(v, xp.clip(out - 128, -128, 127), p.radius)
+    out = fp.rounding_divide_by_pot(fixed_fn(q4, _INPUT_INTEGER_BITS), 31 - out_frac_bits)
+    return _saturate_outside_radius(v, xp.clip(out + out_zp, -128, 127), p.radius)
+
+
+@sigmoid.eval
+def _sigmoid_eval(p, x):
+    """Output scale 1/256, zero point -128, as the kernel assumes."""
+    return _q4_eval(p, x, fp.logistic_fixed, 8, -128)
 
 
 @tanh.eval
 def _tanh_eval(p, x):
     """Output scale 1/128, zero point 0, as the kernel assumes."""
-    xp = fp.namespace(x)
-    v = x.astype(xp.int64) - p.in_zp
-    q4 = fp.multiply_by_quantized_multiplier(v, p.mult, p.shift)
-    out = fp.rounding_divide_by_pot(fp.tanh_fixed(q4, _INPUT_INTEGER_BITS), 31 - 7)
-    return _saturate_outside_radius(v, xp.clip(out, -128, 127), p.radius)
+    return _q4_eval(p, x, fp.tanh_fixed, 7, 0)
 
 
 sigmoid.prepare(_sigmoid_tanh_prepare(sigmoid, _sigmoid_eval))

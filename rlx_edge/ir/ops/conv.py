@@ -69,21 +69,14 @@ def _conv2d_infer(x, w, b, *, strides, padding, pads, dilations, activation, gro
         fail(f"groups={groups} must divide input channels {c} and output channels {o}")
     if ig * groups != c:
         fail(f"weight expects {ig * groups} input channels ({ig} x {groups} groups), input has {c}")
-    if b is not None and (b.rank != 1 or b.shape[0] != o):
-        fail(f"bias shape {list(b.shape)} must be [{o}]")
+    _check_bias(b, o)
     oh, ow, _ = window_shape(x, kh, kw, strides, dilations, padding, pads)
     return TensorType((x.shape[0], oh, ow, o), dt)
 
 
 @conv2d.reference
 def _conv2d_ref(x, w, b, *, strides, padding, pads, dilations, activation, groups):
-    _, kh, kw, _ = w.shape
-    _, _, p = window_shape(TensorType(x.shape, "f32"), kh, kw, strides, dilations, padding, pads)
-    ct = compute_dtype(x.dtype)
-    y = _conv_sum(x.astype(ct), w.astype(ct), strides, dilations, p, groups)
-    if b is not None:
-        y = y + b.astype(ct)
-    return finish(apply_activation(y, activation), _out_dtype(x, w))
+    return _window_ref(_conv_sum, x, w, b, strides, padding, pads, dilations, activation, groups)
 
 
 @conv2d.macs
@@ -113,21 +106,14 @@ def _dw_infer(x, w, b, *, strides, padding, pads, dilations, activation, depth_m
         fail(f"depthwise weight must be [1,KH,KW,C*M], got {list(w.shape)}")
     if depth_multiplier < 1 or cm != c * depth_multiplier:
         fail(f"weight has {cm} channels but input {c} x depth_multiplier {depth_multiplier} = {c * depth_multiplier}")
-    if b is not None and (b.rank != 1 or b.shape[0] != cm):
-        fail(f"bias shape {list(b.shape)} must be [{cm}]")
+    _check_bias(b, cm)
     oh, ow, _ = window_shape(x, kh, kw, strides, dilations, padding, pads)
     return TensorType((x.shape[0], oh, ow, cm), dt)
 
 
 @depthwise_conv2d.reference
 def _dw_ref(x, w, b, *, strides, padding, pads, dilations, activation, depth_multiplier):
-    _, kh, kw, _ = w.shape
-    _, _, p = window_shape(TensorType(x.shape, "f32"), kh, kw, strides, dilations, padding, pads)
-    ct = compute_dtype(x.dtype)
-    y = _depthwise_sum(x.astype(ct), w.astype(ct), strides, dilations, p, depth_multiplier)
-    if b is not None:
-        y = y + b.astype(ct)
-    return finish(apply_activation(y, activation), _out_dtype(x, w))
+    return _window_ref(_depthwise_sum, x, w, b, strides, padding, pads, dilations, activation, depth_multiplier)
 
 
 @depthwise_conv2d.macs
@@ -153,18 +139,14 @@ def _fc_infer(x, w, b, *, activation):
         fail("fully_connected input must have rank >= 1")
     dt = weighted_dtype(x, w, b)
     unify(x.shape[-1], w.shape[1], "fully_connected input features vs weight columns")
-    if b is not None and (b.rank != 1 or b.shape[0] != w.shape[0]):
-        fail(f"bias shape {list(b.shape)} must be [{w.shape[0]}]")
+    _check_bias(b, w.shape[0])
     return TensorType(tuple(x.shape[:-1]) + (w.shape[0],), dt)
 
 
 @fully_connected.reference
 def _fc_ref(x, w, b, *, activation):
     ct = compute_dtype(x.dtype)
-    y = x.astype(ct) @ w.astype(ct).T
-    if b is not None:
-        y = y + b.astype(ct)
-    return finish(apply_activation(y, activation), _out_dtype(x, w))
+    return _float_layer_end(x.astype(ct) @ w.astype(ct).T, b, ct, activation, x, w)
 
 
 @fully_connected.macs
@@ -215,8 +197,26 @@ def _matmul_macs(ins, outs, **attrs):
     return int(np.prod(outs[0].shape)) * int(a.shape[-1])
 
 
-def _out_dtype(x: np.ndarray, w: np.ndarray):
-    return promote(from_numpy(x.dtype), from_numpy(w.dtype))
+def _check_bias(b: TensorType | None, channels) -> None:
+    if b is not None and (b.rank != 1 or b.shape[0] != channels):
+        fail(f"bias shape {list(b.shape)} must be [{channels}]")
+
+
+def _float_layer_end(y: np.ndarray, b: np.ndarray | None, ct: np.dtype, activation: str, x, w) -> np.ndarray:
+    """The float layers' end: the bias and the fused activation in the compute dtype ``ct``, then the output dtype."""
+    if b is not None:
+        y = y + b.astype(ct)
+    return finish(apply_activation(y, activation), promote(from_numpy(x.dtype), from_numpy(w.dtype)))
+
+
+def _window_ref(window_sum, x, w, b, strides, padding, pads, dilations, activation, group_arg: int) -> np.ndarray:
+    """The float reference of conv2d and depthwise_conv2d: ``window_sum`` (:func:`_conv_sum` with its groups,
+    :func:`_depthwise_sum` with its depth multiplier) in the compute dtype, then :func:`_float_layer_end`."""
+    _, kh, kw, _ = w.shape
+    _, _, p = window_shape(TensorType(x.shape, "f32"), kh, kw, strides, dilations, padding, pads)
+    ct = compute_dtype(x.dtype)
+    y = window_sum(x.astype(ct), w.astype(ct), strides, dilations, p, group_arg)
+    return _float_layer_end(y, b, ct, activation, x, w)
 
 
 def _conv_sum(x: np.ndarray, w: np.ndarray, strides, dilations, pads, groups: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from rlx_edge.ir.ops._common import (
     rand_shape,
 )
 from rlx_edge.ir.ops._registry import Attr, defop
-from rlx_edge.ir.shape import unify
+from rlx_edge.ir.shape import along_axis, unify
 from rlx_edge.ir.types import TensorType
 
 
@@ -82,12 +82,9 @@ def _bn_infer(x, scale, bias, mean, var, *, epsilon, axis):
 def _bn_ref(x, scale, bias, mean, var, *, epsilon, axis):
     dt = elementwise_dtype(*(TensorType(a.shape, a.dtype) for a in (x, scale, bias, mean, var)))
     ct = compute_dtype(dt.numpy)
-    # parameters broadcast along the channel axis only
-    bshape = [1] * x.ndim
-    bshape[axis % x.ndim] = -1
 
-    def p(a: np.ndarray) -> np.ndarray:
-        return a.astype(ct).reshape(bshape)
+    def p(a: np.ndarray) -> np.ndarray:  # parameters broadcast along the channel axis only
+        return along_axis(a.astype(ct), axis, x.ndim)
 
     inv = 1 / np.sqrt(p(var) + ct.type(epsilon))
     y = (x.astype(ct) - p(mean)) * inv * p(scale) + p(bias)

@@ -91,8 +91,7 @@ def _avg_ref(x, *, kernel, strides, padding, pads, activation):
     p = _resolved_pads(x, kernel, strides, padding, pads)
     ct = compute_dtype(x.dtype) if x.dtype.kind == "f" else np.dtype(np.float64)
     total = patches(x.astype(ct), kh, kw, strides, _NO_DILATION, p).sum(axis=(-2, -1))
-    ones = np.ones((1, x.shape[1], x.shape[2], 1), ct)
-    count = patches(ones, kh, kw, strides, _NO_DILATION, p).sum(axis=(-2, -1))
+    count = window_counts(x.shape[1], x.shape[2], kernel, strides, p).astype(ct)[None, :, :, None]
     y = apply_activation(total / count, activation)
     if x.dtype.kind in "iu":
         # integer data (a stored quantized tensor) rounds half away from zero, as TFLite's kernels do
@@ -241,8 +240,9 @@ def _window_taps(x, kernel: tuple, strides: tuple, pads: tuple, fill: int) -> li
     return [x[:, r, c, :] for r in rows for c in cols]
 
 
-def _window_counts(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple) -> np.ndarray:
-    """The number of real (unpadded) elements under each window, (OH, OW): a constant of the shapes."""
+def window_counts(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple) -> np.ndarray:
+    """The number of real (unpadded) elements under each window of an ``h`` x ``w`` image, (OH, OW):
+    what the average pool divides by (a constant of the shapes; every target's divisor)."""
     ones = np.ones((1, h, w, 1), dtype=np.int64)
     return sum(_window_taps(ones, kernel, strides, pads, 0))[0, :, :, 0]
 
@@ -262,7 +262,7 @@ def _avg_eval(p, x, **attrs):
     if _whole_image(p, x):
         return _avg_divide(xi.sum(axis=(1, 2), keepdims=True), np.full((1, 1), x.shape[1] * x.shape[2]), p)
     acc = sum(_window_taps(xi, p.kernel, p.strides, p.pads, 0))  # padded taps hold 0
-    return _avg_divide(acc, _window_counts(x.shape[1], x.shape[2], p.kernel, p.strides, p.pads), p)
+    return _avg_divide(acc, window_counts(x.shape[1], x.shape[2], p.kernel, p.strides, p.pads), p)
 
 
 @max_pool2d.eval

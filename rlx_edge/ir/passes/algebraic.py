@@ -80,11 +80,7 @@ def _transpose(g: Graph, node: Node, prods: dict[str, Node], ctx: PassContext) -
         ctx.fired(node.name, f"transpose of transpose {first.name!r} composed to perm {list(composed)}")
         return True
     if tuple(perm) == tuple(range(len(perm))):
-        why = bypass(g, node, src)
-        if why is None:
-            ctx.fired(node.name, "transpose with the identity permutation removed")
-            return True
-        ctx.skipped(node.name, f"identity transpose but {why}")
+        return _remove_identity(g, node, ctx, "transpose with the identity permutation", "identity transpose")
     return False
 
 
@@ -99,9 +95,15 @@ def _reshape(g: Graph, node: Node, prods: dict[str, Node], ctx: PassContext) -> 
         ctx.fired(node.name, f"reshape of {first.op} {first.name!r} reads its input directly")
         return True
     if g.types[src].shape == g.types[node.outputs[0]].shape:
-        why = bypass(g, node, src)
-        if why is None:
-            ctx.fired(node.name, "reshape to the same shape removed")
-            return True
-        ctx.skipped(node.name, f"reshape to the same shape but {why}")
+        return _remove_identity(g, node, ctx, "reshape to the same shape", "reshape to the same shape")
+    return False
+
+
+def _remove_identity(g: Graph, node: Node, ctx: PassContext, what: str, skipped: str) -> bool:
+    """Bypass ``node``, which passes its input through unchanged, where :func:`bypass` allows it."""
+    why = bypass(g, node, node.inputs[0])
+    if why is None:
+        ctx.fired(node.name, f"{what} removed")
+        return True
+    ctx.skipped(node.name, f"{skipped} but {why}")
     return False

@@ -7,6 +7,7 @@ import numpy as np
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.passes._rewrite import absorb, add_param, consumers, producers, prune_params
 from rlx_edge.ir.passes.manager import PassContext, register
+from rlx_edge.ir.shape import along_axis
 
 # where the output channel lives in each weight layout (conv.py)
 _CHANNEL_AXIS = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0}
@@ -54,9 +55,7 @@ def bn_fold(graph: Graph, ctx: PassContext) -> Graph:
         k = scale / np.sqrt(var + bn.attrs["epsilon"])
         w = g.params[conv.inputs[1]]
         axis = _CHANNEL_AXIS[conv.op]
-        shape = [1] * w.ndim
-        shape[axis] = -1
-        w2 = (w.astype(np.float64) * k.reshape(shape)).astype(w.dtype)
+        w2 = (w.astype(np.float64) * along_axis(k, axis, w.ndim)).astype(w.dtype)
         b = g.params[_bias(conv)].astype(np.float64) if _bias(conv) is not None else np.zeros_like(k)
         bdt = g.params[_bias(conv)].dtype if _bias(conv) is not None else w.dtype
         b2 = ((b - mean) * k + beta).astype(bdt)

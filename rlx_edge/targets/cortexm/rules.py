@@ -287,6 +287,30 @@ def _gemm(
 _GEMM_GUARDS = {"weights": "portable", "weights16": "dsp", "gq": "dsp"}
 
 
+def _weighted(graph: Graph, node: Node) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """A layer's input name, its constant weights and its constant bias (None without one); int8 data."""
+    x, w, b = (node.inputs + [None])[:3]
+    _int8(graph, node, x, node.outputs[0])
+    wv = graph.params.get(w)
+    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    return x, wv, None if b is None else graph.params[b]
+
+
+def _image_fields(graph: Graph, node: Node) -> dict:
+    """The batch and the input and output images of a window layer (NHWC), as its params name them."""
+    n, h, w, c = _shape(_t(graph, node.inputs[0]))
+    _, oh, ow, _ = _shape(_t(graph, node.outputs[0]))
+    return {"batches": n, "in_h": h, "in_w": w, "in_c": c, "out_h": oh, "out_w": ow}
+
+
+def _window_fields(node: Node, kh: int, kw: int, pads: tuple) -> dict:
+    """The kernel, strides, dilations and the top and left padding, as the window kernels' params name them."""
+    sh, sw = node.attrs["strides"]
+    dh, dw = node.attrs["dilations"]
+    return {"k_h": kh, "k_w": kw, "stride_h": sh, "stride_w": sw, "dil_h": dh, "dil_w": dw,
+            "pad_top": pads[0], "pad_left": pads[2]}  # fmt: skip
+
+
 def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int, int]:
     a = node.attrs
     _, _, p = window_shape(x, kh, kw, a["strides"], a.get("dilations", (1, 1)), a["padding"], a["pads"])
@@ -296,37 +320,16 @@ def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int,
 # convolutions ----------------------------------------------------------------------------
 @RULES.rule("conv2d")
 def _conv2d(graph: Graph, node: Node, params: Prepared) -> Layer:
-    x, w, b = (node.inputs + [None])[:3]
-    _int8(graph, node, x, node.outputs[0])
+    _, wv, bv = _weighted(graph, node)
     _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
-    wv = graph.params.get(w)
-    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
-    xt, yt = _t(graph, x), _t(graph, node.outputs[0])
-    o, kh, kw, c = wv.shape
+    o, kh, kw, _ = wv.shape
     pads = params.pads
-    pt, _pb, pl, _pr = pads
-    gemm, consts, scratch = _gemm(graph, node, params, wv.reshape(o, -1), None if b is None else graph.params[b])
-    n, h, wd, _ = _shape(xt)
-    _, oh, ow, _ = _shape(yt)
-    sh, sw = node.attrs["strides"]
-    dh, dw = node.attrs["dilations"]
+    gemm, consts, scratch = _gemm(graph, node, params, wv.reshape(o, -1), bv)
     one_by_one = kh == 1 and kw == 1 and not any(pads)
     fields = {
         "gemm": gemm,
-        "batches": n,
-        "in_h": h,
-        "in_w": wd,
-        "in_c": c,
-        "out_h": oh,
-        "out_w": ow,
-        "k_h": kh,
-        "k_w": kw,
-        "stride_h": sh,
-        "stride_w": sw,
-        "dil_h": dh,
-        "dil_w": dw,
-        "pad_top": pt,
-        "pad_left": pl,
+        **_image_fields(graph, node),
+        **_window_fields(node, kh, kw, pads),
         "in_zp": params.in_zp,
     }
     kernel = "rlx_convolve_1x1_s8" if one_by_one else "rlx_convolve_s8"
@@ -343,21 +346,14 @@ def _conv2d(graph: Graph, node: Node, params: Prepared) -> Layer:
 
 @RULES.rule("depthwise_conv2d")
 def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
-    x, w, b = (node.inputs + [None])[:3]
-    _int8(graph, node, x, node.outputs[0])
-    wv = graph.params.get(w)
-    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
-    wt = _t(graph, w)
+    x, wv, bv = _weighted(graph, node)
+    wt = _t(graph, node.inputs[1])
     _need(wt.dtype in WEIGHT_DTYPES and not np.any(wt.quant.zero_point), node, "needs symmetric int8 or int4 weights")
-    xt, yt = _t(graph, x), _t(graph, node.outputs[0])
     zp_x, zp_y = params.in_zp, params.out_zp
     _, kh, kw, cm = wv.shape
     m = node.attrs["depth_multiplier"]
-    pt, _pb, pl, _pr = params.pads
-    n, h, wd, c = _shape(xt)
-    _, oh, ow, _ = _shape(yt)
+    c = _shape(_t(graph, x))[3]
     mult, shift, lo, hi = params.mult, params.shift, params.act_min, params.act_max
-    bv = None if b is None else graph.params[b]
     bias = np.zeros(cm, np.int32) if bv is None else bv.astype(np.int32)
     w_taps = wv.reshape(kh * kw, cm).astype(np.int64)
     # |acc| for any input: |bias| + 255 * sum |w| (x - zp spans at most 255)
@@ -370,25 +366,11 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     # a pixel whose taps are all inside the image: the input offset folded
     # into the bias (portable path); wraps like the C accumulation
     bias_full = fp.wrap_int32(folded_bias(params, w_taps.sum(axis=0), bv)).astype(np.int32)
-    sh, sw = node.attrs["strides"]
-    dh, dw = node.attrs["dilations"]
     fields = {
-        "batches": n,
-        "in_h": h,
-        "in_w": wd,
-        "in_c": c,
-        "out_h": oh,
-        "out_w": ow,
+        **_image_fields(graph, node),
         "out_c": cm,
         "ch_mult": m,
-        "k_h": kh,
-        "k_w": kw,
-        "stride_h": sh,
-        "stride_w": sw,
-        "dil_h": dh,
-        "dil_w": dw,
-        "pad_top": pt,
-        "pad_left": pl,
+        **_window_fields(node, kh, kw, params.pads),
         "in_offset": -zp_x,
         "out_zp": zp_y,
         "act_min": lo,
@@ -414,7 +396,7 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
         "rq_add": add,
     }
     guards = {}
-    fast = kh == 3 and kw == 3 and m == 1 and (dh, dw) == (1, 1)
+    fast = kh == 3 and kw == 3 and m == 1 and tuple(node.attrs["dilations"]) == (1, 1)
     if fast:
         # portable path, pixels with all 9 taps inside: bias with the offset
         # folded in, and each channel's 9 weights together
@@ -460,12 +442,9 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
 
 @RULES.rule("fully_connected")
 def _fc(graph: Graph, node: Node, params: Prepared) -> Layer:
-    x, w, b = (node.inputs + [None])[:3]
-    _int8(graph, node, x, node.outputs[0])
-    wv = graph.params.get(w)
-    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    x, wv, bv = _weighted(graph, node)
     # rows are read in place (rlx_gemm_row_s8): no gq, weights as they are
-    gemm, consts, scratch = _gemm(graph, node, params, wv, None if b is None else graph.params[b], gq_ok=False)
+    gemm, consts, scratch = _gemm(graph, node, params, wv, bv, gq_ok=False)
     xs = _shape(_t(graph, x))
     fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
     # one row at a time, the int8 input read (and on DSP cores widened in
@@ -531,66 +510,41 @@ def _broadcast_fields(graph: Graph, node: Node) -> dict:
     }
 
 
+def _binary_layer(
+    graph: Graph, node: Node, kernel: str, p: Prepared, a_zp: int, b_zp: int, rescale: dict, **tail
+) -> Layer:
+    """A kernel of two broadcast int8 operands: the geometry, the input offsets, the kernel's ``rescale``
+    fields, the output zero point and clamp, then ``tail`` (the order of ``rlx_binary_params``'s initializer)."""
+    fields = _broadcast_fields(graph, node)
+    fields.update(a_offset=-a_zp, b_offset=-b_zp, **rescale, out_zp=p.out_zp, act_min=p.act_min, act_max=p.act_max)
+    fields.update(tail)
+    return Layer(kernel, "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+
+
 @RULES.rule("add", "sub")
 def _add(graph: Graph, node: Node, params: Prepared) -> Layer:
-    a, b = node.inputs
-    _int8(graph, node, a, b, node.outputs[0])
+    _int8(graph, node, *node.inputs, node.outputs[0])
     p = params
-    fields = _broadcast_fields(graph, node)
-    fields.update(
-        a_offset=-p.a_zp,
-        b_offset=-p.b_zp,
-        left_shift=p.left_shift,
-        a_mult=p.a_mult,
-        a_shift=p.a_shift,
-        b_mult=p.b_mult,
-        b_shift=p.b_shift,
-        out_mult=p.out_mult,
-        out_shift=p.out_shift,
-        out_zp=p.out_zp,
-        act_min=p.act_min,
-        act_max=p.act_max,
-        subtract=1 if node.op == "sub" else 0,
-    )
-    return Layer("rlx_add_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+    rescale = dict(left_shift=p.left_shift, a_mult=p.a_mult, a_shift=p.a_shift, b_mult=p.b_mult, b_shift=p.b_shift,
+                   out_mult=p.out_mult, out_shift=p.out_shift)  # fmt: skip
+    return _binary_layer(graph, node, "rlx_add_s8", p, p.a_zp, p.b_zp, rescale, subtract=int(node.op == "sub"))
 
 
 @RULES.rule("mul")
 def _mul(graph: Graph, node: Node, params: Prepared) -> Layer:
-    a, b = node.inputs
-    _int8(graph, node, a, b, node.outputs[0])
+    _int8(graph, node, *node.inputs, node.outputs[0])
     p = params
-    fields = _broadcast_fields(graph, node)
-    fields.update(
-        a_offset=-p.a_zp,
-        b_offset=-p.b_zp,
-        out_mult=p.out_mult,
-        out_shift=p.out_shift,
-        out_zp=p.out_zp,
-        act_min=p.act_min,
-        act_max=p.act_max,
-    )
-    return Layer("rlx_mul_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+    rescale = dict(out_mult=p.out_mult, out_shift=p.out_shift)
+    return _binary_layer(graph, node, "rlx_mul_s8", p, p.a_zp, p.b_zp, rescale)
 
 
 @RULES.rule("prelu")
 def _prelu(graph: Graph, node: Node, params: Prepared) -> Layer:
-    x, alpha = node.inputs
-    _int8(graph, node, x, alpha, node.outputs[0])
+    """x >= 0: x rescaled by the identity multiplier (a_*); else x * alpha rescaled by the alpha one (out_*)."""
+    _int8(graph, node, *node.inputs, node.outputs[0])
     p = params
-    fields = _broadcast_fields(graph, node)
-    fields.update(
-        a_offset=-p.x_zp,
-        b_offset=-p.alpha_zp,
-        a_mult=p.id_mult,
-        a_shift=p.id_shift,
-        out_mult=p.alpha_mult,
-        out_shift=p.alpha_shift,
-        out_zp=p.out_zp,
-        act_min=p.act_min,
-        act_max=p.act_max,
-    )
-    return Layer("rlx_prelu_s8", "rlx_binary_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+    rescale = dict(a_mult=p.id_mult, a_shift=p.id_shift, out_mult=p.alpha_mult, out_shift=p.alpha_shift)
+    return _binary_layer(graph, node, "rlx_prelu_s8", p, p.x_zp, p.alpha_zp, rescale)
 
 
 @RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "leaky_relu", "requantize", "dequantize")

@@ -158,6 +158,17 @@ def build_fpga(
     return result
 
 
+def as_program(graph) -> Any:
+    """A graph through the one pipeline for this target: legalized, its nodes prepared
+    (``Program.quant``, which the layers read), planned in graph order (the buffers
+    come from the planner's liveness)."""
+    from dataclasses import replace
+
+    from rlx_edge.pipeline import AS_GIVEN, to_program
+
+    return to_program(graph, "fpga", replace(AS_GIVEN, schedule="topological"))
+
+
 def _build_into(
     out: Path,
     graph,
@@ -171,7 +182,9 @@ def _build_into(
 ) -> dict[str, Any]:
     from rlx_edge.ir.plan.program import Program
 
-    g = graph.graph if isinstance(graph, Program) else graph
+    if not isinstance(graph, Program):
+        graph = as_program(graph)
+    g = graph.graph
     design = FpgaDesign(graph, parallelism)
     key = design_key(graph, parallelism)
     vpath = out / f"{design.top_name}.v"

@@ -27,6 +27,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from rlx_edge.ir.ops import window_counts
 from rlx_edge.targets.fpga.arith import (
     INT32_MAX,
     clamp,
@@ -199,6 +200,27 @@ class _Reader:
 
     def reset(self, m: Module) -> None:
         m.d.sync += [self.word.eq(0), self.group.eq(0)]
+
+
+def _stream_run(m: Module, comp: LayerComponent, n: int, lanes: int) -> tuple[Signal, object, list[_Reader]]:
+    """The control of an elementwise layer: ``n`` steps from ``start``, a :class:`_Reader` per input.
+
+    Returns ``run``, the last-step flag and the readers (rewound after the last step).
+    """
+    run = Signal()
+    count = Signal(range(max(n, 2)))
+    last = count == n - 1
+    ports = enumerate(comp.in_ports)
+    readers = [_Reader(m, getattr(comp, f"rd{k}_addr"), lanes, port, run, f"r{k}") for k, port in ports]
+    with m.If(comp.start):
+        m.d.sync += run.eq(1)
+    with m.Elif(run):
+        m.d.sync += count.eq(Mux(last, 0, count + 1))
+        with m.If(last):
+            m.d.sync += run.eq(0)
+            for r in readers:
+                r.reset(m)
+    return run, last, readers
 
 
 # requantizer --------------------------------------------------------------------------
@@ -391,7 +413,32 @@ class LayerComponent(wiring.Component):
 
 
 class _MacLayer(LayerComponent):
-    """Shared tail of the MAC layers: accumulate, add bias, requantize, write."""
+    """What the MAC layers share: the weight ROM, stage 1, and the tail (accumulate, bias, requantize, write)."""
+
+    def _weight_rom(self, m: Module, run, words: list[int], width: int):
+        """The weight ROM, read in order: the next word every loop step, wrapping after the last."""
+        wport = rom_port(m, self, "weights", width, words)
+        waddr = Signal(range(max(len(words), 2)))
+        with m.If(run):
+            m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
+        m.d.comb += wport.addr.eq(waddr)
+        return wport
+
+    def _stage1(self, m: Module, run, first, last, final, inside, group, ratio: int, lanes: int):
+        """Stage 1, where the words read for this tap arrive: the loop flags registered (``s1``), and the
+        tap's ``lanes`` input values less the input zero point, 0 for a padded tap (as TFLite skips it)."""
+        s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
+        g1 = Signal(range(max(ratio, 2)))
+        m.d.sync += [
+            s1["valid"].eq(run),
+            s1["first"].eq(first),
+            s1["last"].eq(last),
+            s1["final"].eq(final),
+            s1["inside"].eq(inside),
+            g1.eq(group),
+        ]
+        xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
+        return s1, [Mux(s1["inside"], lane(xword, k) - self.q.zp_in, 0) for k in range(lanes)]
 
     def _params_rom(self, m: Module, q: ChannelQuant, groups: int, lanes: int):
         """ROM of per-group bias (and multiplier/shift when per-channel); returns per-lane views at stage 2."""
@@ -459,6 +506,52 @@ def _window_addresses(m: Module, win: Window, ctrs: dict, in_port: BufferPort, l
     return addr_sig, inside
 
 
+def _window_run(m: Module, comp: LayerComponent, dims: list[tuple[str, int]], lanes: int):
+    """The loop nest of a windowed layer over ``dims``, from ``start`` to its last step, reading the current tap.
+
+    Returns ``run``, the counters, the last-step flag and whether the tap is inside the image.
+    """
+    run = Signal()
+    ctrs, all_max = _counters(m, run, dims)
+    with m.If(comp.start):
+        m.d.sync += run.eq(1)
+    with m.Elif(run & all_max):
+        m.d.sync += run.eq(0)
+    addr, inside = _window_addresses(m, comp.win, ctrs, comp.in_ports[0], lanes)
+    m.d.comb += comp.rd0_addr.eq(addr)
+    return run, ctrs, all_max, inside
+
+
+class _ChannelWindow:
+    """The loop of the per-channel window layers (depthwise, pooling): ``lanes`` channels and one kernel tap
+    a cycle, in the order pixel, channel group, kernel row, kernel column."""
+
+    win: Window
+    lanes: int
+    in_ports: list[BufferPort]
+
+    def steps(self) -> int:
+        w = self.win
+        return w.n * w.oh * w.ow * (w.c // self.lanes) * w.kh * w.kw
+
+    def _window_loop(self, m: Module):
+        """:func:`_window_run` over this loop order, plus the first and the last tap of each window."""
+        w, lanes, inp = self.win, self.lanes, self.in_ports[0]
+        dims = [
+            ("n", w.n),
+            ("oy", w.oh),
+            ("ox", w.ow),
+            ("cw", w.c // inp.word_lanes),
+            ("g", inp.word_lanes // lanes),
+            ("ky", w.kh),
+            ("kx", w.kw),
+        ]
+        run, ctrs, all_max, inside = _window_run(m, self, dims, lanes)
+        first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
+        last = ctrs["ky_max"] & ctrs["kx_max"]
+        return run, ctrs, all_max, inside, first, last
+
+
 class Conv2d(_MacLayer):
     """Dense 2-D convolution (and fully connected), FINN-style PE x SIMD.
 
@@ -496,7 +589,6 @@ class Conv2d(_MacLayer):
         m = Module()
         with sharing(m):
             w, pe, simd, inp = self.win, self.pe, self.simd, self.in_ports[0]
-            run = Signal()
             ratio = inp.word_lanes // simd
             dims = [
                 ("n", w.n),
@@ -508,13 +600,7 @@ class Conv2d(_MacLayer):
                 ("cw", w.c // inp.word_lanes),
                 ("g", ratio),
             ]
-            ctrs, all_max = _counters(m, run, dims)
-            with m.If(self.start):
-                m.d.sync += run.eq(1)
-            with m.Elif(run & all_max):
-                m.d.sync += run.eq(0)
-            addr, inside = _window_addresses(m, w, ctrs, inp, simd)
-            m.d.comb += self.rd0_addr.eq(addr)
+            run, ctrs, all_max, inside = _window_run(m, self, dims, simd)
             inner = ("ky", "kx", "cw", "g")
             first = Const(1, 1)
             last = Const(1, 1)
@@ -522,28 +608,10 @@ class Conv2d(_MacLayer):
                 first = first & (ctrs[name] == 0)
                 last = last & ctrs[f"{name}_max"]
 
-            words = self._weight_words()
-            wport = rom_port(m, self, "weights", 8 * pe * simd, words)
-            waddr = Signal(range(max(len(words), 2)))
-            with m.If(run):
-                m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
-            m.d.comb += wport.addr.eq(waddr)
+            wport = self._weight_rom(m, run, self._weight_words(), 8 * pe * simd)
             pport, fields, uniform = self._params_rom(m, self.q, self.o // pe, pe)
             m.d.comb += pport.addr.eq(ctrs["og"])
-
-            # stage 1: the words read for this tap arrive
-            s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
-            g1 = Signal(range(max(ratio, 2)))
-            m.d.sync += [
-                s1["valid"].eq(run),
-                s1["first"].eq(first),
-                s1["last"].eq(last),
-                s1["final"].eq(all_max),
-                s1["inside"].eq(inside),
-                g1.eq(ctrs["g"]),
-            ]
-            xword = self.rd0_data.word_select(g1, 8 * simd) if ratio > 1 else self.rd0_data
-            xs = [Mux(s1["inside"], lane(xword, s) - self.q.zp_in, 0) for s in range(simd)]
+            s1, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, simd)
             dots = []
             for p in range(pe):
                 prods = [xs[s] * lane(wport.data, p * simd + s) for s in range(simd)]
@@ -566,7 +634,7 @@ class FullyConnected(Conv2d):
         super().__init__(win, np.asarray(weights).reshape(o, 1, 1, i), q, pe=pe, simd=simd, inp=inp, out=out)
 
 
-class DepthwiseConv2d(_MacLayer):
+class DepthwiseConv2d(_ChannelWindow, _MacLayer):
     """Depthwise 2-D convolution (depth multiplier 1), ``lanes`` channels per cycle.
 
     One kernel tap per cycle for ``lanes`` channels (FINN's vector unit with
@@ -583,57 +651,19 @@ class DepthwiseConv2d(_MacLayer):
         self.win, self.q, self.lanes = win, q, lanes
         self.weights = np.asarray(weights, dtype=np.int8).reshape(win.kh, win.kw, win.c)
 
-    def steps(self) -> int:
-        w = self.win
-        return w.n * w.oh * w.ow * (w.c // self.lanes) * w.kh * w.kw
-
     def elaborate(self, platform):
         m = Module()
         with sharing(m):
             w, lanes, inp = self.win, self.lanes, self.in_ports[0]
             ratio = inp.word_lanes // lanes
-            run = Signal()
-            dims = [
-                ("n", w.n),
-                ("oy", w.oh),
-                ("ox", w.ow),
-                ("cw", w.c // inp.word_lanes),
-                ("g", ratio),
-                ("ky", w.kh),
-                ("kx", w.kw),
-            ]
-            ctrs, all_max = _counters(m, run, dims)
-            with m.If(self.start):
-                m.d.sync += run.eq(1)
-            with m.Elif(run & all_max):
-                m.d.sync += run.eq(0)
-            addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
-            m.d.comb += self.rd0_addr.eq(addr)
-            first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
-            last = ctrs["ky_max"] & ctrs["kx_max"]
+            run, ctrs, all_max, inside, first, last = self._window_loop(m)
             groups = w.c // lanes
             arr = self.weights.reshape(w.kh * w.kw, groups, lanes).transpose(1, 0, 2).reshape(-1, lanes)
-            words = pack_words(arr, 8)
-            wport = rom_port(m, self, "weights", 8 * lanes, words)
-            waddr = Signal(range(max(len(words), 2)))
-            with m.If(run):
-                m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
-            m.d.comb += wport.addr.eq(waddr)
+            wport = self._weight_rom(m, run, pack_words(arr, 8), 8 * lanes)
             pport, fields, uniform = self._params_rom(m, self.q, groups, lanes)
             m.d.comb += pport.addr.eq(ctrs["cw"] * ratio + ctrs["g"])
-
-            s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
-            g1 = Signal(range(max(ratio, 2)))
-            m.d.sync += [
-                s1["valid"].eq(run),
-                s1["first"].eq(first),
-                s1["last"].eq(last),
-                s1["final"].eq(all_max),
-                s1["inside"].eq(inside),
-                g1.eq(ctrs["g"]),
-            ]
-            xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
-            dots = [Mux(s1["inside"], lane(xword, k) - self.q.zp_in, 0) * lane(wport.data, k) for k in range(lanes)]
+            s1, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, lanes)
+            dots = [xs[k] * lane(wport.data, k) for k in range(lanes)]
             self._tail(m, self.q, lanes, s1, dots, pport.data, fields, uniform)
             return m
 
@@ -655,18 +685,7 @@ def _division_magic(counts: set[int], max_abs: int) -> tuple[int, dict[int, int]
     return k, magic
 
 
-def window_counts(win: Window) -> np.ndarray:
-    """Number of in-bounds taps of each output window (OH, OW), as TFLite's average pool divides by."""
-    counts = np.zeros((win.oh, win.ow), dtype=np.int64)
-    for oy in range(win.oh):
-        for ox in range(win.ow):
-            rows = [oy * win.stride[0] + ky - win.pads[0] for ky in range(win.kh)]
-            cols = [ox * win.stride[1] + kx - win.pads[2] for kx in range(win.kw)]
-            counts[oy, ox] = sum(0 <= r < win.h for r in rows) * sum(0 <= c < win.w for c in cols)
-    return counts
-
-
-class Pool2d(LayerComponent):
+class Pool2d(_ChannelWindow, LayerComponent):
     """Average or max pooling, ``lanes`` channels per cycle, one window tap per cycle.
 
     Average: the integer sum of the in-bounds taps divided by their count,
@@ -686,35 +705,13 @@ class Pool2d(LayerComponent):
             raise ValueError(f"pool kind must be avg or max, not {kind!r}")
         self.win, self.kind, self.lo, self.hi, self.lanes = win, kind, int(lo), int(hi), lanes
 
-    def steps(self) -> int:
-        w = self.win
-        return w.n * w.oh * w.ow * (w.c // self.lanes) * w.kh * w.kw
-
     def elaborate(self, platform):
 
         m = Module()
         with sharing(m):
             w, lanes, inp = self.win, self.lanes, self.in_ports[0]
             ratio = inp.word_lanes // lanes
-            run = Signal()
-            dims = [
-                ("n", w.n),
-                ("oy", w.oh),
-                ("ox", w.ow),
-                ("cw", w.c // inp.word_lanes),
-                ("g", ratio),
-                ("ky", w.kh),
-                ("kx", w.kw),
-            ]
-            ctrs, all_max = _counters(m, run, dims)
-            with m.If(self.start):
-                m.d.sync += run.eq(1)
-            with m.Elif(run & all_max):
-                m.d.sync += run.eq(0)
-            addr, inside = _window_addresses(m, w, ctrs, inp, lanes)
-            m.d.comb += self.rd0_addr.eq(addr)
-            first = (ctrs["ky"] == 0) & (ctrs["kx"] == 0)
-            last = ctrs["ky_max"] & ctrs["kx_max"]
+            run, ctrs, all_max, inside, first, last = self._window_loop(m)
             v1, first1, last1, final1, in1 = (Signal(name=n) for n in ("v1", "first1", "last1", "final1", "in1"))
             g1 = Signal(range(max(ratio, 2)))
             m.d.sync += [v1.eq(run), first1.eq(first), last1.eq(last), final1.eq(all_max), in1.eq(inside)]
@@ -733,7 +730,9 @@ class Pool2d(LayerComponent):
             # stage 3: rounded quotient (avg) or the max, clamped
             v3, final3 = Signal(), Signal()
             m.d.sync += [v3.eq(v2), final3.eq(final2)]
-            counts = {int(c) for c in np.unique(window_counts(w)) if c > 0}
+            # the divisors: the op's own window counts (TFLite's, padding never counts)
+            divisors = window_counts(w.h, w.w, (w.kh, w.kw), w.stride, w.pads)
+            counts = {int(c) for c in np.unique(divisors) if c > 0}
             max_abs = 128 * taps + taps
             k, magic = _division_magic(counts, max_abs) if self.kind == "avg" else (0, {})
             # the rounding half and reciprocal of this window's count, shared by every lane; only the
@@ -816,19 +815,7 @@ class Add(LayerComponent):
         m = Module()
         with sharing(m):
             q, lanes = self.q, self.lanes
-            n = self.steps()
-            run = Signal()
-            count = Signal(range(max(n, 2)))
-            last = count == n - 1
-            readers = [_Reader(m, getattr(self, f"rd{k}_addr"), lanes, self.in_ports[k], run, f"r{k}") for k in (0, 1)]
-            with m.If(self.start):
-                m.d.sync += run.eq(1)
-            with m.Elif(run):
-                m.d.sync += count.eq(Mux(last, 0, count + 1))
-                with m.If(last):
-                    m.d.sync += run.eq(0)
-                    for r in readers:
-                        r.reset(m)
+            run, last, readers = _stream_run(m, self, self.steps(), lanes)
             valid = [Signal(name=f"v{i}") for i in range(7)]
             final = [Signal(name=f"f{i}") for i in range(7)]
             m.d.sync += [valid[0].eq(run), final[0].eq(run & last)]
@@ -888,18 +875,8 @@ class Requantize(LayerComponent):
 
         m = Module()
         with sharing(m):
-            lanes, n = self.lanes, self.steps()
-            run = Signal()
-            count = Signal(range(max(n, 2)))
-            last = count == n - 1
-            reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], run, "r0")
-            with m.If(self.start):
-                m.d.sync += run.eq(1)
-            with m.Elif(run):
-                m.d.sync += count.eq(Mux(last, 0, count + 1))
-                with m.If(last):
-                    m.d.sync += run.eq(0)
-                    reader.reset(m)
+            lanes = self.lanes
+            run, last, (reader,) = _stream_run(m, self, self.steps(), lanes)
             v1, f1 = Signal(), Signal()
             g1 = Signal(range(max(reader.ratio, 2)))
             m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group)]
@@ -943,18 +920,8 @@ class Lookup(LayerComponent):
 
     def elaborate(self, platform):
         m = Module()
-        lanes, n = self.lanes, self.steps()
-        run = Signal()
-        count = Signal(range(max(n, 2)))
-        last = count == n - 1
-        reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], run, "r0")
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run):
-            m.d.sync += count.eq(Mux(last, 0, count + 1))
-            with m.If(last):
-                m.d.sync += run.eq(0)
-                reader.reset(m)
+        lanes = self.lanes
+        run, last, (reader,) = _stream_run(m, self, self.steps(), lanes)
         v1, f1, v2, f2 = Signal(), Signal(), Signal(), Signal()
         g1 = Signal(range(max(reader.ratio, 2)))
         m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group), v2.eq(v1), f2.eq(f1)]
@@ -1122,5 +1089,4 @@ __all__ = [
     "hex_lines",
     "pack_words",
     "rom_port",
-    "window_counts",
 ]

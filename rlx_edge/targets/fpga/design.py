@@ -122,6 +122,20 @@ def _mac_quant(g: Graph, node: Node, o: int, params: Prepared) -> hw.ChannelQuan
     )
 
 
+def _const_weights(g: Graph, node: Node) -> np.ndarray:
+    w = g.params.get(node.inputs[1])
+    if w is None:
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): weights must be constants")
+    return w
+
+
+def _lane_split(node: Node, n: int, p: int, explicit, of: str) -> tuple[int, int, int]:
+    """PE, SIMD and the lanes (their product) over ``n`` elements: the largest divisor of ``n`` up to ``p``."""
+    pe, simd = explicit or (_largest_divisor(n, p), 1)
+    _check_div(node, pe * simd, n, "PE x SIMD", of)
+    return pe, simd, pe * simd
+
+
 def _window(g: Graph, node: Node, kh: int, kw: int, strides, dilations) -> hw.Window:
     xt = g.types[node.inputs[0]]
     oh, ow, pads = window_shape(xt, kh, kw, strides, dilations, node.attrs["padding"], node.attrs["pads"])
@@ -131,9 +145,7 @@ def _window(g: Graph, node: Node, kh: int, kw: int, strides, dilations) -> hw.Wi
 
 @rules.rule("conv2d")
 def _conv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
-    w = g.params.get(node.inputs[1])
-    if w is None:
-        raise FpgaConfigError(f"layer {node.name!r} (conv2d): weights must be constants")
+    w = _const_weights(g, node)
     if node.attrs.get("groups", 1) != 1:
         raise FpgaConfigError(f"layer {node.name!r} (conv2d): grouped convolution is not supported")
     o, kh, kw, c = w.shape
@@ -153,9 +165,7 @@ def _conv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Laye
 
 @rules.rule("fully_connected")
 def _fc_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
-    w = g.params.get(node.inputs[1])
-    if w is None:
-        raise FpgaConfigError(f"layer {node.name!r} (fully_connected): weights must be constants")
+    w = _const_weights(g, node)
     o, c = w.shape
     xt = g.types[node.inputs[0]]
     batch = int(np.prod([int(d) for d in xt.shape[:-1]]))
@@ -174,16 +184,12 @@ def _fc_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
 
 @rules.rule("depthwise_conv2d")
 def _dw_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
-    w = g.params.get(node.inputs[1])
-    if w is None:
-        raise FpgaConfigError(f"layer {node.name!r} (depthwise_conv2d): weights must be constants")
+    w = _const_weights(g, node)
     if node.attrs.get("depth_multiplier", 1) != 1:
         raise FpgaConfigError(f"layer {node.name!r} (depthwise_conv2d): only depth multiplier 1 is supported")
     _, kh, kw, c = w.shape
     win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
-    pe, simd = explicit or (_largest_divisor(c, p), 1)
-    _check_div(node, pe * simd, c, "PE x SIMD", "channels")
-    lanes = pe * simd  # SIMD folds into channel lanes: one tap per cycle
+    pe, simd, lanes = _lane_split(node, c, p, explicit, "channels")  # SIMD folds into channel lanes: one tap a cycle
     q = _mac_quant(g, node, c, params)
     macs = win.n * win.oh * win.ow * c * kh * kw
 
@@ -204,9 +210,7 @@ def _pool_rule(kind: str):
             raise FpgaConfigError(f"layer {node.name!r} ({node.op}): input and output quantization must agree")
         kh, kw = node.attrs["kernel"]
         win = _window(g, node, kh, kw, node.attrs["strides"], (1, 1))
-        pe, simd = explicit or (_largest_divisor(win.c, p), 1)
-        lanes = pe * simd
-        _check_div(node, lanes, win.c, "PE x SIMD", "channels")
+        pe, simd, lanes = _lane_split(node, win.c, p, explicit, "channels")
         lo, hi = params.act_min, params.act_max
 
         def build(ins, out):
@@ -243,9 +247,7 @@ def _add_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer
     q = hw.AddQuant(pr.a_zp, pr.b_zp, pr.a_mult, pr.a_shift, pr.b_mult, pr.b_shift, pr.out_mult, pr.out_shift,
                     pr.out_zp, pr.act_min, pr.act_max)  # fmt: skip
     size = int(np.prod([int(d) for d in yt.shape]))
-    pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
-    lanes = pe * simd
-    _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
+    pe, simd, lanes = _lane_split(node, _inner(yt), p, explicit, "innermost elements")
 
     def build(ins, out):
         return hw.Add(size, q, lanes=lanes, in_a=ins[0], in_b=ins[1], out=out)
@@ -266,9 +268,7 @@ def _requant_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
     if not isinstance(pr.mult, int):
         raise FpgaConfigError(f"layer {node.name!r} ({node.op}): per-channel requantization is not supported")
     size = int(np.prod([int(d) for d in yt.shape]))
-    pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
-    lanes = pe * simd
-    _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
+    pe, simd, lanes = _lane_split(node, _inner(yt), p, explicit, "innermost elements")
 
     def build(ins, out):
         return hw.Requantize(size, zp_in=pr.in_zp, mult=pr.mult, shift=pr.shift, zp_out=pr.out_zp, lo=pr.act_min,
@@ -285,9 +285,7 @@ def _lookup_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> La
     if params.get("table") is None:
         raise FpgaConfigError(f"layer {node.name!r} ({node.op}): needs a per-tensor int8 input (a byte table)")
     size = int(np.prod([int(d) for d in yt.shape]))
-    pe, simd = explicit or (_largest_divisor(_inner(yt), p), 1)
-    lanes = pe * simd
-    _check_div(node, lanes, _inner(yt), "PE x SIMD", "innermost elements")
+    pe, simd, lanes = _lane_split(node, _inner(yt), p, explicit, "innermost elements")
     table = params.table
 
     def build(ins, out):
@@ -536,7 +534,10 @@ class FpgaDesign(wiring.Component):
             size = int(np.prod([int(d) for d in t.shape]))
             return {"value": v, "shape": [int(d) for d in t.shape], "lanes": lanes, "beats": size // lanes}
 
-        return {"inputs": [info(v) for v in self.inputs], "outputs": [info(v) for v in self.outputs]}
+        ins, outs = [info(v) for v in self.inputs], [info(v) for v in self.outputs]
+        # a watchdog for the bench: far above any real inference (loop steps, streaming, pipeline fill)
+        work = sum(layer.steps for layer in self.layers) + sum(s["beats"] for s in (*ins, *outs))
+        return {"inputs": ins, "outputs": outs, "cycle_budget": 20 * work + 20 * len(self.layers) + 10_000}
 
     def _ports(self, layer: Layer):
         ins = [

@@ -95,6 +95,20 @@ def rom_files(design: FpgaDesign) -> dict[str, str]:
     return {name: hex_lines(width, words) for name, width, words in design.rom_sink.roms}
 
 
+def _stream_ports(lines: list[str], side: str, k: int, s: dict, direction: str) -> list[str]:
+    """Documents stream ``k`` (side ``s``: one the wrapper takes, ``m``: one it sends) in ``lines``;
+    returns its data and valid ports, which point ``direction`` (``"input "`` or ``"output"``)."""
+    w = 8 * s["lanes"]
+    what = direction.strip()
+    lines.append(
+        f"//   {side}{k}_axis_*: {what} {s['value']!r} shape {s['shape']}, {s['lanes']} int8 lanes x {s['beats']} beats"
+    )
+    return [
+        f"    {direction} wire [{w - 1}:0] {side}{k}_axis_tdata,   // {s['lanes']} int8 elements, lane 0 in [7:0]",
+        f"    {direction} wire {side}{k}_axis_tvalid,           // beat offered",
+    ]
+
+
 def wrapper_sv(design: FpgaDesign) -> str:
     """An AXI-Stream-style SystemVerilog wrapper with every port documented."""
     info = design.stream_info()
@@ -115,23 +129,11 @@ def wrapper_sv(design: FpgaDesign) -> str:
     ]
     ports = ["    input  wire aclk,      // clock", "    input  wire aresetn,   // synchronous reset, active low"]
     for k, s in enumerate(info["inputs"]):
-        w = 8 * s["lanes"]
-        lines.append(
-            f"//   s{k}_axis_*: input {s['value']!r} shape {s['shape']}, {s['lanes']} int8 lanes x {s['beats']} beats"
-        )
-        ports += [
-            f"    input  wire [{w - 1}:0] s{k}_axis_tdata,   // {s['lanes']} int8 elements, lane 0 in [7:0]",
-            f"    input  wire s{k}_axis_tvalid,           // beat offered",
-            f"    output wire s{k}_axis_tready,           // datapath accepts (only while loading)",
-        ]
+        ports += _stream_ports(lines, "s", k, s, "input ")
+        ports.append(f"    output wire s{k}_axis_tready,           // datapath accepts (only while loading)")
     for k, s in enumerate(info["outputs"]):
-        w = 8 * s["lanes"]
-        lines.append(
-            f"//   m{k}_axis_*: output {s['value']!r} shape {s['shape']}, {s['lanes']} int8 lanes x {s['beats']} beats"
-        )
+        ports += _stream_ports(lines, "m", k, s, "output")
         ports += [
-            f"    output wire [{w - 1}:0] m{k}_axis_tdata,   // {s['lanes']} int8 elements, lane 0 in [7:0]",
-            f"    output wire m{k}_axis_tvalid,           // beat offered",
             f"    input  wire m{k}_axis_tready,           // sink accepts",
             f"    output wire m{k}_axis_tlast,            // last beat of this inference",
         ]

@@ -257,6 +257,8 @@ def run_vectors(
     _tool_env()
     n = int(inputs[0].shape[0])
     meta = {"inputs": streams["inputs"], "outputs": streams["outputs"], "inferences": n, "period_ns": period_ns}
+    if "cycle_budget" in streams:
+        meta["cycle_budget"] = streams["cycle_budget"]
     with tempfile.TemporaryDirectory(prefix="rlx-fpga-run-") as td:
         td = Path(td)
         arrays = {f"in{k}": np.ascontiguousarray(a.reshape(n, -1), dtype=np.int8) for k, a in enumerate(inputs)}
@@ -290,6 +292,8 @@ def run_vectors(
             tail = (td / "sim.log").read_text(errors="replace")[-3000:] if (td / "sim.log").exists() else ""
             raise RlxError(f"{simulator} simulation of {top} produced no results:\n{tail}")
         out = json.loads(results.read_text())
+        if "error" in out:
+            raise RlxError(f"{simulator} simulation of {top}: {out['error']}")
         with np.load(str(results) + ".npz") as z:
             out["outputs"] = [z[f"out{k}"] for k in range(len(expected))]
     out["sim_wall_s"] = wall

@@ -1,42 +1,14 @@
-"""Helpers the jax rules share: float compute types, activations, windows."""
+"""Helpers the jax rules share: window padding and taps (float compute types and activations are the ops' own)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.ops import window_shape
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.jax._lazy import jnp, lax
 
 Array = Any
-
-
-def compute_dtype(dt: Any) -> Any:
-    """As the float references: f64 computes in f64, everything else (f16, bf16, f32) in f32."""
-    return jnp.float64 if np.dtype(dt) == np.float64 else jnp.float32
-
-
-def finish(y: Array, dtype: DType) -> Array:
-    """Cast a float result to an output dtype; bf16 values are rounded, then stored as float32."""
-    if dtype == DType.bf16:
-        return y.astype(jnp.bfloat16).astype(jnp.float32)
-    return y.astype(dtype.numpy)
-
-
-def activation(y: Array, act: str) -> Array:
-    """A fused float activation (the references' ``apply_activation``)."""
-    if act == "none":
-        return y
-    if act == "relu":
-        return jnp.maximum(y, 0)
-    if act == "relu6":
-        return jnp.clip(y, 0, 6)
-    if act == "relu_n1_to_1":
-        return jnp.clip(y, -1, 1)
-    raise AssertionError(act)
 
 
 def resolved_pads(

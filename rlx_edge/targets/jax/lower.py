@@ -38,13 +38,13 @@ import numpy as np
 from rlx_edge.errors import RlxError, UnsupportedOpError
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops import finish
 from rlx_edge.ir.passes.legalize import legalize
 from rlx_edge.ir.plan import prepare_graph
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import format_shape
 from rlx_edge.targets.jax._lazy import require_jax
 from rlx_edge.targets.jax._table import RULES, LowerCtx, LowerOptions
-from rlx_edge.targets.jax._util import finish
 
 Traced = Callable[..., tuple[Any, ...]]
 

@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from rlx_edge.ir.ops import apply_activation, compute_dtype
 from rlx_edge.ir.ops.conv import finish_accumulators, folded_bias
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.targets.jax._lazy import jnp, lax
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import activation, compute_dtype, out_hw, pad_nhwc, resolved_pads, taps
+from rlx_edge.targets.jax._util import out_hw, pad_nhwc, resolved_pads, taps
 
 F32_EXACT = 2**24  # integers of magnitude <= 2**24 are exact in float32
 
@@ -90,6 +91,24 @@ def _int_layer(ctx: LowerCtx, what: str) -> tuple[Prepared, np.ndarray, np.ndarr
     return ctx.params, w, b
 
 
+def _float_conv(x, w, b, strides: tuple, p: tuple, dil: tuple, w_layout: str, groups: int, act: str) -> Any:
+    """A float NHWC convolution by XLA (weights in ``w_layout``), plus the bias and the fused activation."""
+    ct = compute_dtype(x.dtype)
+    y = lax.conv_general_dilated(
+        x.astype(ct),
+        w.astype(ct),
+        window_strides=strides,
+        padding=[(p[0], p[1]), (p[2], p[3])],
+        rhs_dilation=dil,
+        dimension_numbers=("NHWC", w_layout, "NHWC"),
+        feature_group_count=groups,
+        precision=_highest(),
+    )
+    if b is not None:
+        y = y + b.astype(ct)
+    return apply_activation(y, act)
+
+
 # conv2d -------------------------------------------------------------------------------------
 @RULES.rule("conv2d")
 def _conv2d(ctx: LowerCtx):
@@ -101,20 +120,7 @@ def _conv2d(ctx: LowerCtx):
     if not ctx.quantized:
 
         def conv_float(x, w, b=None):
-            ct = compute_dtype(x.dtype)
-            y = lax.conv_general_dilated(
-                x.astype(ct),
-                w.astype(ct),
-                window_strides=strides,
-                padding=[(p[0], p[1]), (p[2], p[3])],
-                rhs_dilation=dil,
-                dimension_numbers=("NHWC", "OHWI", "NHWC"),
-                feature_group_count=groups,
-                precision=_highest(),
-            )
-            if b is not None:
-                y = y + b.astype(ct)
-            return activation(y, a["activation"])
+            return _float_conv(x, w, b, strides, p, dil, "OHWI", groups, a["activation"])
 
         return conv_float
 
@@ -160,22 +166,8 @@ def _depthwise(ctx: LowerCtx):
     if not ctx.quantized:
 
         def dw_float(x, w, b=None):
-            ct = compute_dtype(x.dtype)
-            c = x.shape[-1]
             # [1,KH,KW,C*M] is HWIO with I = 1 and one group per input channel
-            y = lax.conv_general_dilated(
-                x.astype(ct),
-                w.astype(ct).reshape(kh, kw, 1, cm),
-                window_strides=strides,
-                padding=[(p[0], p[1]), (p[2], p[3])],
-                rhs_dilation=dil,
-                dimension_numbers=("NHWC", "HWIO", "NHWC"),
-                feature_group_count=c,
-                precision=_highest(),
-            )
-            if b is not None:
-                y = y + b.astype(ct)
-            return activation(y, a["activation"])
+            return _float_conv(x, w.reshape(kh, kw, 1, cm), b, strides, p, dil, "HWIO", x.shape[-1], a["activation"])
 
         return dw_float
 
@@ -211,7 +203,7 @@ def _fully_connected(ctx: LowerCtx):
             y = jnp.matmul(x.astype(ct), w.astype(ct).T, precision=_highest())
             if b is not None:
                 y = y + b.astype(ct)
-            return activation(y, act)
+            return apply_activation(y, act)
 
         return fc_float
 

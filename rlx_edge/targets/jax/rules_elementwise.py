@@ -13,10 +13,9 @@ from collections.abc import Callable
 import numpy as np
 
 from rlx_edge.ir.dtype import DType
-from rlx_edge.ir.ops import elementwise_dtype
+from rlx_edge.ir.ops import apply_activation, compute_dtype, elementwise_dtype, finish
 from rlx_edge.targets.jax._lazy import jnp
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import activation, compute_dtype, finish
 
 
 # binary --------------------------------------------------------------------------------------
@@ -44,10 +43,10 @@ def _float_binary(ctx: LowerCtx, name: str):
     def binary(a, b):
         if dt.is_float:
             ct = compute_dtype(dt.numpy)
-            return finish(activation(fn(a.astype(ct), b.astype(ct)), act), dt)
+            return finish(apply_activation(fn(a.astype(ct), b.astype(ct)), act), dt)
         a64, b64 = a.astype(jnp.int64), b.astype(jnp.int64)
         y = _int_div(a64, b64) if name == "div" else fn(a64, b64)
-        return activation(y, act).astype(dt.numpy)
+        return apply_activation(y, act).astype(dt.numpy)
 
     return binary
 

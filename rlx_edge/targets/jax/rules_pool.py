@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.ir.ops import window_shape
+from rlx_edge.ir.ops import apply_activation, compute_dtype, finish, window_counts, window_shape
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.jax._lazy import jnp, lax
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import activation, compute_dtype, finish
 
 _NO_DILATION = (1, 1)
 
@@ -25,17 +24,7 @@ def _window(ctx: LowerCtx, kernel: tuple, strides: tuple, padding: str, pads: tu
     xt: TensorType = ctx.in_types[0]
     kh, kw = kernel
     _, _, p = window_shape(xt, kh, kw, strides, _NO_DILATION, padding, pads)
-    h, w = int(xt.shape[1]), int(xt.shape[2])
-    ones = np.pad(np.ones((h, w), np.int64), ((p[0], p[1]), (p[2], p[3])))
-    oh = (h + p[0] + p[1] - kh) // strides[0] + 1
-    ow = (w + p[2] + p[3] - kw) // strides[1] + 1
-    count = np.array(
-        [
-            [ones[i * strides[0] : i * strides[0] + kh, j * strides[1] : j * strides[1] + kw].sum() for j in range(ow)]
-            for i in range(oh)
-        ],
-        dtype=np.int64,
-    )
+    count = window_counts(int(xt.shape[1]), int(xt.shape[2]), kernel, strides, p)
     dims = (1, kh, kw, 1)
     wstrides = (1, strides[0], strides[1], 1)
     wpads = ((0, 0), (p[0], p[1]), (p[2], p[3]), (0, 0))
@@ -50,7 +39,7 @@ def _avg_float(ctx: LowerCtx, kernel: tuple, strides: tuple, padding: str, pads:
         ct = compute_dtype(x.dtype)
         total = lax.reduce_window(x.astype(ct), jnp.asarray(0, ct), lax.add, dims, wstrides, wpads)
         y = total / jnp.asarray(count[None, :, :, None], ct)
-        return finish(activation(y, act), xt.dtype)
+        return finish(apply_activation(y, act), xt.dtype)
 
     return avg_float
 
@@ -87,6 +76,6 @@ def _max_pool2d(ctx: LowerCtx):
     def max_float(x):
         # the init value pads, so padding can never be the maximum; max is exact in any precision
         y = lax.reduce_window(x, jnp.asarray(low, x.dtype), lax.max, dims, wstrides, wpads)
-        return activation(y, a["activation"]).astype(x.dtype)
+        return apply_activation(y, a["activation"]).astype(x.dtype)
 
     return max_float

@@ -6,10 +6,10 @@ Quantized softmax (int8 and int16) and mean run the op's own integer eval
 
 from __future__ import annotations
 
-from rlx_edge.ir.ops import norm_axes
+from rlx_edge.ir.ops import compute_dtype, finish, norm_axes
+from rlx_edge.ir.shape import along_axis
 from rlx_edge.targets.jax._lazy import jnp
 from rlx_edge.targets.jax._table import RULES, LowerCtx
-from rlx_edge.targets.jax._util import compute_dtype, finish
 
 
 # mean / sum ------------------------------------------------------------------------------------
@@ -105,11 +105,9 @@ def _batch_norm(ctx: LowerCtx):
 
     def batch_norm(x, scale, bias, mean, var):
         ct = compute_dtype(dt.numpy)
-        shape = [1] * x.ndim
-        shape[axis % x.ndim] = -1
 
-        def p(v):
-            return v.astype(ct).reshape(shape)
+        def p(v):  # parameters broadcast along the channel axis only
+            return along_axis(v.astype(ct), axis, x.ndim)
 
         inv = 1 / jnp.sqrt(p(var) + jnp.asarray(eps, ct))
         return finish((x.astype(ct) - p(mean)) * inv * p(scale) + p(bias), dt)

@@ -49,10 +49,11 @@ def test_unsupported_op_is_named():
     from rlx_edge.ir.graph import Graph
     from rlx_edge.ir.types import QuantParams
 
-    g = Graph("tanh_only")
+    g = Graph("mul_only")
     x = g.input("x", (1, 4), "i8", quant=QuantParams(0.1, 0))
-    g.output(g.tanh(x, out_quant=QuantParams(1 / 128, 0)))
-    with pytest.raises(FpgaConfigError, match=r"'tanh_0' \(tanh\) has no FPGA implementation"):
+    y = g.input("y", (1, 4), "i8", quant=QuantParams(0.1, 0))
+    g.output(g.mul(x, y, out_quant=QuantParams(0.05, 0)))
+    with pytest.raises(FpgaConfigError, match=r"'mul_0' \(mul\) has no FPGA implementation"):
         FpgaDesign(g)
 
 
@@ -133,3 +134,14 @@ def test_weights_live_in_readmemh_files_not_in_the_verilog(tmp_path: Path):
     files = write(d, tmp_path)
     assert {p.name for p in files["roms"]} == set(roms)
     assert all((tmp_path / name).read_text() == text for name, text in roms.items())
+
+
+def test_a_stuck_datapath_fails_instead_of_hanging(tmp_path: Path, monkeypatch):
+    """The bench's watchdog: an inference past its cycle budget is an error naming the phase."""
+    from rlx_edge.errors import RlxError
+    from rlx_edge.targets.fpga import build_fpga
+
+    real = FpgaDesign.stream_info
+    monkeypatch.setattr(FpgaDesign, "stream_info", lambda self: {**real(self), "cycle_budget": 3})
+    with pytest.raises(RlxError, match=r"inference 0 did not finish within 3 cycles \(stuck in phase \d+\)"):
+        build_fpga(_fc(), tmp_path, simulate=True, inferences=1)

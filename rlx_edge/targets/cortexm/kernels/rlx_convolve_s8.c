@@ -31,6 +31,16 @@ RLX_INLINE int32_t rlx_slot(int32_t k, int32_t s)
 
 #define RLX_GEMM_RQ(g) {(g)->rq_mode, (g)->out_zp, (g)->act_min, (g)->act_max, (g)->mult, (g)->shift, (g)->rq_add}
 
+/* The weights the GEMM reads: DSP builds their int16 copy (SMLAD takes int16
+ * pairs), portable builds the int8 rows. */
+#if RLX_USE_DSP
+typedef int16_t rlx_gemm_weight;
+#define RLX_GEMM_WEIGHTS(g) ((g)->weights16)
+#else
+typedef int8_t rlx_gemm_weight;
+#define RLX_GEMM_WEIGHTS(g) ((g)->weights)
+#endif
+
 /* Widen n int8 values of pixel slot s; the tail of the last quad is zero
  * (its weights are zero too, the value only has to be defined). */
 static void rlx_widen_row(const int8_t *src, int32_t n, int16_t *dst, int32_t k_quads, int32_t s)
@@ -234,31 +244,27 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
         }                                                                                                            \
     } while (0)
 #else
+/* One quad of pixels a and b (the int16 pairs xa, xb) into the 4 x 2 block
+ * a0..a3, b0..b3, against the int16 weight pairs wk[0..7] of its 4 rows. */
+#define RLX_SMLAD_4X2(xa, xb, wk)                                                                                    \
+    do {                                                                                                             \
+        const uint32_t va = (xa), vb = (xb);                                                                         \
+        const int16_t *const wr = (wk);                                                                              \
+        a0 = rlx_smlad(va, rlx_rd32(wr), a0);                                                                        \
+        b0 = rlx_smlad(vb, rlx_rd32(wr), b0);                                                                        \
+        a1 = rlx_smlad(va, rlx_rd32(wr + 2), a1);                                                                    \
+        b1 = rlx_smlad(vb, rlx_rd32(wr + 2), b1);                                                                    \
+        a2 = rlx_smlad(va, rlx_rd32(wr + 4), a2);                                                                    \
+        b2 = rlx_smlad(vb, rlx_rd32(wr + 4), b2);                                                                    \
+        a3 = rlx_smlad(va, rlx_rd32(wr + 6), a3);                                                                    \
+        b3 = rlx_smlad(vb, rlx_rd32(wr + 6), b3);                                                                    \
+    } while (0)
 #define RLX_GEMM_2PX_MAC()                                                                                           \
     do {                                                                                                             \
         /* The same schedule in C (host emulation of the DSP path). */                                               \
-        for (int32_t q = 0; q < kq; q++) {                                                                           \
-            uint32_t xa = rlx_rd32(px), xb = rlx_rd32(px + 2);                                                       \
-            a0 = rlx_smlad(xa, rlx_rd32(w), a0);                                                                     \
-            b0 = rlx_smlad(xb, rlx_rd32(w), b0);                                                                     \
-            a1 = rlx_smlad(xa, rlx_rd32(w + 2), a1);                                                                 \
-            b1 = rlx_smlad(xb, rlx_rd32(w + 2), b1);                                                                 \
-            a2 = rlx_smlad(xa, rlx_rd32(w + 4), a2);                                                                 \
-            b2 = rlx_smlad(xb, rlx_rd32(w + 4), b2);                                                                 \
-            a3 = rlx_smlad(xa, rlx_rd32(w + 6), a3);                                                                 \
-            b3 = rlx_smlad(xb, rlx_rd32(w + 6), b3);                                                                 \
-            xa = rlx_rd32(px + 4);                                                                                   \
-            xb = rlx_rd32(px + 6);                                                                                   \
-            a0 = rlx_smlad(xa, rlx_rd32(w + 8), a0);                                                                 \
-            b0 = rlx_smlad(xb, rlx_rd32(w + 8), b0);                                                                 \
-            a1 = rlx_smlad(xa, rlx_rd32(w + 10), a1);                                                                \
-            b1 = rlx_smlad(xb, rlx_rd32(w + 10), b1);                                                                \
-            a2 = rlx_smlad(xa, rlx_rd32(w + 12), a2);                                                                \
-            b2 = rlx_smlad(xb, rlx_rd32(w + 12), b2);                                                                \
-            a3 = rlx_smlad(xa, rlx_rd32(w + 14), a3);                                                                \
-            b3 = rlx_smlad(xb, rlx_rd32(w + 14), b3);                                                                \
-            px += 8;                                                                                                 \
-            w += 16;                                                                                                 \
+        for (int32_t q = 0; q < kq; q++, px += 8, w += 16) {                                                         \
+            RLX_SMLAD_4X2(rlx_rd32(px), rlx_rd32(px + 2), w);                                                        \
+            RLX_SMLAD_4X2(rlx_rd32(px + 4), rlx_rd32(px + 6), w + 8);                                                \
         }                                                                                                            \
     } while (0)
 #endif
@@ -326,6 +332,25 @@ static RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int1
 }
 #endif
 
+#if !RLX_USE_DSP
+/* One reduction element of pixels a and b (values xa, xb) into the 4 x 2
+ * block a0..a3, b0..b3, against the element's weights wk[0], wk[4], wk[8],
+ * wk[12] of the block's 4 rows. */
+#define RLX_MAC_4X2(xa, xb, wk)                                                                                      \
+    do {                                                                                                             \
+        const int32_t va = (xa), vb = (xb);                                                                          \
+        const int8_t *const wr = (wk);                                                                               \
+        a0 += va * wr[0];                                                                                            \
+        b0 += vb * wr[0];                                                                                            \
+        a1 += va * wr[4];                                                                                            \
+        b1 += vb * wr[4];                                                                                            \
+        a2 += va * wr[8];                                                                                            \
+        b2 += vb * wr[8];                                                                                            \
+        a3 += va * wr[12];                                                                                           \
+        b3 += vb * wr[12];                                                                                           \
+    } while (0)
+#endif
+
 /* 4 output channels x 2 pixels per pass over the reduction. */
 static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
 {
@@ -341,11 +366,7 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
 #endif
     const int32_t kq = g->k_quads;
     const rlx_rq_params rq = RLX_GEMM_RQ(g);
-#if RLX_USE_DSP
-    const int16_t *w = g->weights16;
-#else
-    const int8_t *w = g->weights;
-#endif
+    const rlx_gemm_weight *w = RLX_GEMM_WEIGHTS(g);
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
         int32_t b0 = a0, b1 = a1, b2 = a2, b3 = a3;
@@ -357,45 +378,10 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
          * the 8 accumulators stay in registers (MLA per MAC, no spills) */
         const int16_t *end = x + 8 * kq;
         for (; px != end; px += 8, w += 16) {
-            int32_t xa = px[0], xb = px[2];
-            a0 += xa * w[0];
-            b0 += xb * w[0];
-            a1 += xa * w[4];
-            b1 += xb * w[4];
-            a2 += xa * w[8];
-            b2 += xb * w[8];
-            a3 += xa * w[12];
-            b3 += xb * w[12];
-            xa = px[4];
-            xb = px[6];
-            a0 += xa * w[1];
-            b0 += xb * w[1];
-            a1 += xa * w[5];
-            b1 += xb * w[5];
-            a2 += xa * w[9];
-            b2 += xb * w[9];
-            a3 += xa * w[13];
-            b3 += xb * w[13];
-            xa = px[1];
-            xb = px[3];
-            a0 += xa * w[2];
-            b0 += xb * w[2];
-            a1 += xa * w[6];
-            b1 += xb * w[6];
-            a2 += xa * w[10];
-            b2 += xb * w[10];
-            a3 += xa * w[14];
-            b3 += xb * w[14];
-            xa = px[5];
-            xb = px[7];
-            a0 += xa * w[3];
-            b0 += xb * w[3];
-            a1 += xa * w[7];
-            b1 += xb * w[7];
-            a2 += xa * w[11];
-            b2 += xb * w[11];
-            a3 += xa * w[15];
-            b3 += xb * w[15];
+            RLX_MAC_4X2(px[0], px[2], w);
+            RLX_MAC_4X2(px[4], px[6], w + 1);
+            RLX_MAC_4X2(px[1], px[3], w + 2);
+            RLX_MAC_4X2(px[5], px[7], w + 3);
         }
 #endif
         const int32_t rows = g->out_c - ob; /* rows of this block that exist */
@@ -411,6 +397,34 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
         }
     }
 }
+
+/* One quad (4 reduction elements) of one pixel into the accumulators of a
+ * block of 4 output channels: DSP, the elements as the pairs (0, 2) and
+ * (1, 3) that SXTB16 gives, against the block's int16 weight pairs at w;
+ * portable, the elements against the block's 16 int8 weights. */
+#if RLX_USE_DSP
+RLX_INLINE void rlx_mac4_quad(uint32_t x02, uint32_t x13, const int16_t *w, int32_t *a0, int32_t *a1, int32_t *a2,
+                              int32_t *a3)
+{
+    *a0 = rlx_smlad(x02, rlx_rd32(w), *a0);
+    *a1 = rlx_smlad(x02, rlx_rd32(w + 2), *a1);
+    *a2 = rlx_smlad(x02, rlx_rd32(w + 4), *a2);
+    *a3 = rlx_smlad(x02, rlx_rd32(w + 6), *a3);
+    *a0 = rlx_smlad(x13, rlx_rd32(w + 8), *a0);
+    *a1 = rlx_smlad(x13, rlx_rd32(w + 10), *a1);
+    *a2 = rlx_smlad(x13, rlx_rd32(w + 12), *a2);
+    *a3 = rlx_smlad(x13, rlx_rd32(w + 14), *a3);
+}
+#else
+RLX_INLINE void rlx_mac4_quad(int32_t x0, int32_t x1, int32_t x2, int32_t x3, const int8_t *w, int32_t *a0,
+                              int32_t *a1, int32_t *a2, int32_t *a3)
+{
+    *a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
+    *a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
+    *a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
+    *a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
+}
+#endif
 
 /* 4 output channels of one row: its reduction element k is X(k) (int8
  * values, or int16 values of the im2col slot a). Each weight is loaded once. */
@@ -434,11 +448,7 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
 {
     const int32_t kq = g->k_quads;
     const rlx_rq_params rq = RLX_GEMM_RQ(g);
-#if RLX_USE_DSP
-    const int16_t *w = g->weights16;
-#else
-    const int8_t *w = g->weights;
-#endif
+    const rlx_gemm_weight *w = RLX_GEMM_WEIGHTS(g);
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
 #if RLX_USE_DSP
@@ -453,21 +463,9 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
         const int16_t *px = x;
         for (int32_t q = 0; q < kq; q++) {
 #if RLX_USE_DSP
-            const uint32_t x02 = rlx_rd32(px), x13 = rlx_rd32(px + 4);
-            a0 = rlx_smlad(x02, rlx_rd32(w), a0);
-            a1 = rlx_smlad(x02, rlx_rd32(w + 2), a1);
-            a2 = rlx_smlad(x02, rlx_rd32(w + 4), a2);
-            a3 = rlx_smlad(x02, rlx_rd32(w + 6), a3);
-            a0 = rlx_smlad(x13, rlx_rd32(w + 8), a0);
-            a1 = rlx_smlad(x13, rlx_rd32(w + 10), a1);
-            a2 = rlx_smlad(x13, rlx_rd32(w + 12), a2);
-            a3 = rlx_smlad(x13, rlx_rd32(w + 14), a3);
+            rlx_mac4_quad(rlx_rd32(px), rlx_rd32(px + 4), w, &a0, &a1, &a2, &a3);
 #else
-            const int32_t x0 = px[0], x2 = px[1], x1 = px[4], x3 = px[5];
-            a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
-            a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
-            a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
-            a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
+            rlx_mac4_quad(px[0], px[4], px[1], px[5], w, &a0, &a1, &a2, &a3);
 #endif
             px += 8;
             w += 16;
@@ -500,31 +498,15 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
     for (int32_t k = 4 * full; k < n; k++) {
         tail |= ((uint32_t)(uint8_t)x[k]) << (8 * (k - 4 * full));
     }
-#if RLX_USE_DSP
-    const int16_t *w = g->weights16;
-#else
-    const int8_t *w = g->weights;
-#endif
+    const rlx_gemm_weight *w = RLX_GEMM_WEIGHTS(g);
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
         for (int32_t q = 0; q < kq; q++) {
             const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
 #if RLX_USE_DSP
-            const uint32_t x02 = rlx_sxtb16(xv), x13 = rlx_sxtb16_ror8(xv);
-            a0 = rlx_smlad(x02, rlx_rd32(w), a0);
-            a1 = rlx_smlad(x02, rlx_rd32(w + 2), a1);
-            a2 = rlx_smlad(x02, rlx_rd32(w + 4), a2);
-            a3 = rlx_smlad(x02, rlx_rd32(w + 6), a3);
-            a0 = rlx_smlad(x13, rlx_rd32(w + 8), a0);
-            a1 = rlx_smlad(x13, rlx_rd32(w + 10), a1);
-            a2 = rlx_smlad(x13, rlx_rd32(w + 12), a2);
-            a3 = rlx_smlad(x13, rlx_rd32(w + 14), a3);
+            rlx_mac4_quad(rlx_sxtb16(xv), rlx_sxtb16_ror8(xv), w, &a0, &a1, &a2, &a3);
 #else
-            const int32_t x0 = (int8_t)xv, x1 = (int8_t)(xv >> 8), x2 = (int8_t)(xv >> 16), x3 = (int8_t)(xv >> 24);
-            a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
-            a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
-            a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
-            a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
+            rlx_mac4_quad((int8_t)xv, (int8_t)(xv >> 8), (int8_t)(xv >> 16), (int8_t)(xv >> 24), w, &a0, &a1, &a2, &a3);
 #endif
             w += 16;
         }

@@ -318,6 +318,12 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
                             /* 9 taps x 4 channels, 8 instructions a tap: the
                              * 13 registers C compilers spill out of */
                             uint32_t xv, xt, wa, wb;
+/* The operands of the tap sequences below (weights at W). */
+#define RLX_DW_ASM_OPS(W)                                                                                    \
+    : [a0] "+r"(acc0), [a1] "+r"(acc1), [a2] "+r"(acc2), [a3] "+r"(acc3), [r] "+r"(r), [xv] "=&r"(xv),     \
+      [xt] "=&r"(xt), [wa] "=&r"(wa), [wb] "=&r"(wb)                                                        \
+    : [w] "r"(W), [ch] "r"(ch), [row] "r"(row), [off] "r"(off2)                                            \
+    : "memory"
 #define RLX_DW_ASM_TAP(XADDR, WOFF)                           \
     "ldr     %[xv], " XADDR "\n\t"                            \
     "ldrd    %[wa], %[wb], [%[w], #" WOFF "]\n\t"             \
@@ -334,10 +340,7 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
                                                 "add     %[r], %[r], %[row]\n\t" RLX_DW_ASM_TAP("[%[r]]", "48")
                                                     RLX_DW_ASM_TAP("[%[r], %[ch]]", "56")
                                                         RLX_DW_ASM_TAP("[%[r], %[ch], lsl #1]", "64")
-                                    : [a0] "+r"(acc0), [a1] "+r"(acc1), [a2] "+r"(acc2), [a3] "+r"(acc3), [r] "+r"(r),
-                                      [xv] "=&r"(xv), [xt] "=&r"(xt), [wa] "=&r"(wa), [wb] "=&r"(wb)
-                                    : [w] "r"(w), [ch] "r"(ch), [row] "r"(row), [off] "r"(off2)
-                                    : "memory");
+                                        RLX_DW_ASM_OPS(w));
 #else
                             for (int32_t i = 0; i < 3; i++, r += row) {
                                 RLX_DW_TAP(r, w + 12 * i);
@@ -355,10 +358,7 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
                                         "add     %[r], %[r], %[row]\n\t" RLX_DW_ASM_TAP("[%[r]]", "24")
                                             RLX_DW_ASM_TAP("[%[r], %[ch]]", "32") "add     %[r], %[r], %[row]\n\t"
                                                 RLX_DW_ASM_TAP("[%[r]]", "48") RLX_DW_ASM_TAP("[%[r], %[ch]]", "56")
-                                    : [a0] "+r"(acc0), [a1] "+r"(acc1), [a2] "+r"(acc2), [a3] "+r"(acc3), [r] "+r"(r),
-                                      [xv] "=&r"(xv), [xt] "=&r"(xt), [wa] "=&r"(wa), [wb] "=&r"(wb)
-                                    : [w] "r"(wj), [ch] "r"(ch), [row] "r"(row), [off] "r"(off2)
-                                    : "memory");
+                                        RLX_DW_ASM_OPS(wj));
 #else
                             for (int32_t i = 0; i < 3; i++, r += row) {
                                 RLX_DW_TAP(r, wj + 12 * i);
