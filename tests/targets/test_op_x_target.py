@@ -8,8 +8,9 @@ edge-case inputs (the storage limits and the zero point). A draw that a
 target rejects must be rejected with its clear :class:`UnsupportedOpError`
 (any other exception fails), and each case must run ``DRAWS`` accepted draws.
 
-The Cortex-M and FPGA targets build one program per case: the accepted
-draws are disjoint branches of one graph (one C build, one Verilator build).
+The Cortex-M and FPGA targets build one program per target: every case's
+accepted draws are disjoint branches of one graph (one C build, one Verilator
+build), and each case checks the outputs of its own branches.
 """
 
 from __future__ import annotations
@@ -218,8 +219,8 @@ def _fpga_graph(op: str, g: Graph) -> Graph:
     return g
 
 
-@pytest.mark.parametrize("target,op,kind", CASES, ids=[f"{t}-{o}-{k}" for t, o, k in CASES])
-def test_op_on_target(target: str, op: str, kind: str, tmp_path) -> None:
+def _draws(target: str, op: str, kind: str) -> tuple[list[Graph], list[list[dict[str, np.ndarray]]], int]:
+    """Up to DRAWS accepted draws of ``op`` for ``target`` (graphs, their feeds) and how many it refused."""
     rng = np.random.default_rng([sum(map(ord, target)), sum(map(ord, op)), len(kind)])
     draw = quantized_draw if kind == "int" else float_draw
     graphs, feeds, rejected = [], [], 0
@@ -243,6 +244,80 @@ def test_op_on_target(target: str, op: str, kind: str, tmp_path) -> None:
             continue
         graphs.append(g)
         feeds.append(f)
+    return graphs, feeds, rejected
+
+
+# One build per target where a build costs seconds (a C library, a Verilator model): every
+# case's draws are branches of one graph, run once; each case then checks its own outputs.
+BATCHED = ("cortexm", "fpga")
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory):
+    done: dict[str, dict] = {}
+
+    def get(target: str) -> dict:
+        if target not in done:
+            done[target] = _run_batched(target, tmp_path_factory.mktemp(f"op_x_{target}"))
+        return done[target]
+
+    return get
+
+
+def _run_batched(target: str, workdir) -> dict:
+    cases: dict[tuple[str, str], dict] = {}
+    graphs, feeds = [], []
+    for t, op, kind in CASES:
+        if t != target:
+            continue
+        gs, fs, rejected = _draws(target, op, kind)
+        cases[(op, kind)] = {
+            "draws": len(gs),
+            "rejected": rejected,
+            "index": list(range(len(graphs), len(graphs) + len(gs))),
+        }
+        graphs += gs
+        feeds += fs
+    m = merge(graphs)
+    n_feeds = len(feeds[0])
+    feed_k = [merged_feed(graphs, [f[k] for f in feeds]) for k in range(n_feeds)]
+    wants = [run(m, fk) for fk in feed_k]
+    try:
+        if target == "cortexm":
+            from rlx_edge.targets.cortexm import compile_host
+
+            model = compile_host(m, workdir)
+            gots = [model.run(fk) for fk in feed_k]
+        else:
+            from rlx_edge.targets.fpga import build_fpga
+
+            data = [np.stack([fk[v] for fk in feed_k]) for v in m.inputs]
+            res = build_fpga(m, workdir, simulate=True, data=data)
+            assert res["inferences"] == n_feeds
+            gots = [
+                {o: res["outputs"][j][k].reshape(wants[k][o].shape) for j, o in enumerate(m.outputs)}
+                for k in range(n_feeds)
+            ]
+    except Exception as e:  # every case of the target reports the build's failure
+        return {"cases": cases, "error": f"{type(e).__name__}: {e}"}
+    return {"cases": cases, "wants": wants, "gots": gots}
+
+
+@pytest.mark.parametrize("target,op,kind", CASES, ids=[f"{t}-{o}-{k}" for t, o, k in CASES])
+def test_op_on_target(target: str, op: str, kind: str, tmp_path, batched) -> None:
+    if target in BATCHED:
+        got = batched(target)
+        case = got["cases"][(op, kind)]
+        assert case["draws"] == DRAWS, (
+            f"{target} took only {case['draws']} of {case['draws'] + case['rejected']} draws of {op}"
+        )
+        assert "error" not in got, got.get("error")
+        for k, (want, out) in enumerate(zip(got["wants"], got["gots"])):
+            mine = {name: w for name, w in want.items() if int(name[1 : name.index("_")]) in case["index"]}
+            assert mine, f"{op}: no outputs of its draws in the batched program"
+            _check_equal(mine, out, f"{target} feed {k}", tolerance=False)
+        return
+    graphs, feeds, rejected = _draws(target, op, kind)
     assert len(graphs) == DRAWS, f"{target} took only {len(graphs)} of {len(graphs) + rejected} draws of {op}"
     m = merge(graphs)
     wants = [run(m, merged_feed(graphs, [f[k] for f in feeds])) for k in range(len(feeds[0]))]
@@ -259,22 +334,5 @@ def test_op_on_target(target: str, op: str, kind: str, tmp_path) -> None:
         fn = compile_jax(m, batch="exact")
         for k, want in enumerate(wants):
             _check_equal(want, fn(merged_feed(graphs, [f[k] for f in feeds])), f"jax feed {k}", tolerance=True)
-        return
-    if target == "cortexm":
-        from rlx_edge.targets.cortexm import compile_host
-
-        model = compile_host(m, tmp_path)
-        for k, want in enumerate(wants):
-            _check_equal(want, model.run(merged_feed(graphs, [f[k] for f in feeds])), f"cortexm feed {k}", False)
-        return
-    if target == "fpga":
-        from rlx_edge.targets.fpga import build_fpga
-
-        data = [
-            np.stack([merged_feed(graphs, [f[k] for f in feeds])[v] for k in range(len(feeds[0]))]) for v in m.inputs
-        ]
-        res = build_fpga(m, tmp_path, simulate=True, data=data)
-        assert res["inferences"] == len(feeds[0])
-        assert res["mismatches"] == 0, res["first_mismatch"]
         return
     raise AssertionError(f"no runner for target {target}")

@@ -39,18 +39,29 @@ __all__ = [
     "write",
 ]
 
-_SOURCES = ("arith.py", "components.py", "design.py", "emit.py")
+
+def _generator_sources() -> list[Path]:
+    """Every source the Verilog depends on: this package, and the IR whose op parameters
+    (``prepare``), liveness and pipeline decide the layers and buffers."""
+    pkg = Path(__file__).resolve().parents[2]  # rlx_edge/
+    files = [*(pkg / "targets" / "fpga").glob("*.py"), *(pkg / "ir").rglob("*.py"), pkg / "pipeline.py"]
+    return sorted(files)
 
 
 def design_key(graph, parallelism: Any) -> str:
-    """Content hash of everything the Verilog depends on: generator code, graph, parallelism."""
+    """Content hash of everything the Verilog depends on: generator and IR code, graph, parallelism.
+
+    (The IR is part of it: a cached design once outlived a change of the parameters
+    prepare computes, and a stale datapath deadlocked in simulation.)
+    """
     from rlx_edge.ir.plan.program import Program
 
     g = graph.graph if isinstance(graph, Program) else graph
     h = hashlib.sha256()
-    here = Path(__file__).parent
-    for name in _SOURCES:
-        h.update((here / name).read_bytes())
+    pkg = Path(__file__).resolve().parents[2]
+    for path in _generator_sources():
+        h.update(str(path.relative_to(pkg)).encode())
+        h.update(path.read_bytes())
     h.update(repr(sorted(parallelism.items()) if isinstance(parallelism, dict) else parallelism).encode())
     h.update(g.name.encode())
     for n in g.nodes:

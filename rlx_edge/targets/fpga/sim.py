@@ -271,7 +271,7 @@ def run_vectors(
         results = td / "results.json"
         runner = get_runner(simulator)
         t0 = time.perf_counter()
-        with _on_sys_path(hdl_dir()), contextlib.suppress(SystemExit):
+        with _on_sys_path(hdl_dir()), contextlib.suppress(SystemExit), _sim_log_on_crash(td / "sim.log", top, results):
             # a failing comparison makes the runner exit; the results file tells the details
             runner.test(
                 test_module="tb_datapath",
@@ -299,6 +299,20 @@ def run_vectors(
     out["sim_wall_s"] = wall
     out["simulator"] = simulator
     return out
+
+
+@contextlib.contextmanager
+def _sim_log_on_crash(log: Path, top: str, results: Path):
+    """A simulator that dies (a signal, not a failed comparison) is an error: the bench's own
+    verdict when it wrote one (a watchdog timeout), else the log's tail."""
+    try:
+        yield
+    except RuntimeError as e:
+        verdict = json.loads(results.read_text()) if results.is_file() else {}
+        if "error" in verdict:
+            raise RlxError(f"simulation of {top}: {verdict['error']}") from e
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        raise RlxError(f"simulation of {top} crashed ({e}):\n{tail}") from e
 
 
 def _run_logged(cmd: list[str], log: Path, mode: str, step: str, failure: str) -> None:
