@@ -97,7 +97,10 @@ def _verilator_runtime_key(mdir: Path, opt: str) -> str:
     return h.hexdigest()[:16]
 
 
-_RUNTIME_OBJECTS = ("verilated.o", "verilated_dpi.o", "verilated_vpi.o", "verilated_threads.o", "verilator.o")
+# Verilator's runtime library, compiled without the model's headers. cocotb's main (verilator.o) is
+# not among them: it includes the model's Vtop.h, and one built for another model constructs a
+# Vtop of the wrong layout (heap corruption: "free(): invalid size", a missing root handle, hangs).
+_RUNTIME_OBJECTS = ("verilated.o", "verilated_dpi.o", "verilated_vpi.o", "verilated_threads.o")
 
 
 def _verilator_build(sources: list[Path], top: str, mdir: Path, log: Path) -> None:
@@ -193,7 +196,8 @@ def build(sources: list[Path], top: str, simulator: str = "verilator") -> Path:
     _tool_env()
     # the simulator binary links cocotb's libraries by absolute path: another Python environment
     # (another checkout's .venv) must not reuse it
-    h = hashlib.sha256(f"{simulator}\n{top}\n{sys.prefix}\n".encode())
+    # "main-per-model": builds from before cocotb's main stopped being shared are not reused
+    h = hashlib.sha256(f"{simulator}\n{top}\n{sys.prefix}\nmain-per-model\n".encode())
     if simulator == "verilator":
         h.update(repr(_opt()).encode())
     for s in sources:
