@@ -8,9 +8,10 @@ edge-case inputs (the storage limits and the zero point). A draw that a
 target rejects must be rejected with its clear :class:`UnsupportedOpError`
 (any other exception fails), and each case must run ``DRAWS`` accepted draws.
 
-The Cortex-M and FPGA targets build one program per target: every case's
-accepted draws are disjoint branches of one graph (one C build, one Verilator
-build), and each case checks the outputs of its own branches.
+The Cortex-M, FPGA and JAX targets build one program per target and kind:
+every case's accepted draws are disjoint branches of one graph (one C build,
+one Verilator model, one XLA compile), and each case checks the outputs of
+its own branches.
 """
 
 from __future__ import annotations
@@ -247,28 +248,29 @@ def _draws(target: str, op: str, kind: str) -> tuple[list[Graph], list[list[dict
     return graphs, feeds, rejected
 
 
-# One build per target where a build costs seconds (a C library, a Verilator model): every
-# case's draws are branches of one graph, run once; each case then checks its own outputs.
-BATCHED = ("cortexm", "fpga")
+# One build per target and kind where a build costs seconds (a C library, a Verilator model, an
+# XLA compile): every case's draws are branches of one graph, run once; each case then checks its
+# own outputs.
+BATCHED = ("cortexm", "fpga", "jax")
 
 
 @pytest.fixture(scope="module")
 def batched(tmp_path_factory):
     done: dict[str, dict] = {}
 
-    def get(target: str) -> dict:
-        if target not in done:
-            done[target] = _run_batched(target, tmp_path_factory.mktemp(f"op_x_{target}"))
-        return done[target]
+    def get(target: str, kind: str) -> dict:
+        if (target, kind) not in done:
+            done[target, kind] = _run_batched(target, kind, tmp_path_factory.mktemp(f"op_x_{target}_{kind}"))
+        return done[target, kind]
 
     return get
 
 
-def _run_batched(target: str, workdir) -> dict:
+def _run_batched(target: str, kind: str, workdir) -> dict:
     cases: dict[tuple[str, str], dict] = {}
     graphs, feeds = [], []
-    for t, op, kind in CASES:
-        if t != target:
+    for t, op, k in CASES:
+        if t != target or k != kind:
             continue
         gs, fs, rejected = _draws(target, op, kind)
         cases[(op, kind)] = {
@@ -288,6 +290,11 @@ def _run_batched(target: str, workdir) -> dict:
 
             model = compile_host(m, workdir)
             gots = [model.run(fk) for fk in feed_k]
+        elif target == "jax":
+            from rlx_edge.targets.jax import compile_jax
+
+            fn = compile_jax(m, batch="exact")
+            gots = [fn(fk) for fk in feed_k]
         else:
             from rlx_edge.targets.fpga import build_fpga
 
@@ -306,7 +313,7 @@ def _run_batched(target: str, workdir) -> dict:
 @pytest.mark.parametrize("target,op,kind", CASES, ids=[f"{t}-{o}-{k}" for t, o, k in CASES])
 def test_op_on_target(target: str, op: str, kind: str, tmp_path, batched) -> None:
     if target in BATCHED:
-        got = batched(target)
+        got = batched(target, kind)
         case = got["cases"][(op, kind)]
         assert case["draws"] == DRAWS, (
             f"{target} took only {case['draws']} of {case['draws'] + case['rejected']} draws of {op}"
@@ -315,7 +322,7 @@ def test_op_on_target(target: str, op: str, kind: str, tmp_path, batched) -> Non
         for k, (want, out) in enumerate(zip(got["wants"], got["gots"])):
             mine = {name: w for name, w in want.items() if int(name[1 : name.index("_")]) in case["index"]}
             assert mine, f"{op}: no outputs of its draws in the batched program"
-            _check_equal(mine, out, f"{target} feed {k}", tolerance=False)
+            _check_equal(mine, out, f"{target} feed {k}", tolerance=target == "jax")
         return
     graphs, feeds, rejected = _draws(target, op, kind)
     assert len(graphs) == DRAWS, f"{target} took only {len(graphs)} of {len(graphs) + rejected} draws of {op}"
@@ -327,12 +334,5 @@ def test_op_on_target(target: str, op: str, kind: str, tmp_path, batched) -> Non
         for k, want in enumerate(wants):
             got = run(program.graph, merged_feed(graphs, [f[k] for f in feeds]), quant=program.quant)
             _check_equal(want, got, f"reference .rlx round trip, feed {k}", tolerance=False)
-        return
-    if target == "jax":
-        from rlx_edge.targets.jax import compile_jax
-
-        fn = compile_jax(m, batch="exact")
-        for k, want in enumerate(wants):
-            _check_equal(want, fn(merged_feed(graphs, [f[k] for f in feeds])), f"jax feed {k}", tolerance=True)
         return
     raise AssertionError(f"no runner for target {target}")

@@ -144,4 +144,4 @@ def test_a_stuck_datapath_fails_instead_of_hanging(tmp_path: Path, monkeypatch):
     real = FpgaDesign.stream_info
     monkeypatch.setattr(FpgaDesign, "stream_info", lambda self: {**real(self), "cycle_budget": 3})
     with pytest.raises(RlxError, match=r"inference 0 did not finish within 3 cycles \(stuck in phase \d+\)"):
-        build_fpga(_fc(), tmp_path, simulate=True, inferences=1)
+        build_fpga(_fc(), tmp_path, simulate=True, inferences=1, simulator="icarus")
