@@ -74,9 +74,3 @@ def test_training_is_deterministic():
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
     assert info_a["test_accuracy"] > 0.2  # one epoch already beats chance (0.1)
-
-
-def test_demo_runs(tmp_path):
-    from rlx_edge.demo import run_demo
-
-    assert run_demo(tmp_path, as_json=True) == 0
