@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from opgraphs import single_node_graph
 from rlx_edge.errors import UnsupportedOpError
-from rlx_edge.ir.dtype import from_numpy
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.plan import node_context, plan
@@ -58,22 +58,6 @@ def test_every_rule_is_a_case():
 
 
 # draws -------------------------------------------------------------------------------------------
-def single_node_graph(op: str, inputs: list, attrs: dict, out_quant=None, in_quant=None, constants=()) -> Graph:
-    g = Graph(f"{op}_under_test")
-    in_quant = in_quant or [None] * len(inputs)
-    names: list[str | None] = []
-    for i, (a, q) in enumerate(zip(inputs, in_quant)):
-        if a is None:
-            names.append(None)
-        elif i in constants:
-            names.append(g.param(f"p{i}", a, quant=q).name)
-        else:
-            a = np.asarray(a)
-            names.append(g.input(f"x{i}", a.shape, from_numpy(a.dtype), quant=q).name)
-    g.output(*g.add_node(op, names, attrs, out_quant=out_quant))
-    return g
-
-
 def _constants(op: str, inputs: list, rng: np.random.Generator) -> tuple[int, ...]:
     """Input positions held as constants: weights and biases always, a second operand ("b") now and then."""
     names = REGISTRY[op].input_names(len(inputs))

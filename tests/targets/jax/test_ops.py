@@ -16,31 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlx_edge.ir.dtype import from_numpy
+from opgraphs import single_node_graph
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.targets.jax import RULES, compile_jax
 from rlx_edge.targets.reference import run
 
 TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 2.0**-10}
-
-
-def single_node_graph(op: str, inputs: list, attrs: dict, out_quant=None, in_quant=None, params=()) -> Graph:
-    """One node fed by graph inputs (or parameters, for the input positions in ``params``)."""
-    g = Graph(f"{op}_under_test")
-    in_quant = in_quant or [None] * len(inputs)
-    names: list[str | None] = []
-    for i, (a, q) in enumerate(zip(inputs, in_quant)):
-        if a is None:
-            names.append(None)
-        elif i in params:
-            names.append(g.param(f"p{i}", a, quant=q).name)
-        else:
-            a = np.asarray(a)
-            names.append(g.input(f"x{i}", a.shape, from_numpy(a.dtype), quant=q).name)
-    outs = g.add_node(op, names, attrs, out_quant=out_quant)
-    g.output(*outs)
-    return g
 
 
 def feed(g: Graph, inputs: list, params=()) -> list[np.ndarray]:
