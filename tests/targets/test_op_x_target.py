@@ -10,8 +10,11 @@ target rejects must be rejected with its clear :class:`UnsupportedOpError`
 
 The Cortex-M, FPGA and JAX targets build one program per target and kind:
 every case's accepted draws are disjoint branches of one graph (one C build,
-one Verilator model, one XLA compile), and each case checks the outputs of
-its own branches.
+one simulated FPGA datapath, one XLA compile), and each case checks the
+outputs of its own branches. The FPGA datapath runs on Icarus: this design
+is small and runs few cycles, where Verilator's C++ compile (a minute on two
+cores) would cost more than the whole simulation; the MLPerf Tiny models in
+``fpga/test_models.py`` run on Verilator.
 """
 
 from __future__ import annotations
@@ -232,8 +235,8 @@ def _draws(target: str, op: str, kind: str) -> tuple[list[Graph], list[list[dict
     return graphs, feeds, rejected
 
 
-# One build per target and kind where a build costs seconds (a C library, a Verilator model, an
-# XLA compile): every case's draws are branches of one graph, run once; each case then checks its
+# One build per target and kind where a build costs seconds (a C library, a simulated datapath,
+# an XLA compile): every case's draws are branches of one graph, run once; each case then checks its
 # own outputs.
 BATCHED = ("cortexm", "fpga", "jax")
 
@@ -283,7 +286,7 @@ def _run_batched(target: str, kind: str, workdir) -> dict:
             from rlx_edge.targets.fpga import build_fpga
 
             data = [np.stack([fk[v] for fk in feed_k]) for v in m.inputs]
-            res = build_fpga(m, workdir, simulate=True, data=data)
+            res = build_fpga(m, workdir, simulate=True, data=data, simulator="icarus")
             assert res["inferences"] == n_feeds
             gots = [
                 {o: res["outputs"][j][k].reshape(wants[k][o].shape) for j, o in enumerate(m.outputs)}

@@ -14,8 +14,10 @@ import hashlib
 import math
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,8 +206,7 @@ def build_firmware(
     script = _write_linker_script(gen, b)
 
     elf = out / f"{name}.elf"
-    argv = [
-        gcc,
+    cflags = [
         *b.cpu_flags,
         opt,
         "-g",
@@ -217,12 +218,20 @@ def build_firmware(
         # whatever the model does not call.
         "-ffunction-sections",
         "-fdata-sections",
-        "-nostartfiles",
         *([LIBCS[libc]] if LIBCS[libc] else []),
         *(f"-I{i}" for i in includes),
         *(f"-D{k}" if v is None else f"-D{k}={v}" for k, v in defs.items()),
         *extra_cflags,
-        *(str(f) for f in [*runtime, *files]),
+    ]
+    objects = _compile_objects(gcc, cflags, [*runtime, *files], gen / "obj", b.name)
+    link = [
+        gcc,
+        *b.cpu_flags,
+        opt,
+        "-g",
+        "-nostartfiles",
+        *([LIBCS[libc]] if LIBCS[libc] else []),
+        *(str(o) for o in objects),
         f"-T{script}",
         # The generated script INCLUDEs sections.ld and the board's own script, found on -L.
         f"-L{fw / 'runtime'}",
@@ -232,9 +241,34 @@ def build_firmware(
         "-o",
         str(elf),
     ]
-    run_tool(argv, f"arm-none-eabi-gcc for {b.name}")
+    try:
+        run_tool(link, f"arm-none-eabi-gcc (link) for {b.name}")
+    finally:
+        shutil.rmtree(gen / "obj", ignore_errors=True)
     run_tool([objcopy, "-O", "ihex", str(elf), str(out / f"{name}.hex")], "arm-none-eabi-objcopy")
     return elf
+
+
+def _compile_objects(gcc: str, cflags: list[str], sources: list[Path], obj_dir: Path, board: str) -> list[Path]:
+    """Compiles each source to its own object, as many at once as there are cores.
+
+    One gcc call for all sources compiles them one after another; the
+    kernels take most of a build, so the cores share them instead. The
+    objects get fixed names (index and stem) so the map file, which lists
+    them, is the same on every build.
+    """
+    obj_dir.mkdir(parents=True, exist_ok=True)
+    objects = [obj_dir / f"{k:02d}_{src.stem}.o" for k, src in enumerate(sources)]
+
+    def one(k: int) -> None:
+        run_tool([gcc, *cflags, "-c", str(sources[k]), "-o", str(objects[k])], f"arm-none-eabi-gcc for {board}")
+
+    # the biggest sources first, so that no core is left with one large file at the end
+    order = sorted(range(len(sources)), key=lambda k: -sources[k].stat().st_size)
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, 8))) as pool:
+        for f in [pool.submit(one, k) for k in order]:
+            f.result()
+    return objects
 
 
 def _write_linker_script(gen_dir: Path, board: Board) -> Path:
