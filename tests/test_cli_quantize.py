@@ -1,4 +1,4 @@
-"""``rlx-edge quantize`` ends with a summary: output SQNR and the five worst layers by SQNR."""
+"""``rlx-edge quantize`` ends with a summary: output SQNR, the five worst layers by SQNR and PTQ's numerics counts."""
 
 from __future__ import annotations
 
@@ -40,10 +40,11 @@ def test_summary_shows_output_sqnr_and_the_five_worst_layers(tmp_path, calib, ca
     ((out_name, out_stats),) = report["outputs"].items()
     assert lines[0] == f"output SQNR over 64 samples: {out_name} {_db(out_stats['sqnr_db'])}"
     assert lines[1] == "5 worst layers by SQNR:"
-    assert len(lines) == 7
+    assert len(lines) == 8
+    assert lines[7].startswith("PTQ numerics: 0 silent clips, ") and report["numerics"]["silent_clips"] == 0
     # the five lowest SQNRs of the full report, worst first
     ranked = sorted(report["layers"], key=lambda r: math.inf if r["sqnr_db"] is None else r["sqnr_db"])[:5]
-    assert [line.split() for line in lines[2:]] == [
+    assert [line.split() for line in lines[2:7]] == [
         [*_db(r["sqnr_db"]).split(), r["value"], f"({r['op']})"] for r in ranked
     ]
     assert all(r["sqnr_db"] is not None and 20 < r["sqnr_db"] < 60 for r in ranked)  # int8 range, not exact

@@ -7,7 +7,11 @@ quantization spec):
   is exactly representable (TFLite's ``ChooseQuantizationParams``);
 - conv / fully_connected weights per output channel along axis 0,
   depthwise weights along axis 3, symmetric int8 in [-127, 127], zero point 0;
-- bias int32 with scale ``s_in * s_w[c]`` (int64 for 16x8);
+- bias int32 with scale ``s_in * s_w[c]`` (int64 for 16x8). A bias the kernel
+  cannot carry at that scale (see :func:`bias_weight_scales`) raises the
+  channel's weight scale and re-quantizes its weights instead of clipping; what
+  still clips, the raised scales and degenerate ranges are counted per tensor
+  in ``metadata["quantization"]["numerics"]``, and a clip warns once;
 - softmax and logistic outputs fixed at scale 1/256, zero point -128; tanh at
   1/128, 0; pooling, reshape and the other layout ops keep their input's
   parameters.
@@ -24,6 +28,7 @@ with dequantize / quantize around them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +46,19 @@ from rlx_edge.pipeline import PipelineOptions, optimize_graph
 from rlx_edge.quant.record import CalibrationRecord
 
 WEIGHTED = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0}  # op -> weight channel axis
+F32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal float32: a scale below it is degenerate
+# The accumulators each bias type's kernels take: int32 ones wrap past 2**31; the 16x8 (int64)
+# requantization multiplies the accumulator by a 16-bit multiplier in int64, so TFLite Micro
+# requires |acc| < 2**47 there. PTQ keeps every quantized bias within half of it (the other half
+# is headroom for the products) and clips, counting, to the bound itself.
+ACC_BOUND = {DType.i32: 2**31, DType.i64: 2**47}
+MIN_MULTIPLIER = 2.0**-31  # quantize_multiplier flushes multipliers below 2**-32 to zero; a factor of 2 margin
 # Which ops run on the integer path, which keep their input's parameters and which
 # activation types their kernels take are read off the op declarations (OpDef).
+
+
+class QuantizationWarning(UserWarning):
+    """PTQ had to clip values to their integer range (counted in ``quantization.numerics``)."""
 
 
 def integer_path(op: OpDef) -> bool:
@@ -131,12 +147,13 @@ def quantize_weights(
     """
     wc = np.moveaxis(w.astype(np.float64), axis, 0).reshape(w.shape[axis], -1)
     amax = np.abs(wc).max(axis=1)
-    scale = np.where(amax > 0, amax / qmax, 1.0)
+    # an all-zero channel takes any scale; a tiny one gets float32's smallest normal scale, not 0
+    scale = np.where(amax > 0, np.maximum(amax / qmax, F32_TINY), 1.0)
     if method == "mse":
         best = np.full(len(scale), np.inf)
         chosen = scale.copy()
         for a in np.linspace(0.5, 1.0, steps):
-            s = np.where(amax > 0, a * amax / qmax, 1.0)
+            s = np.where(amax > 0, np.maximum(a * amax / qmax, F32_TINY), 1.0)
             err = ((np.clip(np.round(wc / s[:, None]), -qmax, qmax) * s[:, None] - wc) ** 2).sum(axis=1)
             better = err < best
             best[better], chosen[better] = err[better], s[better]
@@ -144,9 +161,46 @@ def quantize_weights(
     elif method != "minmax":
         raise RlxError(f"unknown weight quantization method {method!r}; use minmax or mse")
     scale32 = scale.astype(np.float32)
-    per_channel = along_axis(scale32.astype(np.float64), axis, w.ndim)
-    q = np.clip(fp.round_half_away(w.astype(np.float64) / per_channel), -qmax, qmax)
-    return q.astype(np.int8), scale32
+    return quantize_weights_at(w, axis, qmax, scale32), scale32
+
+
+def quantize_weights_at(w: np.ndarray, axis: int, qmax: int, scale: np.ndarray) -> np.ndarray:
+    """``w`` quantized with the given per-channel scales (float32, along ``axis``), clipped to [-qmax, qmax]."""
+    per_channel = along_axis(np.asarray(scale, np.float32).astype(np.float64), axis, w.ndim)
+    return np.clip(fp.round_half_away(w.astype(np.float64) / per_channel), -qmax, qmax).astype(np.int8)
+
+
+def _f32_up(x: np.ndarray) -> np.ndarray:
+    """float32 values no smaller than ``x`` (float64), up to float32's largest (a bias past it then clips)."""
+    x = np.minimum(x, float(np.finfo(np.float32).max))
+    f = x.astype(np.float32)
+    low = f.astype(np.float64) < x  # never at float32's largest, which x does not exceed
+    f[low] = np.nextafter(f[low], np.float32(np.inf))
+    return f
+
+
+def bias_weight_scales(
+    bias: np.ndarray, s_in: float, s_out: float, w_scale: np.ndarray, bias_dtype: DType
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The weight scales at which each channel's bias reaches the output: (scales, raised by (1) or (2), by (3) only).
+
+    A channel's scale ``s_w`` is raised (never lowered) to the smallest float32
+    where (1) the bias at scale ``s_in * s_w`` stays within half the
+    accumulator bound of ``bias_dtype`` (``ACC_BOUND``), (2) a bias of half an
+    output quantum or more does not meet a requantization multiplier
+    ``s_in * s_w / s_out`` below ``MIN_MULTIPLIER`` (one that would flush to
+    zero), and (3) the bias scale ``s_in * s_w`` is a normal float32. A channel
+    with weights of 1e-30 and a bias of 0.3 then quantizes its weights to 0
+    and keeps its bias, as TFLite's converter does.
+    """
+    a = np.abs(bias.astype(np.float64))
+    for_bias = a / (s_in * (ACC_BOUND[bias_dtype] / 2))
+    for_bias = _f32_up(np.where(a >= s_out / 2, np.maximum(for_bias, MIN_MULTIPLIER * s_out / s_in), for_bias))
+    for_scale = _f32_up(np.full(a.shape, 2 * F32_TINY / s_in))  # 2x: s_in * s_w is rounded to float32
+    need = np.maximum(for_bias, for_scale)
+    by_bias = for_bias > w_scale
+    by_scale = ~by_bias & (for_scale > w_scale)
+    return np.where(by_bias | by_scale, need, w_scale).astype(np.float32), by_bias, by_scale
 
 
 def dequantize_weights(q: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
@@ -202,6 +256,17 @@ def quantize(
         bias_correction = sch.weight == DType.i4
     q = _Quantizer(g, record, sch, float_interface, keep, bias_correction, weight_method).run()
     verify(q)
+    numerics = q.metadata["quantization"]["numerics"]
+    if numerics["silent_clips"]:
+        clipped = [t for t, c in numerics["tensors"].items() if c.get("clipped")]
+        more = f" and {len(clipped) - 3} more" if len(clipped) > 3 else ""
+        warnings.warn(
+            f"quantize {g.name!r} ({sch.name}): {numerics['silent_clips']} values clipped to their integer "
+            f"range in {len(clipped)} tensors ({', '.join(clipped[:3])}{more}); "
+            "the counts are in metadata['quantization']['numerics']",
+            QuantizationWarning,
+            stacklevel=2,
+        )
     return q
 
 
@@ -226,6 +291,23 @@ class _Quantizer:
         self.prod = {o: n for n in g.nodes for o in n.outputs}
         self._aq: dict[str, QuantParams] = {}
         self.decisions: dict[str, str] = {}
+        self.counts: dict[str, dict[str, Any]] = {}  # tensor -> what its quantization clipped or adjusted
+
+    def note(self, tensor: str, node: str, **counts: int) -> None:
+        """Count, for ``tensor`` (a value of the output graph, or an original value), what PTQ clipped or adjusted.
+
+        ``clipped``: values saturated to their integer range (storage, or the
+        int64 bias's accumulator bound): silent clips, which PTQ warns about;
+        ``bias_adjusted``: channels whose weight scale was raised so the bias
+        reaches the output; ``zero_range``: channels (or an activation) whose
+        range is zero; ``tiny_scale``: scales raised to a normal float32;
+        ``range_clipped``: weights clipped by the chosen (mse) range, by design.
+        """
+        counts = {k: int(v) for k, v in counts.items() if v}
+        if counts:
+            entry = self.counts.setdefault(tensor, {"node": node})
+            for k, v in counts.items():
+                entry[k] = entry.get(k, 0) + v
 
     # decisions -----------------------------------------------------------------------------
     def is_float(self, v: str) -> bool:
@@ -270,6 +352,7 @@ class _Quantizer:
         else:
             lo, hi = self.rec[v].scalar()
             qp = activation_qparams(lo, hi, self.s)
+            self.note(v, node.name if node is not None else "input", zero_range=max(abs(lo), abs(hi)) <= 1e-30)
         self._aq[v] = qp
         return qp
 
@@ -347,8 +430,23 @@ class _Quantizer:
             "float_interface": self.float_interface,
             "values": {k: v for k, v in sorted(self.qv.items())},
             "float_nodes": {k: v for k, v in sorted(self.decisions.items()) if v != "quantized"},
+            "numerics": self.numerics(),
         }
         return out
+
+    def numerics(self) -> dict[str, Any]:
+        """Totals and per-tensor counts of :meth:`note` (activations named as in the output graph)."""
+        tensors = {self.qv.get(t, t): c for t, c in sorted(self.counts.items())}
+
+        def total(*keys: str) -> int:
+            return sum(c.get(k, 0) for c in tensors.values() for k in keys)
+
+        return {
+            "silent_clips": total("clipped"),
+            "bias_adjusted": total("bias_adjusted"),
+            "degenerate": total("zero_range", "tiny_scale"),
+            "tensors": tensors,
+        }
 
     def _float_output(self, o: str) -> str:
         """A float output keeps its name: its quantized producer's value is renamed first."""
@@ -393,22 +491,58 @@ class _Quantizer:
         xq = self.qname(x)
         s_in = float(self.aq(x).scale[0])
         axis = WEIGHTED[node.op]
+        qmax = self.s.weight_max
         warr = self.g.params[w]
-        wq, ws = quantize_weights(warr, axis, self.s.weight_max, self.weight_method)
         out_ch = warr.shape[axis]
+        bias0 = self.g.params[b].astype(np.float64) if b is not None else np.zeros(out_ch)
+        if not (np.isfinite(warr).all() and np.isfinite(bias0).all()):
+            raise RlxError(f"node {node.name!r} ({node.op}): weights or bias hold inf or NaN; PTQ needs finite values")
+        wq, ws = quantize_weights(warr, axis, qmax, self.weight_method)
+        has_bias = b is not None or self.bias_correction
+        bias, raised, tiny = bias0, np.zeros(out_ch, bool), np.zeros(out_ch, bool)
+        for _ in range(3):  # a raised scale moves the bias correction: check again, at most twice
+            if self.bias_correction:
+                bias = bias0 - self._bias_shift(node, warr, dequantize_weights(wq, ws, axis) - warr)
+            if not has_bias:
+                break
+            s_out = float(self.aq(node.outputs[0]).scale[0])
+            new_ws, by_bias, by_scale = bias_weight_scales(bias, s_in, s_out, ws, self.s.bias)
+            if not (by_bias | by_scale).any():
+                break
+            raised |= by_bias  # a zero or denormal bias scale alone is a degenerate scale, not a bias adjustment
+            tiny |= by_scale
+            ws = new_ws
+            wq = quantize_weights_at(warr, axis, qmax, ws)
+        wq_name = self._fresh(f"{w}/quant")
+        self._note_weights(wq_name, node, warr, axis, ws)
         wqp = QuantParams(ws, np.zeros(out_ch, np.int64), axis=axis, storage=self.s.weight)
-        wname = self.out.param(self._fresh(f"{w}/quant"), wq, wqp, dtype=self.s.weight).name
-        bias = self.g.params[b].astype(np.float64) if b is not None else np.zeros(out_ch)
-        if self.bias_correction:
-            bias = bias - self._bias_shift(node, warr, dequantize_weights(wq, ws, axis) - warr)
-        if b is None and not self.bias_correction:
+        wname = self.out.param(wq_name, wq, wqp, dtype=self.s.weight).name
+        if not has_bias:
             return [xq, wname]
         bscale = (np.float32(s_in) * ws).astype(np.float32)
-        info = np.iinfo(self.s.bias.numpy)
-        bq = np.clip(fp.round_half_away(bias / bscale.astype(np.float64)), info.min, info.max).astype(self.s.bias.numpy)
+        lo, hi = -ACC_BOUND[self.s.bias], ACC_BOUND[self.s.bias] - 1  # int32's range; int64: -2**47 <= acc < 2**47
+        bqf = fp.round_half_away(bias / bscale.astype(np.float64))  # bscale is a normal float32 (see above)
+        bq = np.clip(bqf, lo, hi).astype(self.s.bias.numpy)  # exact: the bounds are integers below 2**53
         bqp = QuantParams(bscale, np.zeros(out_ch, np.int64), axis=0, storage=self.s.bias)
         bname = self.out.param(self._fresh(f"{b or node.name + '/bias'}/quant"), bq, bqp).name
+        clipped = ((bqf < lo) | (bqf > hi)).sum()
+        self.note(bname, node.name, clipped=clipped, bias_adjusted=raised.sum(), tiny_scale=(tiny & ~raised).sum())
         return [xq, wname, bname]
+
+    def _note_weights(self, name: str, node: Node, w: np.ndarray, axis: int, scale: np.ndarray) -> None:
+        """Count a weight tensor's zero channels, floored scales and clipped values."""
+        wc = np.moveaxis(w.astype(np.float64), axis, 0).reshape(w.shape[axis], -1)
+        amax = np.abs(wc).max(axis=1)
+        over = (fp.round_half_away(np.abs(wc) / scale.astype(np.float64)[:, None]) > self.s.weight_max).sum()
+        by_design = self.weight_method == "mse"  # mse chooses ranges that clip the largest weights
+        self.note(
+            name,
+            node.name,
+            zero_range=(amax == 0).sum(),
+            tiny_scale=((amax > 0) & (amax / self.s.weight_max < F32_TINY)).sum(),
+            clipped=0 if by_design else over,
+            range_clipped=over if by_design else 0,
+        )
 
     def _bias_shift(self, node: Node, w: np.ndarray, dw: np.ndarray) -> np.ndarray:
         """E[y_quantized_weights - y] per output channel, from the input's per-channel mean."""

@@ -4,7 +4,9 @@ Both graphs run on the same float samples (the quantized one gets them
 quantized with its input parameters when its interface is integer); each
 quantized value is dequantized and compared with the float value of the same
 name. SQNR is ``10 log10(sum f^2 / sum (f - q)^2)`` over all samples, in dB
-(higher is better; int8 layers are typically 30-45 dB).
+(higher is better; int8 layers are typically 30-45 dB). The report also
+carries PTQ's own counts (``numerics``): values clipped silently, biases whose
+weight scale was raised, degenerate ranges, per tensor.
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ def quantization_report(
     ``labels`` (one class index per sample) adds float and quantized accuracy.
     Returns a JSON-ready dict: ``layers`` (value, op, sqnr_db), ``outputs``
     (per output: sqnr_db, max_abs_error, mean_abs_error, top1_agreement),
-    ``samples`` and, with labels, ``accuracy``. ``float_graph`` goes through
+    ``samples``, ``numerics`` (what PTQ clipped or adjusted: ``silent_clips``,
+    ``bias_adjusted``, ``degenerate`` and per-tensor counts; None for a graph
+    :func:`~rlx_edge.quant.ptq.quantize` did not make) and, with labels,
+    ``accuracy``. ``float_graph`` goes through
     the optimizer first, as in quantization, unless ``optimize=False`` (a
     graph that came out of the optimizer already).
     """
@@ -129,6 +134,7 @@ def quantization_report(
         "layers": layers,
         "outputs": outputs,
         "float_nodes": qmeta.get("float_nodes", {}),
+        "numerics": qmeta.get("numerics"),
     }
     if labels is not None:
         rep["accuracy"] = {k: v / seen for k, v in correct.items()} if seen else None
@@ -152,7 +158,20 @@ def report_text(report: dict[str, Any]) -> str:
     if report.get("accuracy"):
         a = report["accuracy"]
         lines.append(f"  accuracy: float {100 * a['float']:.2f} %, quantized {100 * a['quantized']:.2f} %")
+    if report.get("numerics"):
+        lines.append(f"  {numerics_text(report['numerics'])}")
+        for t, c in report["numerics"]["tensors"].items():
+            lines.append(f"    {t}: " + ", ".join(f"{k} {v}" for k, v in c.items() if k != "node"))
     return "\n".join(lines)
+
+
+def numerics_text(numerics: dict[str, Any]) -> str:
+    """PTQ's counts (``numerics`` of a report) in one line."""
+    n = numerics
+    return (
+        f"PTQ numerics: {n['silent_clips']} silent clips, {n['bias_adjusted']} biases adjusted (weight scale "
+        f"raised), {n['degenerate']} degenerate ranges, in {len(n['tensors'])} tensors"
+    )
 
 
 def worst_layers(report: dict[str, Any], k: int = 5) -> list[dict[str, Any]]:
@@ -166,7 +185,12 @@ def summary(report: dict[str, Any], k: int = 5) -> dict[str, Any]:
         "samples": report["samples"],
         "outputs": {o: s["sqnr_db"] for o, s in report["outputs"].items()},
         "worst_layers": worst_layers(report, k),
+        "numerics": _totals(report.get("numerics")),
     }
+
+
+def _totals(numerics: dict[str, Any] | None) -> dict[str, int] | None:
+    return None if numerics is None else {k: v for k, v in numerics.items() if k != "tensors"}
 
 
 def summary_text(report: dict[str, Any], k: int = 5) -> str:
@@ -175,6 +199,8 @@ def summary_text(report: dict[str, Any], k: int = 5) -> str:
     lines = [f"output SQNR over {s['samples']} samples: " + ", ".join(f"{o} {_db(v)}" for o, v in s["outputs"].items())]
     lines.append(f"{len(s['worst_layers'])} worst layers by SQNR:")
     lines += [f"  {_db(row['sqnr_db']):>9}  {row['value']} ({row['op']})" for row in s["worst_layers"]]
+    if report.get("numerics"):
+        lines.append(numerics_text(report["numerics"]))
     return "\n".join(lines)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -11,9 +13,12 @@ from rlx_edge.frontends.tflite import load_tflite, to_tflite_bytes
 from rlx_edge.frontends.tflm import TflmModel
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops.quant import affine_dequantize, affine_quantize
 from rlx_edge.models import build_digits_cnn
+from rlx_edge.pipeline import optimize_graph
 from rlx_edge.quant.calibrate import calibrate
-from rlx_edge.quant.ptq import quantize, quantize_weights
+from rlx_edge.quant.ptq import ACC_BOUND, WEIGHTED, QuantizationWarning, quantize, quantize_weights
+from rlx_edge.quant.report import quantization_report
 from rlx_edge.targets.reference import run
 
 MODELS = MLPERF
@@ -151,3 +156,106 @@ def test_mlperf_quantized_export_runs_bit_exactly_in_tflite_micro(model: str, lo
         ours = run(q, x)[q.outputs[0]]
         theirs = tflm(x)[0]
         np.testing.assert_array_equal(ours, theirs)
+
+
+# bias and range correctness ------------------------------------------------------------------
+def _near_zero_channels(w: np.ndarray, axis: int) -> np.ndarray:
+    """Output channels whose weights are all below 1e-20 in magnitude (weights of about 1e-30, as in VWW)."""
+    return np.flatnonzero(np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)).max(axis=1) < 1e-20)
+
+
+def _run_both(g: Graph, q: Graph, x: np.ndarray) -> tuple[dict, dict]:
+    """Traces of the float and the quantized graph on the same input (``x`` quantized, and dequantized back)."""
+    t = q.types[q.inputs[0]]
+    xq = affine_quantize(x, t.quant, t.dtype)
+    _, ft = run(g, affine_dequantize(xq, t.quant).astype(np.float32), trace=True)
+    _, qt = run(q, xq, trace=True)
+    return ft, qt
+
+
+def _layer_error(g: Graph, q: Graph, traces: tuple[dict, dict], value: str, channels: np.ndarray) -> float:
+    """max |float - dequantized| over ``channels`` of ``value``, in output quanta."""
+    ft, qt = traces
+    qv = q.metadata["quantization"]["values"][value]
+    qp = q.types[qv].quant
+    got = affine_dequantize(qt[qv], qp)[..., channels]
+    return float(np.abs(got - ft[value][..., channels]).max() / qp.scale[0])
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int16x8"])
+def test_a_bias_beside_near_zero_weights_reaches_the_output(scheme):
+    # Channel 2 has weights of 1e-30 and a bias of 0.75: at scale s_in * s_w the bias is ~1e29,
+    # past int32 and int64. PTQ raises that channel's weight scale until the bias fits; its
+    # weights quantize to 0 and the bias carries the output (clipping it gave 0, or INT64_MIN).
+    rng = np.random.default_rng(3)
+    w = rng.uniform(-0.5, 0.5, (4, 8)).astype(np.float32)
+    w[2] = np.float32(1e-30) * np.sign(w[2])
+    b = np.array([0.1, -0.2, 0.75, 0.0], np.float32)
+    g = Graph("fc_bias")
+    g.output(g.fully_connected(g.input("x", (1, 8)), g.param("w", w), g.param("b", b), name="y"))
+    data = rng.uniform(-1, 1, (16, 8)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("error", QuantizationWarning)
+        q = quantize(g, calibrate(g, data), scheme=scheme)
+    for x in data[:4]:  # (the other channels carry int8 weight rounding: hundreds of int16 quanta)
+        err = _layer_error(g, q, _run_both(g, q, x[None]), "y", np.array([2]))
+        assert err <= 1.0, f"{scheme}: channel 2 is {err:.1f} quanta off the float output"
+    fc = q.node("y")
+    assert not q.params[fc.inputs[1]][2].any()  # the near-zero weights quantize to 0
+    numerics = q.metadata["quantization"]["numerics"]
+    assert numerics["silent_clips"] == 0 and numerics["bias_adjusted"] == 1
+    assert numerics["tensors"][fc.inputs[2]] == {"node": "y", "bias_adjusted": 1}
+
+
+def test_a_bias_no_weight_scale_can_carry_is_clipped_counted_and_warned_once():
+    # inputs of ~1e-12 and a bias of 3e38: even float32's largest weight scale leaves the bias
+    # past int32, so it clips; the clip is counted and warned about once, never silent
+    g = Graph("fc_huge")
+    w, b = np.full((1, 3), 1e-30, np.float32), np.array([3e38], np.float32)
+    g.output(g.fully_connected(g.input("x", (1, 3)), g.param("w", w), g.param("b", b), name="y"))
+    data = np.random.default_rng(4).uniform(-1e-12, 1e-12, (8, 3)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        q = quantize(g, calibrate(g, data))
+    assert [type(w.message) for w in caught] == [QuantizationWarning], [str(w.message) for w in caught]
+    assert "1 values clipped to their integer range in 1 tensors" in str(caught[0].message)
+    numerics = q.metadata["quantization"]["numerics"]
+    assert numerics["silent_clips"] == 1 and numerics["tensors"][q.node("y").inputs[2]]["clipped"] == 1
+
+
+@pytest.fixture(scope="module")
+def vww():
+    g, _ = optimize_graph(load_tflite(MODELS / "vww_96_float.tflite"))
+    shape = tuple(g.types[g.inputs[0]].shape)
+    calib = np.random.default_rng(0).uniform(0, 1, (6, *shape[1:])).astype(np.float32)  # seeded noise in [0, 1]
+    return g, calibrate(g, calib, optimize=False), calib
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int16x8"])
+def test_vww_biases_of_near_zero_channels_reach_the_output(vww, scheme):
+    g, rec, calib = vww
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the int64 bias cast overflowed here (INT64_MIN)
+        warnings.simplefilter("error", QuantizationWarning)
+        q = quantize(g, rec, scheme=scheme, optimize=False)
+    traces = _run_both(g, q, calib[:1])
+    made_by = {o: n for n in q.nodes for o in n.outputs}
+    checked = adjusted = 0
+    for node in g.nodes:
+        if node.op not in WEIGHTED:
+            continue
+        small = _near_zero_channels(g.params[node.inputs[1]], WEIGHTED[node.op])
+        qn = made_by[q.metadata["quantization"]["values"][node.outputs[0]]]
+        bq = q.params[qn.inputs[2]]
+        info = np.iinfo(bq.dtype)
+        assert not np.isin(bq, [info.min, info.max]).any(), f"{node.name}: a bias saturated"
+        assert np.abs(bq).max() < ACC_BOUND[q.types[qn.inputs[2]].dtype], f"{node.name}: a bias past the accumulator"
+        if small.size:
+            assert not q.params[qn.inputs[1]].take(small, axis=WEIGHTED[node.op]).any()  # weights 0
+            assert _layer_error(g, q, traces, node.outputs[0], small) <= 1.0, node.name
+            checked += small.size
+            adjusted += int(np.count_nonzero(g.params[node.inputs[2]][small]))
+    assert checked > 900  # VWW has ~970 such channels in 9 layers: the loop did look at them
+    rep = quantization_report(g, q, calib[:1], optimize=False)
+    assert rep["numerics"]["silent_clips"] == 0 and rep["numerics"]["bias_adjusted"] >= adjusted
