@@ -266,6 +266,11 @@ class _Importer:
         qd = int(q.QuantizedDimension())
         if scale.size == 1 and not (0 < qd < len(shape) and shape[qd] == 1):
             return QuantParams(scale, zp, storage=dtype)  # one scale is per-tensor, whatever the dimension says
+        if len(shape) == 1 and shape[0] == scale.size and qd != 0:
+            # A 1-D tensor has one axis to be per-channel along, whatever the field says: TFLite's
+            # converter wrote the filter's dimension (3) into person_detect's biases, and TFLite
+            # Micro, which never reads it for a bias, runs the model.
+            qd = 0
         if not 0 <= qd < len(shape) or shape[qd] != scale.size:
             raise _Bad(f"{what}: {scale.size} scales do not match dimension {qd} of shape {list(shape)}")
         return QuantParams(scale, zp, axis=qd, storage=dtype)

@@ -88,6 +88,23 @@ def test_session_exit_status_and_banner(build):
     assert s.returncode == 7
 
 
+def test_exit_whose_answer_is_lost_still_returns_the_status(build):
+    """The firmware exits right after answering EXIT; QEMU may close the socket before the answer
+    leaves it. The answer is dropped here on purpose: QEMU's exit status is the answer."""
+    from rlx_edge.hil.transport import HilLinkError
+
+    with QemuSession(build("standin", "qemu-mps2-an386"), "qemu-m4", timeout=20) as s:
+        real_exit = s.client.exit
+
+        def exit_then_lose_the_answer(status: int) -> None:
+            real_exit(status)
+            raise HilLinkError("read failed: socket disconnected")
+
+        s.client.exit = exit_then_lose_the_answer
+        assert s.exit(5) == 5
+    assert s.returncode == 5
+
+
 def test_clock_comes_from_the_board_table(tmp_path):
     """The firmware reports the table's clock (BOARD_CORE_HZ), whatever the board's."""
     for board in (get_board("qemu-m33"), dataclasses.replace(get_board("qemu-m33"), clock_hz=10_000_000)):

@@ -611,6 +611,44 @@ def _pad(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_pad", "rlx_pad_params", fields, {"fill": fill}, [("in", 0), ("out", 0)])
 
 
+def _simplified_transpose(shape: list[int], perm: list[int], eb: int) -> tuple[list[int], list[int], int]:
+    """(input shape, permutation, element bytes) of the same data movement with fewer axes.
+
+    Size-1 axes go, input axes that stay neighbours in the output merge, and
+    trailing axes that stay in place fold into the element.
+    """
+    kept = [a for a in range(len(shape)) if shape[a] != 1]
+    rank_of = {a: k for k, a in enumerate(kept)}  # position among the kept axes, in input order
+    groups: list[list[int]] = []  # runs of kept input axes, in output order
+    for a in (a for a in perm if shape[a] != 1):
+        if groups and rank_of[groups[-1][-1]] + 1 == rank_of[a]:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    while groups and kept and groups[-1][-1] == kept[-1]:  # the last input axes, in place: one element
+        eb *= math.prod(shape[a] for a in groups.pop())
+        kept = [a for a in kept if all(a not in g for g in groups)]
+    order = sorted(range(len(groups)), key=lambda k: groups[k][0])  # the groups in input order
+    in_shape = [math.prod(shape[a] for a in groups[k]) for k in order]
+    new_perm = [order.index(k) for k in range(len(groups))]
+    return in_shape, new_perm, eb
+
+
+@RULES.rule("transpose")
+def _transpose(graph: Graph, node: Node, params: Prepared) -> Layer:
+    xt = _t(graph, node.inputs[0])
+    shape, perm, eb = _simplified_transpose(_shape(xt), list(node.attrs["perm"]), xt.dtype.storage_bytes)
+    _need(len(shape) <= 6, node, "moves at most 6 axes that are not merged (after dropping size-1 axes)")
+    strides = [math.prod(shape[a + 1 :]) for a in range(len(shape))]
+    lead = 6 - len(shape)
+    fields = {
+        "elem_bytes": eb,
+        "out_shape": [1] * lead + [shape[a] for a in perm],
+        "in_stride": [0] * lead + [strides[a] for a in perm],
+    }
+    return Layer("rlx_transpose", "rlx_transpose_params", fields, {}, [("in", 0), ("out", 0)])
+
+
 @RULES.rule("concat")
 def _concat(graph: Graph, node: Node, params: Prepared) -> Layer:
     yt = _t(graph, node.outputs[0])

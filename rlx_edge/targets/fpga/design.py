@@ -186,7 +186,7 @@ def _fc_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
 def _dw_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     w = _const_weights(g, node)
     if node.attrs.get("depth_multiplier", 1) != 1:
-        raise FpgaConfigError(f"layer {node.name!r} (depthwise_conv2d): only depth multiplier 1 is supported")
+        return _dw_multiplier_rule(g, node, p, explicit, params, w)
     _, kh, kw, c = w.shape
     win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
     pe, simd, lanes = _lane_split(node, c, p, explicit, "channels")  # SIMD folds into channel lanes: one tap a cycle
@@ -200,6 +200,32 @@ def _dw_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     return Layer(
         node, "depthwise_conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [lanes], lanes, build, steps
     )
+
+
+def _dw_multiplier_rule(g: Graph, node: Node, p: int, explicit, params: Prepared, w: np.ndarray) -> Layer:
+    """A depthwise layer with depth multiplier M on one input channel is a dense convolution to M
+    channels (the first layer of person_detect and micro_speech): the same taps meet the same
+    weights, so the conv datapath computes it exactly."""
+    c_in = int(g.types[node.inputs[0]].shape[-1])
+    if c_in != 1:
+        raise FpgaConfigError(
+            f"layer {node.name!r} (depthwise_conv2d): depth multiplier {node.attrs['depth_multiplier']} "
+            f"is supported on one input channel only, this layer has {c_in}"
+        )
+    _, kh, kw, o = w.shape
+    dense = np.ascontiguousarray(w.transpose(3, 1, 2, 0))  # [1, KH, KW, M] -> [M, KH, KW, 1]
+    win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
+    pe, simd = explicit or _pick_pe_simd(o, 1, p)
+    _check_div(node, pe, o, "PE", "output channels")
+    _check_div(node, simd, 1, "SIMD", "input channels")
+    q = _mac_quant(g, node, o, params)
+    macs = win.n * win.oh * win.ow * o * kh * kw
+
+    def build(ins, out):
+        return hw.Conv2d(win, dense, q, pe=pe, simd=simd, inp=ins[0], out=out)
+
+    steps = win.n * win.oh * win.ow * (o // pe) * kh * kw
+    return Layer(node, "depthwise_conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
 
 
 def _pool_rule(kind: str):

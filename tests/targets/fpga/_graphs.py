@@ -53,25 +53,31 @@ def conv(rng):
     return g
 
 
-def depthwise(rng):
-    c = int(rng.choice([2, 4, 8]))
+def depthwise(rng, c: int | None = None, multiplier: int = 1, activation: str = "relu", name: str = "rand_dw"):
+    c = int(rng.choice([2, 4, 8])) if c is None else c
     h, w_ = int(rng.integers(4, 7)), int(rng.integers(4, 7))
-    g = Graph("rand_dw")
+    g = Graph(name)
     x = g.input("x", (1, h, w_, c), "i8", quant=act_q(rng))
-    w, wq = weights(rng, (1, 3, 3, c), 3)
+    w, wq = weights(rng, (1, 3, 3, c * multiplier), 3)
     wt = g.param("w", w, quant=wq)
-    b = g.param("b", rng.integers(-3000, 3000, c).astype(np.int32))
+    b = g.param("b", rng.integers(-3000, 3000, c * multiplier).astype(np.int32))
     y = g.depthwise_conv2d(
         x,
         wt,
         b,
+        depth_multiplier=multiplier,
         strides=(int(rng.integers(1, 3)),) * 2,
         padding=str(rng.choice(["same", "valid"])),
-        activation="relu",
+        activation=activation,
         out_quant=act_q(rng),
     )
     g.output(y)
     return g
+
+
+def depthwise_multiplier(rng, c: int = 1):
+    """Depth multiplier M > 1: on one input channel (person_detect's first layer) a dense conv datapath."""
+    return depthwise(rng, c, int(rng.choice([2, 4, 8])), "relu6", "rand_dw_mult")
 
 
 def pool(rng, op: str):
@@ -124,6 +130,7 @@ BUILDERS = {
     "fully_connected": fc,
     "conv2d": conv,
     "depthwise_conv2d": depthwise,
+    "depthwise_multiplier": depthwise_multiplier,
     "avg_pool2d": lambda rng: pool(rng, "avg_pool2d"),
     "max_pool2d": lambda rng: pool(rng, "max_pool2d"),
     "add": add,

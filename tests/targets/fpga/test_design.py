@@ -57,6 +57,15 @@ def test_unsupported_op_is_named():
         FpgaDesign(g)
 
 
+def test_depth_multiplier_on_several_channels_is_named():
+    from ._graphs import depthwise_multiplier
+
+    g = depthwise_multiplier(np.random.default_rng(0), c=3)
+    want = r"depth multiplier \d is supported on one input channel only, this layer has 3"
+    with pytest.raises(FpgaConfigError, match=want):
+        FpgaDesign(g)
+
+
 def test_presets_pick_largest_balanced_parallelism():
     assert _pick_pe_simd(128, 640, 64) == (8, 8)
     assert _pick_pe_simd(64, 1, 64) == (64, 1)

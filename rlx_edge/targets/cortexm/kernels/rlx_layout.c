@@ -11,10 +11,7 @@ void rlx_pad(const rlx_pad_params *p, const void *in, void *out)
     const int32_t eb = p->elem_bytes;
     const uint8_t *src = (const uint8_t *)in;
     uint8_t *dst = (uint8_t *)out;
-    int32_t total = 1;
-    for (int32_t d = 0; d < 6; d++) {
-        total *= p->out_shape[d];
-    }
+    const int32_t total = rlx_elements6(p->out_shape);
     for (int32_t i = 0; i < total; i++) {
         memcpy(dst + i * eb, p->fill, (size_t)eb);
     }

@@ -46,6 +46,16 @@
 #define RLX_INLINE static inline
 #endif
 
+/* Elements of a shape left-padded with 1s to rank 6 (the layout kernels' parameter form). */
+RLX_INLINE int32_t rlx_elements6(const int32_t shape[6])
+{
+    int32_t n = 1;
+    for (int32_t d = 0; d < 6; d++) {
+        n *= shape[d];
+    }
+    return n;
+}
+
 /* Unaligned-safe 32-bit access: memcpy lets the compiler emit one LDR/STR
  * on cores that allow unaligned word access, and stay correct elsewhere. */
 RLX_INLINE uint32_t rlx_rd32(const void *p)
