@@ -4,9 +4,9 @@ For each int8 MLPerf Tiny model and core: instructions one inference
 executes (``rlx_model_invoke``, counted by the TCG plugin, so exact and
 repeatable), instructions per MAC, flash and RAM of the linked model-runner
 firmware, our arena beside TFLite Micro's arena measured in the same run,
-and, for the models named by --layers, the instructions of every kernel call
-(one QEMU boot per call site: a window from the call's ``bl`` to its return
-address, so the call counts, its argument set-up does not).
+and, for the models named by --layers, the instructions of every layer from
+one profiled run (``rlx_edge.hil.profile``: a layer is its kernel
+call and the glue before it, so the layers add up to the whole invoke).
 
 Reference (TOOLCHAIN.md, CMSIS-NN at 99f736a -Ofast, same plugin): KWS
 2.952 instructions/MAC on Cortex-M4, 3.968 on Cortex-M3. Goals: <= 1.5 on M4
@@ -18,7 +18,6 @@ Reference (TOOLCHAIN.md, CMSIS-NN at 99f736a -Ofast, same plugin): KWS
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -30,9 +29,9 @@ from rlx_edge.boards import ALIASES
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.frontends.tflm import tflm_arena_bytes
 from rlx_edge.hil import qemu
-from rlx_edge.ir.inspect import node_macs, summary
-from rlx_edge.targets.cortexm import InstructionCounter, build_model_firmware, emit, size_report
-from rlx_edge.targets.cortexm.qemu import disassemble
+from rlx_edge.hil.profile import profile
+from rlx_edge.ir.inspect import summary
+from rlx_edge.targets.cortexm import build_model_firmware, emit, size_report
 from rlx_edge.targets.reference.compare import make_inputs
 from rlx_edge.targets.reference.interpreter import run as run_reference
 
@@ -44,77 +43,26 @@ CMSIS_NN_KWS = {"m4": 2.952, "m3": 3.968}
 # the AD arena goal: TFLite Micro's arena x 0.30 (bench/arena.py)
 ARENA_GOAL_VS_TFLM = {"kws": 0.70, "vww": 0.70, "ic": 0.90, "ad": 0.30}
 
-_BL = re.compile(r"^\s*([0-9a-f]+):\s+[0-9a-f]{4} [0-9a-f]{4}\s+bl\s+[0-9a-f]+ <(rlx_\w+|memcpy|memmove)>\s*$")
 
-
-def _kernel_calls(graph) -> list[tuple[str, str, str]]:
-    """(node, op, kernel) of every kernel call model.c makes, in call order."""
-    model_c = emit(graph).files["model.c"]
-    calls = []
-    pending = None
-    for line in model_c.splitlines():
-        m = re.match(r"\s*/\* (\d+): (.*) \((\w+)\) \*/(.*)$", line)
-        if m:
-            pending = None if "no code" in m[4] else (m[2], m[3])
-            continue
-        m = re.match(r"\s*(rlx_\w+)\(", line)
-        if m and pending is not None:
-            calls.append((*pending, m[1]))
-            pending = None
-    return calls
-
-
-def _call_sites(elf: Path) -> list[tuple[int, str]]:
-    """(address, callee) of each bl inside the model's entry points, in address order."""
-    out = disassemble(elf)
-    sites, inside = [], False
-    for line in out.splitlines():
-        head = re.match(r"^[0-9a-f]+ <(\w+)>:$", line)
-        if head:
-            inside = head[1] in ("rlx_model_invoke_multi", "rlx_model_invoke")
-            continue
-        m = _BL.match(line) if inside else None
-        if m and m[2].startswith("rlx_") and m[2] not in ("rlx_model_invoke_multi",):
-            sites.append((int(m[1], 16), m[2]))
-    return sorted(sites)
-
-
-def _window_count(elf: Path, board: str, x: np.ndarray, start: int, stop: int) -> int:
-    """Instructions from executing ``start`` until ``stop`` executes, on one inference."""
-    with tempfile.TemporaryDirectory(prefix="rlx-bench-") as tmp:
-        counter = InstructionCounter.window(elf, Path(tmp) / "icount.txt", start, [stop])
-        with qemu.QemuSession(elf, board, timeout=120, plugin=counter.qemu_args) as s:
-            r = s.invoke(x)
-            if r.status != 0:
-                raise RuntimeError(f"model returned {r.status}")
-            s.exit(0)
-        windows = counter.windows()
-    if len(windows) != 1:
-        raise RuntimeError(f"expected one window, got {windows}")
-    return windows[0]
-
-
-def per_layer(graph, elf: Path, board: str, x: np.ndarray) -> list[dict]:
-    calls = _kernel_calls(graph)
-    sites = _call_sites(elf)
-    if [k for _, _, k in calls] != [c for _, c in sites]:
-        raise RuntimeError(f"call sites {sites} do not match the layers {calls}")
-    macs = {n.name: node_macs(graph, n) or 0 for n in graph.nodes}
-    rows = []
-    for (name, op, kernel), (addr, _) in zip(calls, sites):
-        n = _window_count(elf, board, x, addr, addr + 4)
-        m = macs.get(name, 0)
-        rows.append(
-            {
-                "node": name,
-                "op": op,
-                "kernel": kernel,
-                "instructions": n,
-                "macs": m,
-                "instr_per_mac": round(n / m, 3) if m else None,
-            }
-        )
-    return rows
+def per_layer(graph, core: str, sample: dict) -> list[dict]:
+    """Each layer's instructions from one profiled run (rlx_edge.hil.profile): its kernel
+    call and the glue before it, so that the layers add up to the whole invoke."""
+    prof = profile(graph, core, sample)
+    if not prof.bit_exact:
+        raise RuntimeError(f"{graph.name} on {core}: the profiled run's output differs from the reference")
+    return [
+        {
+            "node": r.name,
+            "op": r.op,
+            "kernel": r.kernel,
+            "instructions": r.instructions,
+            "est_cycles": r.est_cycles,
+            "macs": r.macs,
+            "instr_per_mac": round(r.instr_per_mac, 3) if r.instr_per_mac is not None else None,
+        }
+        for r in prof.layers
+        if r.kernel is not None
+    ]
 
 
 def main() -> int:
@@ -171,7 +119,7 @@ def main() -> int:
             if key == "kws" and core in CMSIS_NN_KWS:
                 entry["cmsis_nn_instr_per_mac"] = CMSIS_NN_KWS[core]
             if key in layer_models and core in layer_cores:
-                entry["layers"] = per_layer(graph, elf, board, x)
+                entry["layers"] = per_layer(graph, core, sample)
             row["cores"][core] = entry
             print(f"{key} {core}: {n} instructions, {n / macs:.3f}/MAC", file=sys.stderr)
         rows[key] = row

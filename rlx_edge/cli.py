@@ -424,6 +424,24 @@ def _opt_level(value: str) -> str:
     return flag
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Per-layer instructions (exact), estimated cycles, flash and arena bytes from one QEMU run."""
+    from rlx_edge.hil.profile import profile
+
+    if args.clock_mhz is not None and not args.clock_mhz > 0:
+        raise UsageError("--clock-mhz must be positive")
+    graph = _float_mir(args.model)
+    core = args.target.removeprefix("qemu-")
+    prof = profile(graph, core, seed=args.seed, clock_mhz=args.clock_mhz)
+    if args.plot:
+        prof.plot(args.plot)
+    if args.json:
+        _emit_json(prof.to_json())
+    else:
+        print(prof.text())
+    return 0 if prof.bit_exact else 1
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     """C project for a core; with --firmware also the ELF; sizes from the linked image."""
     import tempfile
@@ -735,6 +753,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_compile)
+
+    s = sub.add_parser("profile", help="per-layer instructions and estimated cycles under QEMU")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--target", default="qemu-m4", choices=("qemu-m4", "qemu-m3", "qemu-m7", "qemu-m33"))
+    s.add_argument("--seed", type=int, default=0, help="seed of the random input (checked against the reference)")
+    s.add_argument(
+        "--clock-mhz", type=float, default=None, metavar="F", help="latency estimate clock (default: the board's)"
+    )
+    s.add_argument("--plot", metavar="P.png", type=_output_file, help="draw instructions and cycles per layer")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("fpga", help="FPGA datapath: Verilog, simulation, synthesis")
     s.add_argument("model", metavar="MODEL")

@@ -14,11 +14,19 @@
  *                none means all addresses)
  *   skip=LO:HI   never count instructions at LO <= pc < HI (e.g. interrupt
  *                handlers whose timing depends on the host clock)
+ *   split=ADDR   executing ADDR inside a window starts its next segment
+ *                (e.g. the return addresses of a model's kernel calls: one
+ *                segment per layer); up to 4096 split addresses
+ *   hist=1       also count, per segment, how often each instruction address
+ *                ran (for a cycle estimate by instruction class)
  * Without start, counting is on from the first instruction.
  *
  * Output, one item per line: "window N" for every closed window in order,
  * then "windows K" and "total T" (all instructions counted, inside windows
- * or, without start, overall).
+ * or, without start, overall). With splits: "segment S N" for every segment
+ * of the windows (S counts on across windows). With hist: "pc S ADDR N" for
+ * every instruction address that ran N > 0 times in segment S (an address
+ * may appear on several lines for one S: add them).
  *
  * Counting is per translation block where a block holds no start/stop
  * address (one callback adds the block's countable instructions when counting
@@ -83,6 +91,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 
 #define MAX_ADDRS 64
 #define MAX_WINDOWS 65536
+#define MAX_SPLITS 4096
+#define MAX_SEGMENTS 65536
 
 struct span {
     uint64_t lo, hi;
@@ -97,6 +107,21 @@ static int n_ranges;
 static struct span skips[MAX_ADDRS];
 static int n_skips;
 static char *out_path;
+static uint64_t split_addrs[MAX_SPLITS];
+static int n_splits;
+static bool hist;
+
+/* What one translated block (or one instruction of a marked block) counts:
+ * its countable instruction addresses and, with hist, executions per segment. */
+struct rec {
+    struct rec *next;
+    uintptr_t kind; /* per-instruction records: INSN_* bits */
+    size_t n;       /* countable instructions */
+    uint64_t *runs; /* with hist: executions per segment, grown on demand */
+    size_t n_runs;
+    uint64_t addrs[];
+};
+static struct rec *recs;
 
 /* Guest state. The Cortex-M machines have one vCPU, so no locking. */
 static bool counting;
@@ -104,8 +129,48 @@ static uint64_t total;
 static uint64_t window_begin;
 static uint64_t windows[MAX_WINDOWS];
 static uint64_t n_windows;
+static uint64_t segment;       /* the current segment: counts on across windows */
+static uint64_t segment_begin; /* total when it began */
+static uint64_t segments[MAX_SEGMENTS];
+static uint64_t n_segments;
 
-enum { INSN_COUNT = 1, INSN_START = 2, INSN_STOP = 4 };
+enum { INSN_COUNT = 1, INSN_START = 2, INSN_STOP = 4, INSN_SPLIT = 8 };
+
+static void end_segment(void)
+{
+    if (n_segments < MAX_SEGMENTS) segments[n_segments] = total - segment_begin;
+    ++n_segments;
+    ++segment;
+    segment_begin = total;
+}
+
+static void add_run(struct rec *r)
+{
+    if (!hist) return;
+    if (segment >= r->n_runs) {
+        size_t n = r->n_runs ? r->n_runs : 8;
+        while (n <= segment) n *= 2;
+        uint64_t *grown = realloc(r->runs, n * sizeof *grown);
+        if (!grown) return; /* out of memory: the histogram misses this run, the counts do not */
+        memset(grown + r->n_runs, 0, (n - r->n_runs) * sizeof *grown);
+        r->runs = grown;
+        r->n_runs = n;
+    }
+    ++r->runs[segment];
+}
+
+static struct rec *new_rec(size_t n, uintptr_t kind)
+{
+    struct rec *r = calloc(1, sizeof *r + n * sizeof r->addrs[0]);
+    if (!r) {
+        fprintf(stderr, "rlx_icount: out of memory\n");
+        abort();
+    }
+    r->kind = kind;
+    r->next = recs;
+    recs = r;
+    return r;
+}
 
 static bool in_spans(const struct span *s, int n, uint64_t a)
 {
@@ -123,7 +188,11 @@ static bool countable(uint64_t a)
 static void tb_exec(unsigned int vcpu, void *udata)
 {
     (void)vcpu;
-    if (counting) total += (uintptr_t)udata;
+    struct rec *r = udata;
+    if (counting) {
+        total += r->n;
+        add_run(r);
+    }
 }
 
 /* Start opens before its instruction is counted and stop closes before its
@@ -132,17 +201,32 @@ static void tb_exec(unsigned int vcpu, void *udata)
 static void insn_exec(unsigned int vcpu, void *udata)
 {
     (void)vcpu;
-    uintptr_t kind = (uintptr_t)udata;
+    struct rec *r = udata;
+    uintptr_t kind = r->kind;
     if ((kind & INSN_START) && !counting) {
         counting = true;
         window_begin = total;
+        segment_begin = total;
     }
     if ((kind & INSN_STOP) && counting && have_start) {
         counting = false;
         if (n_windows < MAX_WINDOWS) windows[n_windows] = total - window_begin;
         ++n_windows;
+        if (n_splits) end_segment();
     }
-    if ((kind & INSN_COUNT) && counting) ++total;
+    if ((kind & INSN_SPLIT) && counting) end_segment();
+    if ((kind & INSN_COUNT) && counting) {
+        ++total;
+        add_run(r);
+    }
+}
+
+static bool is_split(uint64_t a)
+{
+    for (int k = 0; k < n_splits; ++k) {
+        if (a == split_addrs[k]) return true;
+    }
+    return false;
 }
 
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -156,9 +240,16 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         n_count += countable(a);
         if (have_start && a == start_addr) marked = true;
         for (int k = 0; k < n_stops; ++k) marked |= a == stop_addrs[k];
+        marked |= is_split(a);
     }
     if (!marked) {
-        if (n_count) qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, (void *)n_count);
+        if (!n_count) return;
+        struct rec *r = new_rec(n_count, 0);
+        for (size_t i = 0; i < n; ++i) {
+            uint64_t a = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
+            if (countable(a)) r->addrs[r->n++] = a;
+        }
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, r);
         return;
     }
     for (size_t i = 0; i < n; ++i) {
@@ -169,7 +260,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         for (int k = 0; k < n_stops; ++k) {
             if (a == stop_addrs[k]) kind |= INSN_STOP;
         }
-        if (kind) qemu_plugin_register_vcpu_insn_exec_cb(insn, insn_exec, QEMU_PLUGIN_CB_NO_REGS, (void *)kind);
+        if (is_split(a)) kind |= INSN_SPLIT;
+        if (!kind) continue;
+        struct rec *r = new_rec(1, kind);
+        r->addrs[0] = a;
+        r->n = (kind & INSN_COUNT) ? 1 : 0;
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, insn_exec, QEMU_PLUGIN_CB_NO_REGS, r);
     }
 }
 
@@ -185,6 +281,16 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
     uint64_t shown = n_windows < MAX_WINDOWS ? n_windows : MAX_WINDOWS;
     for (uint64_t i = 0; i < shown; ++i) fprintf(f, "window %" PRIu64 "\n", windows[i]);
     fprintf(f, "windows %" PRIu64 "\ntotal %" PRIu64 "\n", n_windows, total);
+    uint64_t segs = n_segments < MAX_SEGMENTS ? n_segments : MAX_SEGMENTS;
+    for (uint64_t i = 0; i < segs; ++i) fprintf(f, "segment %" PRIu64 " %" PRIu64 "\n", i, segments[i]);
+    for (struct rec *r = recs; r; r = r->next) {
+        for (size_t sgi = 0; sgi < r->n_runs; ++sgi) {
+            if (!r->runs[sgi]) continue;
+            for (size_t i = 0; i < r->n; ++i) {
+                fprintf(f, "pc %zu %#" PRIx64 " %" PRIu64 "\n", sgi, r->addrs[i], r->runs[sgi]);
+            }
+        }
+    }
     if (f != stderr) fclose(f);
 }
 
@@ -222,6 +328,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             ok = n_stops < MAX_ADDRS && parse_addr(arg + 5, &stop_addrs[n_stops++]);
         } else if (strncmp(arg, "range=", 6) == 0) {
             ok = n_ranges < MAX_ADDRS && parse_span(arg + 6, &ranges[n_ranges++]);
+        } else if (strncmp(arg, "split=", 6) == 0) {
+            ok = n_splits < MAX_SPLITS && parse_addr(arg + 6, &split_addrs[n_splits++]);
+        } else if (strcmp(arg, "hist=1") == 0) {
+            hist = true;
+            ok = true;
         } else if (strncmp(arg, "skip=", 5) == 0) {
             ok = n_skips < MAX_ADDRS && parse_span(arg + 5, &skips[n_skips++]);
         } else {

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlx_edge.errors import RlxError
 from rlx_edge.ir.plan.program import Program
+from rlx_edge.plotting import pyplot_for, save_figure
 
 
 def draw_plan(program: Program, path: str | Path) -> Path:
     """Write a PNG or SVG (by suffix) of ``program``'s arena timeline."""
-    path = Path(path)
-    if path.suffix.lower() not in (".png", ".svg"):
-        raise RlxError(f"{path}: the plot must be a .png or .svg file")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Rectangle
-    except ImportError:
-        raise RlxError("drawing needs matplotlib: pip install 'rlx-edge[plot]'") from None
+    plt = pyplot_for(path)
+    from matplotlib.patches import Rectangle
 
     steps = max(len(program.schedule), 1)
     fig, ax = plt.subplots(figsize=(max(6, min(18, steps * 0.45)), 5), dpi=110)
@@ -47,11 +38,4 @@ def draw_plan(program: Program, path: str | Path) -> Path:
         fontsize=9,
     )
     fig.tight_layout()
-    import io
-
-    from rlx_edge._io import atomic_write_bytes
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix[1:].lower(), metadata={"Software": None} if path.suffix == ".png" else None)
-    plt.close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
+    return save_figure(fig, path)

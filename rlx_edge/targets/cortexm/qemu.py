@@ -291,8 +291,13 @@ class InstructionCounter:
         start: int,
         stops: Sequence[int],
         ranges: Sequence[tuple[int, int]] = (),
+        splits: Sequence[int] = (),
+        histogram: bool = False,
     ) -> InstructionCounter:
+        """``splits``: addresses that start the window's next segment (:meth:`segments`);
+        ``histogram``: also count each instruction address per segment (:meth:`histogram`)."""
         args = [f"start={start:#x}", *(f"stop={a:#x}" for a in stops), *(f"range={lo:#x}:{hi:#x}" for lo, hi in ranges)]
+        args += [f"split={a:#x}" for a in splits] + (["hist=1"] if histogram else [])
         syms = symbols(elf)
         if "SysTick_Handler" in syms:
             lo, size = syms["SysTick_Handler"]
@@ -306,8 +311,11 @@ class InstructionCounter:
         result: str | os.PathLike,
         function: str = "rlx_model_invoke",
         only: Sequence[str | tuple[int, int]] | None = None,
+        splits: Sequence[int] = (),
+        histogram: bool = False,
     ) -> InstructionCounter:
-        """Each call of ``function``, callees included and the caller not; ``only``: functions or ranges."""
+        """Each call of ``function``, callees included and the caller not; ``only``: functions or ranges;
+        ``splits`` and ``histogram`` as for :meth:`window`."""
         syms = symbols(elf)
         if function not in syms:
             raise RlxError(f"{elf}: no symbol {function!r}")
@@ -322,7 +330,7 @@ class InstructionCounter:
                 lo, size = syms[item]
                 item = (lo, lo + size)
             ranges.append(item)
-        return cls.window(elf, result, syms[function][0], stops, ranges)
+        return cls.window(elf, result, syms[function][0], stops, ranges, splits, histogram)
 
     @property
     def qemu_args(self) -> list[str]:
@@ -333,9 +341,25 @@ class InstructionCounter:
 
     def windows(self) -> list[int]:
         """The count of every window, in order; QEMU must have exited."""
+        return [int(v) for v in re.findall(r"^window (\d+)$", self._text(), re.M)]
+
+    def segments(self) -> list[int]:
+        """The count of every segment of every window, in order (with ``splits``)."""
+        return [int(v) for v in re.findall(r"^segment \d+ (\d+)$", self._text(), re.M)]
+
+    def histogram(self) -> dict[int, dict[int, int]]:
+        """Segment -> instruction address -> times it ran (with ``histogram``)."""
+        out: dict[int, dict[int, int]] = {}
+        for seg, addr, n in re.findall(r"^pc (\d+) (0x[0-9a-f]+|0) (\d+)$", self._text(), re.M):
+            counts = out.setdefault(int(seg), {})
+            a = int(addr, 16)
+            counts[a] = counts.get(a, 0) + int(n)
+        return out
+
+    def _text(self) -> str:
         if not self.result.is_file():
             raise QemuError("the instruction-count plugin wrote no result")
-        return [int(v) for v in re.findall(r"^window (\d+)$", self.result.read_text(), re.M)]
+        return self.result.read_text()
 
 
 def qemu_available() -> bool:
