@@ -211,6 +211,23 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
         detail = f"{len(xq) - bad}/{len(xq)} firmware outputs equal; {instr / macs:.2f} instr/MAC"
         return verdict(bad == 0, detail, instructions=instr, macs=macs, **sizes)
 
+    def profile_layers():
+        from rlx_edge.hil.profile import profile
+
+        # The same firmware once more, its invoke split per layer (exact counts) and the slowest
+        # layers shown; the per-layer figure goes next to the arena plan.
+        p = profile(st["q"], "m4", {st["q"].inputs[0]: st["xq"][:1]})
+        p.plot(demo.out / "profile_m4.png")
+        summed = sum(r.instructions for r in p.layers)
+        top = sorted((r for r in p.layers if r.kernel), key=lambda r: -r.instructions)[:3]
+        demo.say(
+            f"profile  Cortex-M4: {len(p.layers)} layers, {summed:,} instructions (= the invoke's {p.instructions:,}); "
+            + ", ".join(f"{r.name} {100 * r.share:.0f}%" for r in top)
+            + f"; est. {p.est_latency_ms:.2f} ms at {p.clock_mhz:g} MHz"
+        )
+        detail = f"per-layer instructions sum to the invoke ({p.instructions:,}); output bit-exact"
+        return verdict(p.bit_exact and summed == p.instructions, detail, instructions=p.instructions)
+
     def hil_link():
         from rlx_edge.hil.campaign import run_campaign
 
@@ -226,7 +243,7 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
         return verdict(wrong == 0 and answered >= 0.9 * len(xq), detail, **{k: rep[k] for k in ("retries", "answered")})
 
     board_name = "qemu-mps2-an386"
-    stages = [("cortexm", cortexm_host), ("qemu", qemu), ("hil", hil_link)]
+    stages = [("cortexm", cortexm_host), ("qemu", qemu), ("profile", profile_layers), ("hil", hil_link)]
     try:
         from rlx_edge.targets.fpga import build_fpga
     except ImportError:
