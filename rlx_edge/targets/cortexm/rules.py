@@ -322,6 +322,11 @@ def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int,
 def _conv2d(graph: Graph, node: Node, params: Prepared) -> Layer:
     _, wv, bv = _weighted(graph, node)
     _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
+    return _conv_layer(graph, node, params, wv, bv)
+
+
+def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: np.ndarray | None) -> Layer:
+    """The convolution kernel's layer for weights ``wv`` [O, KH, KW, C] (the node's, or a depthwise's as dense)."""
     o, kh, kw, _ = wv.shape
     pads = params.pads
     gemm, consts, scratch = _gemm(graph, node, params, wv.reshape(o, -1), bv)
@@ -353,6 +358,10 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     _, kh, kw, cm = wv.shape
     m = node.attrs["depth_multiplier"]
     c = _shape(_t(graph, x))[3]
+    if c == 1 and m > 1:
+        # One input channel to M outputs is a dense convolution (micro_speech's and person_detect's
+        # first layers): the same taps meet the same weights, on the GEMM kernel.
+        return _conv_layer(graph, node, params, np.ascontiguousarray(wv.transpose(3, 1, 2, 0)), bv)
     mult, shift, lo, hi = params.mult, params.shift, params.act_min, params.act_max
     bias = np.zeros(cm, np.int32) if bv is None else bv.astype(np.int32)
     w_taps = wv.reshape(kh * kw, cm).astype(np.int64)

@@ -60,3 +60,28 @@ def test_depthwise_3x3_thin_inputs(check):
         g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
     assert emit(g).files["model.c"].count("rlx_depthwise_conv_3x3_s8(") == len(shapes)
     assert check(g, n_inputs=5) >= 5  # inputs compared, bit-exact on both builds
+
+
+def test_depth_multiplier_on_one_channel_runs_as_a_convolution(check):
+    """One input channel to M outputs (micro_speech's, person_detect's first layer) goes to the
+    convolution kernel with the weights as [M, KH, KW, 1]: every window shape, stride, dilation,
+    padding and M not a multiple of 4, bit-exact on both builds."""
+    rng = np.random.default_rng(5)
+    g = Graph("dw_mult_one_channel")
+    cases = [(8, 10, 8, 2, 1), (3, 3, 3, 1, 2), (5, 1, 4, 2, 1), (2, 4, 1, 1, 1), (6, 2, 2, 3, 2)]
+    for k, (m, kh, kw, stride, dil) in enumerate(cases):
+        attrs = {
+            "strides": (stride, stride),
+            "dilations": (dil, dil),
+            "padding": "same" if k % 2 else "valid",
+            "activation": ["none", "relu", "relu6"][k % 3],
+            "depth_multiplier": m,
+        }
+        h, w = int(rng.integers(kh * dil + 1, 14)), int(rng.integers(kw * dil + 1, 12))
+        x = g.input(f"x{k}", (1 + k % 2, h, w, 1), "i8", quant=rand_q(rng, 0.01, 0.1))
+        wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, m)).astype(np.int8), quant=wq(rng, m, 3))
+        b = g.param(f"b{k}", rng.integers(-3000, 3000, m).astype(np.int32))
+        g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
+    model_c = emit(g).files["model.c"]
+    assert "rlx_depthwise_conv" not in model_c and model_c.count("rlx_convolve_s8(") == len(cases)
+    assert check(g, n_inputs=5) >= 5  # inputs compared, bit-exact on both builds
