@@ -33,6 +33,11 @@ NHWC: tuple[int, ...] = (0, 2, 3, 1)
 
 MIN_OPSET, MAX_OPSET = 7, 22
 
+# onnxruntime's contrib domain: only the ops registered in ``_onnx_ops.CONTRIB_HANDLERS``
+# (QOperator ops its quantizer emits) are imported from it, as version 1 defines them.
+CONTRIB_DOMAIN = "com.microsoft"
+CONTRIB_OPSET = 1
+
 # ONNX element types the IR can hold. Others (strings, float8, int4, uint16...) are unsupported.
 ONNX_DTYPES: dict[int, DType] = {
     onnx.TensorProto.FLOAT: DType.f32,
@@ -252,7 +257,7 @@ class Importer:
         return MAX_OPSET if not self.model.graph.node else 0
 
     def run(self) -> Graph:
-        from rlx_edge.frontends._onnx_ops import HANDLERS
+        from rlx_edge.frontends._onnx_ops import CONTRIB_HANDLERS, HANDLERS
 
         if self.model.graph.node and self.opset < MIN_OPSET:
             raise UnsupportedOpError(
@@ -269,7 +274,7 @@ class Importer:
             self._add_input(vi)
         for node in graph.node:
             self.node = node
-            self._import_node(node, HANDLERS)
+            self._import_node(node, HANDLERS, CONTRIB_HANDLERS)
         self.node = None
         if self.problems:
             raise UnsupportedOpError(
@@ -304,8 +309,8 @@ class Importer:
             if vi.name not in defined:
                 raise ModelFileError(f"{self.path}: graph output {_q(vi.name)} is not computed by any node")
 
-    def _check_schema(self, node: onnx.NodeProto, where: str) -> None:
-        """A node against its op's ONNX schema: input and output counts, required attributes, attribute types."""
+    def _check_attributes(self, node: onnx.NodeProto, where: str) -> None:
+        """Each attribute given once, with a valid type."""
         seen: set[str] = set()
         for a in node.attribute:
             if a.name in seen:
@@ -313,6 +318,10 @@ class Importer:
             seen.add(a.name)
             if a.type not in onnx.AttributeProto.AttributeType.values() or a.type == onnx.AttributeProto.UNDEFINED:
                 raise self.invalid(where, f"attribute {_q(a.name)} has no valid type ({a.type})")
+
+    def _check_schema(self, node: onnx.NodeProto, where: str) -> None:
+        """A node against its op's ONNX schema: input and output counts, required attributes, attribute types."""
+        self._check_attributes(node, where)
         try:
             schema = onnx.defs.get_schema(node.op_type, _schema_version(self.opset), "")
         except onnx.defs.SchemaError:
@@ -335,20 +344,74 @@ class Importer:
                 got = onnx.AttributeProto.AttributeType.Name(a.type)
                 raise self.invalid(where, f"attribute {_q(name)} is of type {got}, expected {spec.type.name}")
 
+    def _check_contrib(self, node: onnx.NodeProto, where: str, schema: Any) -> None:
+        """A ``com.microsoft`` node against the schema its handler declares (``onnx.defs`` has none for the domain).
+
+        ``schema`` is the handler's metadata: ``inputs`` (fewest, most; None for
+        variadic), ``required`` (input positions that must not be empty) and
+        ``attrs`` (attribute name -> AttributeProto type; ``required_attrs``
+        must be given). The domain must be declared, in the version these
+        handlers follow.
+        """
+        declared = [int(i.version) for i in self.model.opset_import if i.domain == CONTRIB_DOMAIN]
+        if not declared:
+            raise self.invalid(
+                where, f"uses domain {CONTRIB_DOMAIN!r}, which the model's opset_import does not declare"
+            )
+        if declared[0] != CONTRIB_OPSET:
+            raise Unsupported(
+                f"{CONTRIB_DOMAIN} opset {declared[0]} is not supported (rlx-edge follows version {CONTRIB_OPSET})"
+            )
+        self._check_attributes(node, where)
+        lo, hi = schema["inputs"]
+        n = len(node.input)
+        if n < lo or (hi is not None and n > hi):
+            takes = f"{lo} to {hi}" if hi is not None else f"at least {lo}"
+            raise self.invalid(where, f"has {n} inputs; {node.op_type} takes {takes}")
+        if len(node.output) != 1:
+            raise self.invalid(where, f"has {len(node.output)} outputs; {node.op_type} has one")
+        empty = [i for i in schema.get("required", ()) if i < n and not node.input[i]]
+        if empty:
+            raise self.invalid(where, f"leaves required input {empty[0]} empty")
+        given = {a.name: a for a in node.attribute}
+        for name in schema.get("required_attrs", ()):
+            if name not in given:
+                raise self.invalid(where, f"required attribute {_q(name)} is missing")
+        for name, kind in schema.get("attrs", {}).items():
+            if name in given and given[name].type != kind:
+                got = onnx.AttributeProto.AttributeType.Name(given[name].type)
+                want = onnx.AttributeProto.AttributeType.Name(kind)
+                raise self.invalid(where, f"attribute {_q(name)} is of type {got}, expected {want}")
+
     def invalid(self, where: str, msg: str) -> ModelFileError:
         return ModelFileError(f"{self.path}: node {where}: {one_line(msg, _MESSAGE_CHARS)}")
 
-    def _import_node(self, node: onnx.NodeProto, handlers: RuleTable) -> None:
+    def _import_node(self, node: onnx.NodeProto, handlers: RuleTable, contrib: RuleTable) -> None:
         op = node.op_type
         where = _where(node)
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain == CONTRIB_DOMAIN:
+            if op not in contrib:
+                ours = ", ".join(contrib)
+                self._problem(
+                    node, f"{where}: op {op} of domain {CONTRIB_DOMAIN!r} is not supported (rlx-edge imports {ours})"
+                )
+                return
+            try:
+                self._check_contrib(node, where, contrib.metadata(op))
+            except Unsupported as e:
+                self._problem(node, f"{where}: {e}")
+                return
+            handlers = contrib
+        elif node.domain not in ("", "ai.onnx"):
             self._problem(node, f"{where}: op of domain {_q(node.domain)} is not supported")
             return
-        self._check_schema(node, where)
-        newer = self._newer_than_supported(op)
-        if newer:
-            self._problem(node, f"{where}: {newer}")
-            return
+        else:
+            self._check_schema(node, where)
+            newer = self._newer_than_supported(op)
+            if newer:
+                self._problem(node, f"{where}: {newer}")
+                return
+        standard = handlers is not contrib
         ins = [i for i in node.input if i]
         if any(i in self.poisoned for i in ins):
             # its inputs come from a node that failed; only its op type can still be judged
@@ -361,13 +424,14 @@ class Importer:
         if missing:
             names = ", ".join(_q(m) for m in missing[:3])
             raise ModelFileError(f"{self.path}: node {where} reads undefined value(s) {names}")
-        never_folded = op in NO_FOLD or op in _RANDOM or op in _CONTROL_FLOW
+        # contrib ops never fold: ONNX's reference evaluator does not know them
+        never_folded = not standard or op in NO_FOLD or op in _RANDOM or op in _CONTROL_FLOW
         foldable = not never_folded and all(self.vals[i].is_const for i in ins)
         try:
             if foldable:
                 self._fold(node)
                 return
-            if op == "Shape" or op == "Size":
+            if standard and (op == "Shape" or op == "Size"):
                 self._shape_of(node)
                 return
             if op not in handlers:

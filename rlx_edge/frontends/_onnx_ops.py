@@ -79,13 +79,15 @@ def _shape_attr(shape: Sequence) -> tuple[int, ...]:
 
 
 # elementwise -------------------------------------------------------------------------------
-def align(imp: Importer, vals: Sequence[Value]) -> tuple[list[str], Perm]:
+def align(imp: Importer, vals: Sequence[Value], quants: Sequence[QuantParams] | None = None) -> tuple[list[str], Perm]:
     """Graph values for broadcasting operands, in one common layout.
 
     When a full-rank operand is held permuted (an NHWC image), the others
     follow it: constants are broadcast to full rank and permuted at import,
     runtime values of full rank are transposed. A runtime operand of lower
     rank cannot follow a permutation, so then everything goes back to ONNX layout.
+    ``quants`` (per-tensor, one per operand) types quantized operands, as
+    :func:`ensure_quant` does.
     """
     rank = max(imp.rank(v) for v in vals)
     target: Perm = None
@@ -100,7 +102,7 @@ def align(imp: Importer, vals: Sequence[Value]) -> tuple[list[str], Perm]:
         if target is not None and v.is_const and v.const.ndim < rank:  # type: ignore[union-attr]
             c = v.const
             v = Value(const=c.reshape((1,) * (rank - c.ndim) + c.shape))  # type: ignore[union-attr]
-        names.append(imp.rt(v, target))
+        names.append(imp.rt(v, target) if quants is None else ensure_quant(imp, v, quants[len(names)], target))
     return names, target
 
 
@@ -861,3 +863,169 @@ def _qlinear_matmul(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> N
     xin = ensure_quant(imp, x, xq, None)
     out = imp.emit("fully_connected", [xin, imp.param(w, quant=wq)], out_quant=yq, base=imp.out_base(node))
     imp.set_out(node, 0, out)
+
+
+# com.microsoft QOperator ops ------------------------------------------------------------------------
+# What onnxruntime's quantizer (quantize_static, QuantFormat.QOperator) emits for Add, Mul, AveragePool,
+# GlobalAveragePool, Concat, LeakyRelu and Sigmoid (besides the standard QLinearConv / QLinearMatMul; its
+# other contrib ops are not imported). Each is one IR op with the quantization of its scale and zero-point
+# inputs (constants, per tensor); an op that keeps its input's parameters in the IR (average pool)
+# or fixes its output's (sigmoid) is followed by a requantize to the parameters the node declares.
+# The metadata of each rule is its schema (onnx.defs has none for this domain), which the importer checks.
+CONTRIB_HANDLERS: RuleTable[Handler] = RuleTable("onnx import (com.microsoft)", what="com.microsoft op")
+
+_A = onnx.AttributeProto
+_BYTE_STORAGE = {np.dtype(np.int8): DType.i8, np.dtype(np.uint8): DType.u8}
+_SIGMOID_OUT = QuantParams(1.0 / 256, -128, storage=DType.i8)  # what the IR's int8 sigmoid produces
+
+
+def _byte_storage(imp: Importer, v: Value, what: str) -> DType:
+    dt = imp.dtype(v).numpy
+    if dt not in _BYTE_STORAGE:
+        raise Invalid(f"{what} is {dt}; this op takes int8 or uint8 tensors")
+    return _BYTE_STORAGE[dt]
+
+
+def _scalar_quant(imp: Importer, node: onnx.NodeProto, i: int, what: str, storage: DType) -> QuantParams:
+    """The constant per-tensor (scale, zero point) at inputs ``i`` and ``i + 1`` (an absent zero point is 0)."""
+    scale = imp.const_input(node, i, f"{what} scale")
+    zp = imp.const_input(node, i + 1, f"{what} zero point")
+    if scale is None:
+        raise Invalid(f"{what} scale (input {i}) is required")
+    for arr, name in ((scale, "scale"), (zp, "zero point")):
+        if arr is not None and np.asarray(arr).size != 1:
+            raise Unsupported(f"{what} {name} has shape {list(np.shape(arr))}; only per-tensor (scalar) is supported")
+    if zp is not None and np.asarray(zp).dtype != storage.numpy:
+        raise Invalid(f"{what} zero point is {np.asarray(zp).dtype}, but the tensor it belongs to is {storage}")
+    return _qparams(imp, scale, zp, storage, None)
+
+
+def _requantized(
+    imp: Importer, node: onnx.NodeProto, y: str, have: QuantParams, want: QuantParams, perm: Perm, base: str = ""
+) -> str:
+    """``y`` (quantized with ``have``) on ``want``'s parameters: itself when they agree, else a requantize
+    (named ``base``, by default as the node's output)."""
+    if have == want:
+        return y
+    base = base or imp.out_base(node, 0, perm)
+    return imp.emit("requantize", [y], {"dtype": want.storage}, out_quant=want, base=base)
+
+
+_BINARY_SCHEMA = {"inputs": (7, 8), "required": (0, 1, 3, 4, 6)}
+_UNARY_SCHEMA = {"inputs": (4, 5), "required": (0, 1, 3)}
+
+
+@CONTRIB_HANDLERS.rule("QLinearAdd", "QLinearMul", **_BINARY_SCHEMA)
+def _qlinear_binary(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """C = A + B or A * B on A's, B's and C's parameters: the IR's quantized add / mul (TFLite's kernels)."""
+    av, bv = _runtime(imp, node, 0), _runtime(imp, node, 3)
+    storage = _byte_storage(imp, av, "A")
+    if _byte_storage(imp, bv, "B") != storage:
+        raise Invalid(f"A is {storage} but B is {imp.dtype(bv)}; both must have the same type")
+    aq = _scalar_quant(imp, node, 1, "A", storage)
+    bq = _scalar_quant(imp, node, 4, "B", storage)
+    yq = _scalar_quant(imp, node, 6, "C", storage)
+    names, perm = align(imp, [av, bv], [aq, bq])
+    op = "add" if node.op_type == "QLinearAdd" else "mul"
+    out = imp.emit(op, names, out_quant=yq, base=imp.out_base(node, 0, perm))
+    imp.set_out(node, 0, out, perm)
+
+
+@CONTRIB_HANDLERS.rule("QLinearLeakyRelu", **_UNARY_SCHEMA, attrs={"alpha": _A.FLOAT})
+@CONTRIB_HANDLERS.rule("QLinearSigmoid", **_UNARY_SCHEMA)
+def _qlinear_unary(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """quantize(f(dequantize(X))) elementwise, following the input's layout."""
+    x = _runtime(imp, node)
+    storage = _byte_storage(imp, x, "X")
+    xq = _scalar_quant(imp, node, 1, "X", storage)
+    yq = _scalar_quant(imp, node, 3, "Y", storage)
+    xin = ensure_quant(imp, x, xq, x.perm)
+    base = imp.out_base(node, 0, x.perm)
+    if node.op_type == "QLinearLeakyRelu":
+        alpha = float(a.get("alpha", 0.01))  # the contrib schema's default, as ONNX LeakyRelu's
+        out = imp.emit("leaky_relu", [xin], {"alpha": alpha}, out_quant=yq, base=base)
+    else:
+        if storage == DType.u8:  # the integer sigmoid is int8's: the same real values, zero point shifted by 128
+            i8q = QuantParams(xq.scale, xq.zero_point - 128, storage=DType.i8)
+            xin = _requantized(imp, node, xin, xq, i8q, x.perm, base=f"{xin}__i8")
+        # the IR's int8 sigmoid (TFLite's LOGISTIC) produces scale 1/256, zero point -128
+        y = imp.emit("sigmoid", [xin], out_quant=_SIGMOID_OUT, base=base if yq == _SIGMOID_OUT else None)
+        out = _requantized(imp, node, y, _SIGMOID_OUT, yq, x.perm)
+    imp.set_out(node, 0, out, x.perm)
+
+
+_AVG_POOL_ATTRS = {
+    "kernel_shape": _A.INTS, "strides": _A.INTS, "pads": _A.INTS, "auto_pad": _A.STRING,
+    "ceil_mode": _A.INT, "count_include_pad": _A.INT, "channels_last": _A.INT,
+}  # fmt: skip
+
+
+@CONTRIB_HANDLERS.rule("QLinearAveragePool", **_UNARY_SCHEMA, required_attrs=("kernel_shape",), attrs=_AVG_POOL_ATTRS)
+def _qlinear_avg_pool(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """The IR's avg_pool2d (padding excluded from the count) keeps X's parameters; then Y's.
+
+    The average is rounded onto X's grid (TFLite's AVERAGE_POOL_2D) before the requantize, where
+    onnxruntime rounds the float average once on Y's: the two differ by less than s_x / (2 s_y) + 1
+    quanta of Y, more than one where Y's scale is under half X's.
+    """
+    x = _runtime(imp, node)
+    storage = _byte_storage(imp, x, "X")
+    xq = _scalar_quant(imp, node, 1, "X", storage)
+    yq = _scalar_quant(imp, node, 3, "Y", storage)
+    if imp.rank(x) != 4:
+        raise Unsupported(f"only 2-D pooling (4-D input) is supported, input has rank {imp.rank(x)}")
+    channels_last = bool(a.get("channels_last", 0))
+    shape = imp.onnx_shape(x)
+    nchw = (shape[0], shape[3], shape[1], shape[2]) if channels_last else shape
+    kernel = tuple(a["kernel_shape"])
+    strides, _, pads = _window(imp, a, nchw, kernel, ceil_mode=bool(a.get("ceil_mode", 0)))
+    if a.get("count_include_pad", 0) and any(pads):
+        raise Unsupported("count_include_pad=1 with padding is not supported (the IR's average pool excludes padding)")
+    perm = None if channels_last else NHWC  # the layout in which the value is NHWC
+    attrs = {"kernel": kernel, "strides": strides, **_padding_attrs(pads)}
+    base = imp.out_base(node, 0, perm)
+    y = imp.emit("avg_pool2d", [ensure_quant(imp, x, xq, perm)], attrs, out_quant=xq, base=base if xq == yq else None)
+    imp.set_out(node, 0, _requantized(imp, node, y, xq, yq, perm), perm)
+
+
+@CONTRIB_HANDLERS.rule(
+    "QLinearGlobalAveragePool", inputs=(5, 5), required=(0, 1, 2, 3, 4), attrs={"channels_last": _A.INT}
+)
+def _qlinear_global_avg_pool(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """The IR's quantized mean over the spatial axes (TFLite's MEAN: one multiplier folding in 1/count)."""
+    x = _runtime(imp, node)
+    storage = _byte_storage(imp, x, "X")
+    xq = _scalar_quant(imp, node, 1, "X", storage)
+    yq = _scalar_quant(imp, node, 3, "Y", storage)
+    r = imp.rank(x)
+    if r < 3:
+        raise Invalid(f"input has rank {r}; it needs a batch, a channel and at least one spatial axis")
+    spatial = range(1, r - 1) if a.get("channels_last", 0) else range(2, r)
+    attrs = {"axes": tuple(internal_axis(x.perm, d) for d in spatial), "keepdims": True}
+    out = imp.emit("mean", [ensure_quant(imp, x, xq, x.perm)], attrs, out_quant=yq, base=imp.out_base(node, 0, x.perm))
+    imp.set_out(node, 0, out, x.perm)
+
+
+@CONTRIB_HANDLERS.rule(
+    "QLinearConcat", inputs=(5, None), required=(0, 1), required_attrs=("axis",), attrs={"axis": _A.INT}
+)
+def _qlinear_concat(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Inputs: Y_scale, Y_zero_point, then (tensor, scale, zero point) per input; inputs on other
+    parameters than Y's are requantized by the IR's concat (TFLite's ConcatenationWithScaling)."""
+    if (len(node.input) - 2) % 3:
+        raise Invalid(
+            f"has {len(node.input)} inputs; it takes Y_scale, Y_zero_point, then (X, scale, zero point) triples"
+        )
+    starts = range(2, len(node.input), 3)
+    vals = [_runtime(imp, node, i) for i in starts]
+    storage = _byte_storage(imp, vals[0], "input 0")
+    for k, v in enumerate(vals[1:], 1):
+        if _byte_storage(imp, v, f"input {k}") != storage:
+            raise Invalid(f"input {k} is {imp.dtype(v)} but input 0 is {storage}; all must have the same type")
+    quants = [_scalar_quant(imp, node, i + 1, f"input {k}", storage) for k, i in enumerate(starts)]
+    yq = _scalar_quant(imp, node, 0, "Y", storage)
+    axis = _axis(int(a["axis"]), imp.rank(vals[0]))
+    perm = _common_perm(imp, vals)
+    names = [ensure_quant(imp, v, q, perm) for v, q in zip(vals, quants)]
+    out = imp.emit("concat", names, {"axis": internal_axis(perm, axis)}, out_quant=yq, base=imp.out_base(node, 0, perm))
+    imp.set_out(node, 0, out, perm)

@@ -24,6 +24,14 @@ emits MIR nodes. Three things happen on the way:
   and the node. The result is verified, quantization checked throughout and
   sizes bounded (:mod:`rlx_edge.ir.verify`) before anything runs it.
 
+Quantized models come as QDQ (``QuantizeLinear``/``DequantizeLinear`` around
+float ops) or QOperator (``QLinearConv``, ``QLinearMatMul`` and the
+``com.microsoft`` contrib ops of :data:`SUPPORTED_CONTRIB_OPS`, which
+onnxruntime's quantizer emits for Add, Mul, AveragePool, GlobalAveragePool,
+Concat, LeakyRelu and Sigmoid); scales and zero points must be constants and
+become the IR's :class:`~rlx_edge.ir.types.QuantParams`. Other ``com.microsoft``
+ops, and other domains, are unsupported.
+
 The graph's public inputs and outputs keep ONNX shapes (NCHW images), so a
 user feeds the data the ONNX model takes and gets what it returns.
 """
@@ -34,13 +42,15 @@ from pathlib import Path
 
 from rlx_edge.errors import ModelFileError
 from rlx_edge.frontends._onnx_import import Importer, read_model
-from rlx_edge.frontends._onnx_ops import HANDLERS
+from rlx_edge.frontends._onnx_ops import CONTRIB_HANDLERS, HANDLERS
 from rlx_edge.ir.graph import Graph
 
-__all__ = ["SUPPORTED_OPS", "load_onnx"]
+__all__ = ["SUPPORTED_CONTRIB_OPS", "SUPPORTED_OPS", "load_onnx"]
 
 # ONNX op types the importer translates (constant-only subgraphs of other ops fold at import).
 SUPPORTED_OPS: frozenset[str] = frozenset(HANDLERS)
+# Op types of onnxruntime's com.microsoft domain it translates (its quantizer's QOperator ops).
+SUPPORTED_CONTRIB_OPS: frozenset[str] = frozenset(CONTRIB_HANDLERS)
 
 
 def load_onnx(path: str | Path) -> Graph:

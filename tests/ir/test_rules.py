@@ -102,6 +102,7 @@ def test_every_registration_in_the_package_is_a_rule_table():
 
     tables = [
         _onnx_ops.HANDLERS,
+        _onnx_ops.CONTRIB_HANDLERS,
         _tflite_ops.BUILTINS,
         tflite._CONVERTERS,
         tflite._CHECKS,
