@@ -56,6 +56,7 @@ def per_layer(graph, core: str, sample: dict) -> list[dict]:
             "op": r.op,
             "kernel": r.kernel,
             "instructions": r.instructions,
+            "kernel_instructions": r.kernel_instructions,
             "est_cycles": r.est_cycles,
             "macs": r.macs,
             "instr_per_mac": round(r.instr_per_mac, 3) if r.instr_per_mac is not None else None,

@@ -2,11 +2,12 @@
 
 One QEMU run of the model-runner firmware on one input does everything: its
 output is compared with the integer reference (``bit_exact``), and the
-instruction-count plugin splits the ``rlx_model_invoke`` call into one
-segment per kernel call (a segment ends where the call returns), so the
-layers' instructions add up to the whole invoke exactly. Glue code between
-calls (argument set-up, the input and output copies) belongs to the layer
-whose call follows it; the last layer also takes the return.
+instruction-count plugin splits the ``rlx_model_invoke`` call at every
+kernel call's ``BL`` and return address, so the layers' instructions add up
+to the whole invoke exactly. A layer's ``instructions`` are its call and the
+glue before it (argument set-up; for the first layer also the input copies;
+the last layer also takes the output copies and the return);
+``kernel_instructions`` are the call alone.
 
 Cycles are an **estimate**: the plugin's per-address counts, each address's
 instruction class read off the disassembly, times that class's cycles in
@@ -35,7 +36,7 @@ from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.inspect import node_macs
 from rlx_edge.targets.cortexm.emit import emit
 from rlx_edge.targets.cortexm.firmware import IoLayout, build_model_firmware, size_report
-from rlx_edge.targets.cortexm.qemu import InstructionCounter, disassemble
+from rlx_edge.targets.cortexm.qemu import InstructionCounter, call_return_sites, disassemble
 from rlx_edge.targets.cortexm.rules import layer_for
 
 CORES = ("m4", "m3", "m7", "m33")
@@ -121,7 +122,8 @@ class LayerProfile:
     op: str
     kernel: str | None  # None: no code (a view of its input)
     macs: int
-    instructions: int
+    instructions: int  # its kernel call and the glue before it (argument set-up, input copies for the first)
+    kernel_instructions: int  # the kernel call alone, from its BL to its return
     est_cycles: int
     flash_bytes: int  # its constants in weights.c for this core's build
     arena_bytes: int  # arena bytes live while it runs (inputs, outputs, scratch)
@@ -283,8 +285,12 @@ def profile(
     want = run_reference(graph, sample)
     layout = IoLayout.of(graph)
     with tempfile.TemporaryDirectory(prefix="rlx-profile-") as tmp:
-        splits = [addr + 4 for addr, _ in sites[:-1]]  # a Thumb BL is 32 bits: its return address
-        counter = InstructionCounter.calls(elf, Path(tmp) / "icount.txt", splits=splits, histogram=True)
+        # segments: the glue before each call, the call (a Thumb BL is 32 bits: it returns to
+        # its address + 4), and after the last call the invoke's end
+        splits = sorted([addr for addr, _ in sites] + [addr + 4 for addr, _ in sites])
+        # the runner calls rlx_model_invoke for one input and output, rlx_model_invoke_multi for more
+        entry = "rlx_model_invoke" if call_return_sites(elf, "rlx_model_invoke") else "rlx_model_invoke_multi"
+        counter = InstructionCounter.calls(elf, Path(tmp) / "icount.txt", entry, splits=splits, histogram=True)
         with QemuSession(elf, board, timeout=timeout, plugin=counter.qemu_args) as s:
             r = s.invoke(layout.pack(sample))
             if r.status != 0:
@@ -294,7 +300,7 @@ def profile(
         total = counter.windows()
         segments = counter.segments()
         hist = counter.histogram()
-    if len(total) != 1 or len(segments) != max(len(sites), 1):
+    if len(total) != 1 or len(segments) != 2 * len(sites) + 1:
         raise RlxError(f"{graph.name}: expected one invoke in {len(sites)} segments, got {total} and {len(segments)}")
     counted = [sum(hist.get(k, {}).values()) for k in range(len(segments))]
     if counted != segments:  # the histogram is the same count split by address: it must agree
@@ -303,11 +309,12 @@ def profile(
     insns = _instructions(dis)
     clock = clock_mhz if clock_mhz is not None else _board_clock_mhz(board)
 
-    def cycles(seg: int) -> int:
+    def cycles(*segs: int) -> int:
         est = 0.0
-        for addr, n in hist.get(seg, {}).items():
-            mnemonic, operands = insns.get(addr, ("?", ""))
-            est += n * instruction_cycles(core, mnemonic, operands)
+        for seg in segs:
+            for addr, n in hist.get(seg, {}).items():
+                mnemonic, operands = insns.get(addr, ("?", ""))
+                est += n * instruction_cycles(core, mnemonic, operands)
         return round(est)
 
     live = [0] * len(prog.schedule)
@@ -320,9 +327,11 @@ def profile(
     seg = 0
     for step, name, op, kernel in calls:
         node = nodes[name]
-        n_insn = est = 0
+        n_insn = est = in_kernel = 0
         if kernel is not None:
-            n_insn, est = segments[seg], cycles(seg)
+            # its glue and its call; the last call also takes the invoke's end
+            segs = (2 * seg, 2 * seg + 1, *((2 * seg + 2,) if seg == len(sites) - 1 else ()))
+            n_insn, est, in_kernel = sum(segments[k] for k in segs), cycles(*segs), segments[2 * seg + 1]
             seg += 1
         layers.append(
             LayerProfile(
@@ -331,6 +340,7 @@ def profile(
                 kernel=kernel,
                 macs=int(node_macs(prog.graph, node) or 0),
                 instructions=n_insn,
+                kernel_instructions=in_kernel,
                 est_cycles=est,
                 flash_bytes=_layer_flash(prog.graph, node, prog.quant.get(name), dsp),
                 arena_bytes=live[step] if step < len(live) else 0,

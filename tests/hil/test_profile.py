@@ -74,6 +74,13 @@ def test_a_layer_is_the_window_from_the_previous_return_to_its_own():
             s.invoke(x)
             s.exit(0)
         assert counter.windows() == [p.layers[1].instructions]
+        # and the call alone, from its BL to its return
+        counter = InstructionCounter.window(elf, Path(tmp) / "k.txt", a1, [a1 + 4])
+        with QemuSession(elf, "qemu-mps2-an386", timeout=60, plugin=counter.qemu_args) as s:
+            s.invoke(x)
+            s.exit(0)
+        assert counter.windows() == [p.layers[1].kernel_instructions]
+    assert all(0 < r.kernel_instructions < r.instructions for r in p.layers)
 
 
 def test_instruction_classes_and_cycles():
