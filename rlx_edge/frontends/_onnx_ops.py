@@ -150,6 +150,17 @@ HANDLERS.add("Tanh", _unary("tanh"))
 HANDLERS.add("HardSwish", _unary("hard_swish"))
 HANDLERS.add("LeakyRelu", _unary("leaky_relu", lambda a: {"alpha": a.get("alpha", 0.01)}))
 HANDLERS.add("Gelu", _unary("gelu", lambda a: {"approximate": a.get("approximate", "none")}))
+for _name in ("Abs", "Neg", "Sqrt", "Exp", "Log", "Sin", "Cos", "Floor", "Ceil", "Round"):
+    HANDLERS.add(_name, _unary(_name.lower()))
+
+
+def _elu_attrs(a: dict[str, Any]) -> dict[str, Any]:
+    if float(a.get("alpha", 1.0)) != 1.0:
+        raise Unsupported(f"Elu with alpha {a['alpha']} is not supported (alpha 1 only, as TFLite's ELU)")
+    return {}
+
+
+HANDLERS.add("Elu", _unary("elu", _elu_attrs))
 
 
 @HANDLERS.rule("Identity", "Dropout")

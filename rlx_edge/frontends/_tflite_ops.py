@@ -184,6 +184,21 @@ _declare(
     fields=(OptionField("Alpha", "alpha", to_ir=_f32),),
     int16_version=2,
 )
+_declare("ELU", "elu")
+# Unary math. TFLite's AbsOptions, NegOptions, SquareOptions, ExpOptions and CosOptions
+# tables are empty; files may carry them, we write none.
+_declare("ABS", "abs", options="AbsOptions", write_options=False, int8_version=2, int16_version=3)
+_declare("NEG", "neg", options="NegOptions", write_options=False)
+_declare("SQUARE", "square", options="SquareOptions", write_options=False)
+_declare("SQRT", "sqrt")
+_declare("RSQRT", "rsqrt", int8_version=2)
+_declare("EXP", "exp", options="ExpOptions", write_options=False)
+_declare("LOG", "log")
+_declare("SIN", "sin")
+_declare("COS", "cos", options="CosOptions", write_options=False)
+_declare("FLOOR", "floor")
+_declare("CEIL", "ceil")
+_declare("ROUND", "round")
 _declare("RESHAPE", "reshape", options="ReshapeOptions")
 _declare(
     "SOFTMAX",

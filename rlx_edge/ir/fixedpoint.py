@@ -14,8 +14,9 @@ matches:
   a saturating rounding doubling high multiply, then a rounding division by a
   power of two (ties away from zero);
 - the gemmlowp fixed-point pieces (``exp_on_negative_values``,
-  ``one_over_one_plus_x_for_x_in_0_1``, logistic, tanh, reciprocal) that
-  TFLite's int8 softmax, logistic and tanh algorithms are written in;
+  ``one_over_one_plus_x_for_x_in_0_1``, logistic, tanh, reciprocal, inverse
+  square root) that TFLite's int8 softmax, logistic, tanh and rsqrt
+  algorithms are written in;
 - the table construction and interpolated lookup of TFLite's int16 softmax.
 
 The array functions are written once against an array namespace
@@ -61,6 +62,7 @@ __all__ = [
     "gen_lut_int16",
     "get_reciprocal",
     "int16_table_lookup",
+    "inv_sqrt_quantized_multiplier_exp",
     "logistic_fixed",
     "multiply_by_quantized_multiplier",
     "multiply_by_quantized_multiplier_greater_than_one",
@@ -457,6 +459,44 @@ def get_reciprocal(x, x_integer_digits: int) -> tuple[Array, Array]:
     num_bits_over_unit = x_integer_digits - headroom_plus_one
     shifted_sum_minus_one = wrap_int32(((x << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31))
     return one_over_one_plus_x_for_x_in_0_1(shifted_sum_minus_one), num_bits_over_unit
+
+
+_F3_ONE = 1 << 28  # 1.0 in Q3.28
+_F3_THREE_HALVES = (1 << 28) + (1 << 27)
+_HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31
+
+
+def inv_sqrt_quantized_multiplier_exp(x, reverse_shift: int) -> tuple[Array, Array]:
+    """TFLite's ``GetInvSqrtQuantizedMultiplierExp``: 1/sqrt(x) of a non-negative int32 as (multiplier, shift).
+
+    ``x`` is normalized by pairs of bits into [2**27, 2**29) (the square root
+    of a power of four is exact), then five Newton-Raphson steps in Q3.28
+    starting from 1 give 1/sqrt; a negative exponent is folded into the
+    multiplier. The shift is multiplied by ``reverse_shift`` (-1: a left
+    shift for ``multiply_by_quantized_multiplier``). 0 and 1 both give
+    (INT32_MAX, 0), as the C code special-cases them.
+    """
+    xp = namespace(x)
+    x = _i64(x, xp)
+    small = x <= 1
+    v = xp.where(small, 2, x)
+    big = v >= (1 << 29)  # an int32 needs at most one division by 4 to get below 2**29
+    v = xp.where(big, v >> 2, v)
+    shift = 11 + big.astype(xp.int64)
+    left_pairs = (count_leading_zeros_u32(v) - 1) // 2 - 1
+    shift = shift - left_pairs
+    v = v << (2 * left_pairs)
+    half_input = rounding_divide_by_pot(v >> 1, 1)  # Q3.28 input / 2
+    est = xp.full(v.shape, _F3_ONE, dtype=xp.int64)
+    for _ in range(5):
+        cube = saturating_rounding_multiply_by_pot(_mul(_mul(est, est), est), 6)  # Q9 -> Q3
+        est = saturating_rounding_multiply_by_pot(
+            wrap_int32(_mul(_F3_THREE_HALVES, est) - _mul(half_input, cube)), 3
+        )  # Q6 -> Q3
+    est = _mul(est, _HALF_SQRT_2)
+    est = xp.where(shift < 0, wrap_int32(est << xp.maximum(-shift, 0)), est)
+    shift = xp.maximum(shift, 0) * reverse_shift
+    return xp.where(small, INT32_MAX, est), xp.where(small, 0, shift)
 
 
 # 16-bit helpers (hard swish) ---------------------------------------------------------------------

@@ -202,6 +202,18 @@ def test_get_reciprocal():
     assert abs(int(scale) / 2**31 - 2 / 3) < 1e-8
 
 
+def test_inv_sqrt_quantized_multiplier_exp():
+    # 0 and 1 are special-cased to the largest multiplier; others give 1/sqrt(x) = m * 2**shift / 2**31
+    m, shift = fp.inv_sqrt_quantized_multiplier_exp(np.array([0, 1]), -1)
+    assert m.tolist() == [fp.INT32_MAX] * 2 and shift.tolist() == [0, 0]
+    x = np.concatenate([np.arange(2, 300), [2**27, 2**29 - 1, 2**29, fp.INT32_MAX]])
+    m, shift = fp.inv_sqrt_quantized_multiplier_exp(x, -1)
+    assert np.all((m > 0) & (m <= fp.INT32_MAX))
+    np.testing.assert_allclose(m * np.exp2(shift - 31.0), 1 / np.sqrt(x), rtol=2e-6)
+    # reverse_shift 1 gives the exponent as a right shift
+    assert np.array_equal(fp.inv_sqrt_quantized_multiplier_exp(x, 1)[1], -shift)
+
+
 def test_preprocess_softmax_scaling_and_radius():
     m, shift = fp.preprocess_softmax_scaling(1.0, 0.1, 5)
     assert (m, shift) == fp.quantize_multiplier(0.1 * 2**26)

@@ -109,6 +109,12 @@ leaky_relu = _unary(
     sample_attrs=lambda rng: {"alpha": float(rng.choice([0.01, 0.1, 0.2, 0.5, 1.5]))},
     doc="x if x > 0 else alpha * x (TFLite LEAKY_RELU, ONNX LeakyRelu)",
 )
+elu = _unary(
+    "elu",
+    lambda x: np.where(x < 0, np.expm1(np.minimum(x, 0)), x),
+    int_dtypes=("i8",),
+    doc="x if x >= 0 else exp(x) - 1 (TFLite ELU)",
+)
 
 
 # integer semantics ------------------------------------------------------------------
@@ -308,3 +314,32 @@ def _leaky_relu_eval(p, x, alpha):
     pos = fp.multiply_by_quantized_multiplier(v, p.id_mult, p.id_shift)
     neg = fp.multiply_by_quantized_multiplier(v, p.alpha_mult, p.alpha_shift)
     return clamp_cast(p.out_zp + xp.where(v >= 0, pos, neg), p.act_min, p.act_max, p.dtype)
+
+
+# elu: TFLite Micro's int8 kernel is a table built in float32 at Prepare (elu.cc)
+@elu.prepare
+def _elu_prepare(ctx: QContext) -> dict:
+    """Every int8 input dequantized (s_x * (q - zp_x)), mapped by exp(x) - 1 where negative, and
+    quantized onto the output (times 1 / s_y, rounded half away from zero, plus zp_y, truncated
+    to an integer, clamped), all in float32 as the kernel's PopulateLookupTable does. exp is
+    rounded from double to float32 (what libm's expf returns but in the rarest ties)."""
+    _declared_int_input(elu, ctx)
+    s_x, zp_x = scalar_params(ctx.in_types[0].quant, "elu input")
+    s_y, zp_y = scalar_params(ctx.out_types[0].quant, "elu output")
+    f32 = np.float32
+    values = np.arange(-128, 128)
+    deq = f32(s_x) * (values - zp_x).astype(f32)
+    expm1 = (np.exp(deq.astype(np.float64)).astype(f32) - f32(1)).astype(f32)
+    transformed = np.where(deq < 0, expm1, deq).astype(f32)
+    rescaled = fp.round_half_away(transformed * (f32(1) / f32(s_y))).astype(f32)
+    quantized = np.trunc(rescaled + f32(zp_y)).astype(np.int64)
+    table = np.empty(256, np.int8)
+    table[values.astype(np.int8).view(np.uint8)] = np.clip(quantized, -128, 127)
+    return {"table": table}
+
+
+@elu.eval
+def _elu_eval(p, x):
+    """The prepared table, indexed by the input's bit pattern."""
+    xp = fp.namespace(x)
+    return xp.asarray(p.table)[x.astype(xp.int64) & 0xFF]

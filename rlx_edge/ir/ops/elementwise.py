@@ -1,9 +1,12 @@
-"""Binary elementwise ops with numpy broadcasting."""
+"""Elementwise ops: binary ones with numpy broadcasting, and unary math (abs, sqrt, exp, rounding...)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import from_numpy
 from rlx_edge.ir.ops._common import (
@@ -16,8 +19,9 @@ from rlx_edge.ir.ops._common import (
     fail,
     finish,
     rand_float,
+    rand_shape,
 )
-from rlx_edge.ir.ops._quantized import activation_clamp, clamp_cast, scalar_params
+from rlx_edge.ir.ops._quantized import activation_clamp, byte_table, clamp_cast, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import OpDef, defop
 from rlx_edge.ir.shape import broadcast
 from rlx_edge.ir.types import TensorType
@@ -80,6 +84,66 @@ mul = _binary("mul", np.multiply, fused_activation=True, doc="a * b")
 div = _binary("div", _int_div, fused_activation=False, doc="a / b (integers truncate toward zero)")
 maximum = _binary("maximum", np.maximum, fused_activation=False, doc="elementwise max(a, b)")
 minimum = _binary("minimum", np.minimum, fused_activation=False, doc="elementwise min(a, b)")
+
+
+def _unary(name: str, fn, *, ints: bool = False, domain: str = "real", int_dtypes=("i8", "i16"), doc: str) -> OpDef:
+    """Declare one shape-preserving unary math op (TFLite's elementwise builtins).
+
+    Float inputs compute in f32 (f64 for f64) and round to their type; IEEE
+    results outside the domain (NaN, infinities) are the result, not an
+    error. ``ints``: plain (unquantized) integer inputs compute in int64 and
+    wrap to their type, as C does. ``domain`` is what the sampler draws:
+    "real" or "positive" (sqrt, rsqrt, log).
+    """
+    op = defop(name, family="elementwise", inputs=("x",), inplace=True, int_dtypes=int_dtypes, doc=doc)
+
+    @op.infer
+    def _infer(x):
+        if not x.dtype.is_float and x.quant is None and not (ints and x.dtype.is_int):
+            kinds = "a float, integer or quantized" if ints else "a float or quantized"
+            fail(f"{name} needs {kinds} input, got {x.dtype}")
+        return TensorType(x.shape, x.dtype)
+
+    @op.reference
+    def _ref(x):
+        if x.dtype.kind in "iu":
+            return fn(x.astype(np.int64)).astype(x.dtype)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return finish(fn(x.astype(compute_dtype(x.dtype))), from_numpy(x.dtype))
+
+    @op.sample
+    def _sample(rng):
+        shape = rand_shape(rng, int(rng.integers(0, 5)))
+        if ints and rng.random() < 0.2:
+            dt = (np.int8, np.int16, np.int32)[int(rng.integers(3))]
+            info = np.iinfo(dt)
+            return [rng.integers(info.min, int(info.max) + 1, shape).astype(dt)], {}
+        dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
+        x = rand_float(rng, shape, dt, scale=4.0)
+        if rng.random() < 0.3:  # halves, where the rounding ops choose (and floor/ceil of integers)
+            x = (np.round(x * 2) / 2).astype(dt)
+        if domain == "positive":
+            x = (np.abs(x) + np.asarray(0.05, dt)).astype(dt)
+        return [x], {}
+
+    return op
+
+
+abs_ = _unary("abs", np.abs, ints=True, doc="|x| (TFLite ABS)")
+neg = _unary("neg", np.negative, ints=True, doc="-x (TFLite NEG)")
+square = _unary("square", np.square, ints=True, doc="x * x (TFLite SQUARE)")
+sqrt = _unary("sqrt", np.sqrt, domain="positive", doc="sqrt(x) (TFLite SQRT)")
+rsqrt = _unary(
+    "rsqrt", lambda x: 1 / np.sqrt(x), domain="positive", int_dtypes=("i8",), doc="1 / sqrt(x) (TFLite RSQRT)"
+)
+exp = _unary("exp", np.exp, doc="e**x (TFLite EXP)")
+log = _unary("log", np.log, domain="positive", doc="natural logarithm (TFLite LOG)")
+sin = _unary("sin", np.sin, doc="sin(x) (TFLite SIN)")
+cos = _unary("cos", np.cos, doc="cos(x) (TFLite COS)")
+floor = _unary("floor", np.floor, doc="largest integer <= x (TFLite FLOOR)")
+ceil = _unary("ceil", np.ceil, doc="smallest integer >= x (TFLite CEIL)")
+# np.round rounds half to even, as TFLite's ROUND (banker's rounding, like tf.round)
+round_ = _unary("round", np.round, doc="nearest integer, halves to even (TFLite ROUND)")
 
 
 prelu = defop(
@@ -204,3 +268,84 @@ def _prelu_eval(p, x, alpha):
     pos = fp.multiply_by_quantized_multiplier(v, p.id_mult, p.id_shift)
     neg = fp.multiply_by_quantized_multiplier(fp.wrap_int32(v * a), p.alpha_mult, p.alpha_shift)
     return clamp_cast(xp.where(v >= 0, pos, neg) + p.out_zp, p.act_min, p.act_max, p.dtype)
+
+
+# abs / rsqrt: TFLite Micro's elementwise kernels (elementwise.cc). The other unary
+# math builtins (NEG, SQUARE, SQRT, EXP, LOG, SIN, COS, FLOOR, CEIL, ROUND) are
+# float32 only in TFLite Micro, so they have no integer semantics here either.
+def _unary_scales(ctx, op: OpDef) -> tuple[float, int, float, int, np.dtype]:
+    """The per-tensor (scale, zero point) of input and output; the input type must be one the kernel takes."""
+    dtype = ctx.in_types[0].dtype
+    if dtype not in op.int_dtypes:
+        have = ", ".join(map(str, op.int_dtypes))
+        raise UnsupportedOpError(f"node {ctx.node!r} ({op.name}): the integer kernel takes {have} inputs, not {dtype}")
+    s_x, zp_x = scalar_params(ctx.in_types[0].quant, f"{op.name} input")
+    s_y, zp_y = scalar_params(ctx.out_types[0].quant, f"{op.name} output")
+    return s_x, zp_x, s_y, zp_y, ctx.out_types[0].dtype.numpy
+
+
+@abs_.prepare
+def _abs_prepare(ctx) -> dict:
+    """TFLite Micro's PrepareAbsRsqrt for ABS: a rescale by s_x / s_y (divided in float32) unless the
+    float32 scales are equal; int16 needs zero points 0 on both sides."""
+    s_x, zp_x, s_y, zp_y, dtype = _unary_scales(ctx, abs_)
+    if dtype == np.int16 and (zp_x != 0 or zp_y != 0):
+        raise UnsupportedOpError(f"node {ctx.node!r} (abs): int16 needs zero points 0, got {zp_x} and {zp_y}")
+    f32 = np.float32
+    rescale = bool(f32(s_x) != f32(s_y))
+    mult, shift = fp.quantize_multiplier(float(f32(s_x) / f32(s_y))) if rescale else (1 << 30, 1)
+    lo, hi = storage_range(dtype)
+    p = {
+        "in_zp": zp_x, "out_zp": zp_y, "rescale": rescale, "mult": mult, "shift": shift,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+    p["table"] = byte_table(_abs_eval, p, ctx.in_types[0].dtype.numpy)
+    return p
+
+
+@abs_.eval
+def _abs_eval(p, x):
+    """|x - zp_x|, rescaled where the scales differ, plus zp_y, clamped to the storage range."""
+    xp = fp.namespace(x)
+    v = xp.abs(x.astype(xp.int64) - p.in_zp)
+    if p.rescale:
+        v = fp.multiply_by_quantized_multiplier(v, p.mult, p.shift)
+    return clamp_cast(v + p.out_zp, p.act_min, p.act_max, p.dtype)
+
+
+_RSQRT_SHIFT = 20  # the kernel's headroom: 1/sqrt(v) is first scaled by 2**20 to stay an integer
+
+
+@rsqrt.prepare
+def _rsqrt_prepare(ctx) -> dict:
+    """TFLite Micro's PrepareAbsRsqrt for RSQRT (int8 only): one multiplier for
+    1 / (sqrt(s_x) * s_y), the square root and product in float32, the division in double."""
+    s_x, zp_x, s_y, zp_y, dtype = _unary_scales(ctx, rsqrt)
+    f32 = np.float32
+    mult, shift = fp.quantize_multiplier(1.0 / float(np.sqrt(f32(s_x)) * f32(s_y)))
+    lo, hi = storage_range(dtype)
+    p = {
+        "in_zp": zp_x, "out_zp": zp_y, "mult": mult, "shift": shift,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+    p["table"] = byte_table(_rsqrt_eval, p, ctx.in_types[0].dtype.numpy)
+    return p
+
+
+@rsqrt.eval
+def _rsqrt_eval(p, x):
+    """v = x - zp_x; 0 gives the largest output. Otherwise 1/sqrt(v) as a multiplier and shift
+    (TFLite's GetInvSqrtQuantizedMultiplierExp) applied to 1 with 20 bits of headroom, then the
+    output multiplier with the headroom taken back, plus zp_y, clamped.
+
+    TFLite Micro refuses to run on an input below the zero point ("Rsqrt is only defined
+    for positive values"); here such a value gets what the kernel's arithmetic gives
+    without that check (the result for v = 1). Calibrated on positive data, the input's
+    zero point is the storage minimum and no such value exists.
+    """
+    xp = fp.namespace(x)
+    v = x.astype(xp.int64) - p.in_zp
+    inv_mult, inv_shift = fp.inv_sqrt_quantized_multiplier_exp(v, -1)
+    data = fp.multiply_by_quantized_multiplier(xp.ones_like(v), inv_mult, inv_shift + _RSQRT_SHIFT)
+    y = fp.multiply_by_quantized_multiplier(data, p.mult, p.shift - _RSQRT_SHIFT) + p.out_zp
+    return clamp_cast(xp.where(v == 0, p.act_max, y), p.act_min, p.act_max, p.dtype)

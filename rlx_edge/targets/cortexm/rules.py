@@ -556,7 +556,20 @@ def _prelu(graph: Graph, node: Node, params: Prepared) -> Layer:
     return _binary_layer(graph, node, "rlx_prelu_s8", p, p.x_zp, p.alpha_zp, rescale)
 
 
-@RULES.rule("relu", "relu6", "clamp", "sigmoid", "tanh", "hard_swish", "leaky_relu", "requantize", "dequantize")
+@RULES.rule(
+    "relu",
+    "relu6",
+    "clamp",
+    "sigmoid",
+    "tanh",
+    "hard_swish",
+    "leaky_relu",
+    "elu",
+    "abs",
+    "rsqrt",
+    "requantize",
+    "dequantize",
+)
 def _lut(graph: Graph, node: Node, params: Prepared) -> Layer:
     # the op's prepare tabulates its eval over every byte input (indexed by bit pattern)
     table = params.get("table")

@@ -303,7 +303,7 @@ def _requant_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
     return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, size // lanes)
 
 
-@rules.rule("sigmoid", "tanh", "hard_swish", "leaky_relu")
+@rules.rule("sigmoid", "tanh", "hard_swish", "leaky_relu", "elu", "abs", "rsqrt")
 def _lookup_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     """Any unary op of int8 values: its prepared 256-entry table in a ROM per lane."""
     xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]

@@ -1,4 +1,4 @@
-"""Elementwise binary ops, unary activations and cast for the jax target (one table row per op).
+"""Elementwise binary ops, unary activations and math, and cast for the jax target (one table row per op).
 
 Float semantics follow the references: f16/bf16 compute in f32 and round
 at the end, integer operands compute in int64 and wrap to the result type.
@@ -82,6 +82,19 @@ _UNARY: dict[str, Callable] = {
     "silu": lambda x: x / (1 + jnp.exp(-x)),
     "hard_swish": lambda x: x * jnp.clip(x + 3, 0, 6) / 6,
     "leaky_relu": lambda x, alpha: jnp.where(x > 0, x, x * alpha),
+    "elu": lambda x: jnp.where(x < 0, jnp.expm1(jnp.minimum(x, 0)), x),
+    "abs": lambda x: jnp.abs(x),
+    "neg": lambda x: jnp.negative(x),
+    "square": lambda x: jnp.square(x),
+    "sqrt": lambda x: jnp.sqrt(x),
+    "rsqrt": lambda x: 1 / jnp.sqrt(x),
+    "exp": lambda x: jnp.exp(x),
+    "log": lambda x: jnp.log(x),
+    "sin": lambda x: jnp.sin(x),
+    "cos": lambda x: jnp.cos(x),
+    "floor": lambda x: jnp.floor(x),
+    "ceil": lambda x: jnp.ceil(x),
+    "round": lambda x: jnp.round(x),  # halves to even, as the reference and TFLite
 }
 
 
