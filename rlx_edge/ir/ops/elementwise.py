@@ -190,30 +190,51 @@ def _binary_scales(ctx) -> tuple[tuple[float, int], tuple[float, int], tuple[flo
     )
 
 
-def _add_sub_prepare(ctx, activation="none") -> dict:
-    """Both inputs go onto twice the larger input scale after 20 bits of headroom (15 for int16 output)."""
-    (s1, zp1), (s2, zp2), (s_y, zp_y), dtype = _binary_scales(ctx)
-    left_shift = 15 if dtype == np.int16 else 20
-    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
-    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
-    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
-    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << left_shift) * float(s_y)))
-    lo, hi = activation_clamp(activation, ctx.out_types[0].quant, dtype)
-    return {
-        "a_zp": zp1, "b_zp": zp2, "left_shift": left_shift,
-        "a_mult": m1, "a_shift": e1, "b_mult": m2, "b_shift": e2,
-        "out_mult": mo, "out_shift": eo, "out_zp": zp_y,
-        "act_min": lo, "act_max": hi, "dtype": dtype.name,
-    }  # fmt: skip
+def _scaled_input(v: Any, zp: int, left_shift: int, mult: int, shift: int) -> Any:
+    """One input of add/sub on the common scale: (v - zp) << left_shift, times its multiplier (< 1)."""
+    xp = fp.namespace(v)
+    headroom = fp.wrap_int32((v.astype(xp.int64) - zp) << left_shift)
+    return fp.multiply_by_quantized_multiplier_smaller_than_one_exp(headroom, mult, shift)
+
+
+def _add_sub_prepare(subtract: bool):
+    def prepare(ctx, activation="none") -> dict:
+        """Both inputs go onto twice the larger input scale after 20 bits of headroom (15 for int16 output).
+
+        For byte inputs it also tabulates each input's scaled value over its
+        256 bit patterns (``a_table``, ``b_table``, int32; the second negated
+        for sub, so that the raw sum is ``a_table[a] + b_table[b]`` either
+        way): kernels look the two rescalings up instead of computing them.
+        """
+        (s1, zp1), (s2, zp2), (s_y, zp_y), dtype = _binary_scales(ctx)
+        left_shift = 15 if dtype == np.int16 else 20
+        twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
+        m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
+        m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
+        mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << left_shift) * float(s_y)))
+        lo, hi = activation_clamp(activation, ctx.out_types[0].quant, dtype)
+        out = {
+            "a_zp": zp1, "b_zp": zp2, "left_shift": left_shift,
+            "a_mult": m1, "a_shift": e1, "b_mult": m2, "b_shift": e2,
+            "out_mult": mo, "out_shift": eo, "out_zp": zp_y,
+            "act_min": lo, "act_max": hi, "dtype": dtype.name,
+        }  # fmt: skip
+        a_dt, b_dt = (t.dtype.numpy for t in ctx.in_types[:2])
+        if a_dt.itemsize == 1 and b_dt.itemsize == 1:
+            a_bytes = np.arange(256, dtype=np.uint8).view(a_dt)
+            b_bytes = np.arange(256, dtype=np.uint8).view(b_dt)
+            b_scaled = _scaled_input(b_bytes, zp2, left_shift, m2, e2)
+            out["a_table"] = np.asarray(_scaled_input(a_bytes, zp1, left_shift, m1, e1), np.int32)
+            out["b_table"] = np.asarray(fp.wrap_int32(-b_scaled) if subtract else b_scaled, np.int32)
+        return out
+
+    return prepare
 
 
 def _add_sub_eval(subtract: bool):
     def evaluate(p, a, b, activation="none"):
-        xp = fp.namespace(a, b)
-        v1 = fp.wrap_int32((a.astype(xp.int64) - p.a_zp) << p.left_shift)
-        v2 = fp.wrap_int32((b.astype(xp.int64) - p.b_zp) << p.left_shift)
-        sv1 = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(v1, p.a_mult, p.a_shift)
-        sv2 = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(v2, p.b_mult, p.b_shift)
+        sv1 = _scaled_input(a, p.a_zp, p.left_shift, p.a_mult, p.a_shift)
+        sv2 = _scaled_input(b, p.b_zp, p.left_shift, p.b_mult, p.b_shift)
         raw = fp.wrap_int32(sv1 - sv2 if subtract else sv1 + sv2)
         y = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(raw, p.out_mult, p.out_shift) + p.out_zp
         return clamp_cast(y, p.act_min, p.act_max, p.dtype)
@@ -221,8 +242,8 @@ def _add_sub_eval(subtract: bool):
     return evaluate
 
 
-add.prepare(_add_sub_prepare)
-sub.prepare(_add_sub_prepare)
+add.prepare(_add_sub_prepare(subtract=False))
+sub.prepare(_add_sub_prepare(subtract=True))
 add.eval(_add_sub_eval(subtract=False))
 sub.eval(_add_sub_eval(subtract=True))
 

@@ -532,11 +532,21 @@ def _binary_layer(
 
 @RULES.rule("add", "sub")
 def _add(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates both inputs' rescaling (the second negated for sub); the kernel sums
+    two lookups and requantizes, in the fast form where fast_requant proves it for the tables' range."""
     _int8(graph, node, *node.inputs, node.outputs[0])
     p = params
-    rescale = dict(left_shift=p.left_shift, a_mult=p.a_mult, a_shift=p.a_shift, b_mult=p.b_mult, b_shift=p.b_shift,
-                   out_mult=p.out_mult, out_shift=p.out_shift)  # fmt: skip
-    return _binary_layer(graph, node, "rlx_add_s8", p, p.a_zp, p.b_zp, rescale, subtract=int(node.op == "sub"))
+    _need("a_table" in p, node, "needs byte inputs (the op's prepare tabulates their rescaling)")
+    bound = int(np.abs(p.a_table.astype(np.int64)).max() + np.abs(p.b_table.astype(np.int64)).max())
+    mode, add, rshift = fast_requant(
+        np.array([p.out_mult]), np.array([p.out_shift]), np.array([bound]), p.out_zp, p.act_min, p.act_max
+    )
+    rescale = dict(out_mult=p.out_mult, out_shift=p.out_shift)
+    tail = dict(a_table=Const("a_table"), b_table=Const("b_table"), rq_mode=mode, rq_add=int(add[0]),
+                rq_shift=int(rshift[0]))  # fmt: skip
+    layer = _binary_layer(graph, node, "rlx_add_s8", p, p.a_zp, p.b_zp, rescale, **tail)
+    layer.consts.update(a_table=p.a_table, b_table=p.b_table)
+    return layer
 
 
 @RULES.rule("mul")

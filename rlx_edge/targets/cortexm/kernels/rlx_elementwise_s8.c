@@ -6,18 +6,31 @@
 #include "rlx_nn.h"
 #include "rlx_nn_support.h"
 
-/* TFLite's quantized add: both inputs onto twice the larger scale with 20
- * bits of headroom, summed, then down to the output scale; each multiply
- * uses MultiplyByQuantizedMultiplierSmallerThanOneExp (shifts are <= 0). */
-RLX_INLINE int8_t rlx_add_one(const rlx_binary_params *p, int32_t a, int32_t b)
+/* TFLite's quantized add: both inputs onto twice the larger scale with 20 bits of headroom
+ * (looked up: the op's prepare tabulates each input's scaled value by bit pattern, the second
+ * negated for sub), summed, then down to the output scale with
+ * MultiplyByQuantizedMultiplierSmallerThanOneExp. */
+RLX_INLINE int8_t rlx_add_table_one(const rlx_binary_params *p, int32_t a, int32_t b)
 {
-    const int32_t va = (int32_t)((uint32_t)(a + p->a_offset) << p->left_shift);
-    const int32_t vb = (int32_t)((uint32_t)(b + p->b_offset) << p->left_shift);
-    const int32_t sa = rlx_rdbpot(rlx_srdhm(va, p->a_mult), -p->a_shift);
-    const int32_t sb = rlx_rdbpot(rlx_srdhm(vb, p->b_mult), -p->b_shift);
-    const int32_t raw = (int32_t)(p->subtract ? (uint32_t)sa - (uint32_t)sb : (uint32_t)sa + (uint32_t)sb);
-    const int32_t y = rlx_rdbpot(rlx_srdhm(raw, p->out_mult), -p->out_shift) + p->out_zp;
+    const uint32_t raw = (uint32_t)p->a_table[(uint8_t)a] + (uint32_t)p->b_table[(uint8_t)b];
+    const int32_t y = rlx_rdbpot(rlx_srdhm((int32_t)raw, p->out_mult), -p->out_shift) + p->out_zp;
     return (int8_t)rlx_clamp(y, p->act_min, p->act_max);
+}
+
+/* Same-shape inputs with both rescalings looked up, the parameters in locals (an int8 store may
+ * alias the struct, a local cannot), and the output requantization in the kernels' fast form,
+ * which the emitter proved for these tables (rq_mode 1, 2). */
+__attribute__((noinline)) static void rlx_add_table_flat(const rlx_binary_params *p, const int8_t *a,
+                                                         const int8_t *b, int8_t *out)
+{
+    const int32_t *ta = p->a_table, *tb = p->b_table;
+    const int32_t mult = p->out_mult, lo = p->act_min, hi = p->act_max, n = p->size;
+    const int32_t add = p->rq_add, e = p->rq_shift, saturate = p->rq_mode == 2;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t raw = (int32_t)((uint32_t)ta[(uint8_t)a[i]] + (uint32_t)tb[(uint8_t)b[i]]);
+        const int32_t v = rlx_rq_fast(raw, mult, add, e);
+        out[i] = (int8_t)(saturate ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
+    }
 }
 
 RLX_INLINE int8_t rlx_mul_one(const rlx_binary_params *p, int32_t a, int32_t b)
@@ -29,7 +42,11 @@ RLX_INLINE int8_t rlx_mul_one(const rlx_binary_params *p, int32_t a, int32_t b)
 
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out)
 {
-    RLX_BINARY_LOOP(rlx_add_one);
+    if (!p->broadcast && p->rq_mode != 0) {
+        rlx_add_table_flat(p, a, b, out);
+        return;
+    }
+    RLX_BINARY_LOOP(rlx_add_table_one);
 }
 
 void rlx_mul_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out)

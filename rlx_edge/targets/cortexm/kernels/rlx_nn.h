@@ -114,6 +114,12 @@ typedef struct {
     int32_t out_mult, out_shift;
     int32_t out_zp, act_min, act_max;
     int32_t subtract;
+    /* add/sub: each input's scaled value by bit pattern (the second negated for sub), so the
+     * raw sum is a_table[a] + b_table[b] */
+    const int32_t *a_table, *b_table;
+    /* with the tables: the output requantization's rq_mode (0: reference formula; 1, 2: as
+     * rlx_gemm_params, proven for |a_table| + |b_table|), its rq_add and right shift */
+    int32_t rq_mode, rq_add, rq_shift;
 } rlx_binary_params;
 
 /* Any elementwise map of a byte type: the table is the integer reference
