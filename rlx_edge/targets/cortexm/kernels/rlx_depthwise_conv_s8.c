@@ -13,37 +13,86 @@
 #define RLX_DW_RQ(p) {(p)->rq_mode, (p)->out_zp, (p)->act_min, (p)->act_max, (p)->mult, (p)->shift, (p)->rq_add}
 #define rlx_dw_finish(p, acc, c) ((int8_t)rlx_rq_out(&rq, (acc), (c)))
 
-/* Any kernel size, stride, dilation and depth multiplier. */
+/* The taps of one output pixel inside the image, per axis: [lo, hi) of the kernel index. */
+RLX_INLINE void rlx_dw_taps(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t size,
+                            int32_t *lo, int32_t *hi)
+{
+    const int32_t start = o * stride - pad;
+    int32_t a = 0, b = k;
+    while (a < k && start + a * dil < 0) {
+        a++;
+    }
+    while (b > a && start + (b - 1) * dil >= size) {
+        b--;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+/* Any kernel size, stride, dilation and depth multiplier. Per output pixel the taps inside the
+ * image are found once (no test per tap); the parameters are locals (an int8 store may alias
+ * the struct). Depth multiplier 1 runs four channels at a time with the accumulators in
+ * registers (SXTAB16 adds the input offset to two channels as it widens them; SMLABB/SMLATT
+ * multiply-accumulate each channel), the other channels one at a time. */
 void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
 {
-    const int32_t in_c = p->in_c;
-    const int32_t out_c = p->out_c;
+    const int32_t in_c = p->in_c, out_c = p->out_c, mult = p->ch_mult;
+    const int32_t in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
+    const int32_t sh = p->stride_h, sw = p->stride_w, dh = p->dil_h, dw = p->dil_w;
+    const int32_t pt = p->pad_top, pl = p->pad_left, off = p->in_offset;
+    const int8_t *weights = p->weights;
+    const int32_t *bias = p->bias;
     const rlx_rq_params rq = RLX_DW_RQ(p);
+    const int32_t row_step = dh * in_w * in_c, col_step = dw * in_c; /* input bytes between taps */
+    const int32_t wrow_step = k_w * out_c;
     for (int32_t n = 0; n < p->batches; n++) {
-        const int8_t *img = in + n * p->in_h * p->in_w * in_c;
+        const int8_t *img = in + n * in_h * in_w * in_c;
         for (int32_t oy = 0; oy < p->out_h; oy++) {
+            int32_t ky0, ky1;
+            rlx_dw_taps(oy, sh, pt, dh, k_h, in_h, &ky0, &ky1);
             for (int32_t ox = 0; ox < p->out_w; ox++) {
+                int32_t kx0, kx1;
+                rlx_dw_taps(ox, sw, pl, dw, k_w, in_w, &kx0, &kx1);
                 int8_t *dst = out + ((n * p->out_h + oy) * p->out_w + ox) * out_c;
-                for (int32_t c = 0; c < in_c; c++) {
-                    for (int32_t m = 0; m < p->ch_mult; m++) {
-                        const int32_t oc = c * p->ch_mult + m;
-                        int32_t acc = p->bias[oc];
-                        for (int32_t i = 0; i < p->k_h; i++) {
-                            const int32_t iy = oy * p->stride_h - p->pad_top + i * p->dil_h;
-                            if (iy < 0 || iy >= p->in_h) {
-                                continue;
-                            }
-                            for (int32_t j = 0; j < p->k_w; j++) {
-                                const int32_t ix = ox * p->stride_w - p->pad_left + j * p->dil_w;
-                                if (ix < 0 || ix >= p->in_w) {
-                                    continue;
-                                }
-                                const int32_t x = img[(iy * p->in_w + ix) * in_c + c] + p->in_offset;
-                                acc += x * p->weights[(i * p->k_w + j) * out_c + oc];
+                /* the first tap inside the image, for channel 0 */
+                const int8_t *x0 = img + ((oy * sh - pt + ky0 * dh) * in_w + (ox * sw - pl + kx0 * dw)) * in_c;
+                const int8_t *w0 = weights + (ky0 * k_w + kx0) * out_c;
+                int32_t oc = 0;
+#if RLX_USE_DSP
+                if (mult == 1) {
+                    const uint32_t off2 = ((uint32_t)(uint16_t)off << 16) | (uint16_t)off;
+                    for (; oc + 4 <= out_c; oc += 4) {
+                        int32_t acc0 = bias[oc], acc1 = bias[oc + 1], acc2 = bias[oc + 2], acc3 = bias[oc + 3];
+                        const int8_t *xr = x0 + oc, *wr = w0 + oc;
+                        for (int32_t ky = ky0; ky < ky1; ky++, xr += row_step, wr += wrow_step) {
+                            const int8_t *xp = xr, *wp = wr;
+                            for (int32_t kx = kx0; kx < kx1; kx++, xp += col_step, wp += out_c) {
+                                const uint32_t xv = rlx_rd32(xp), wv = rlx_rd32(wp);
+                                const uint32_t x02 = rlx_sxtab16(off2, xv), x13 = rlx_sxtab16_ror8(off2, xv);
+                                const uint32_t w02 = rlx_sxtb16(wv), w13 = rlx_sxtb16_ror8(wv);
+                                acc0 = rlx_smlabb(x02, w02, acc0);
+                                acc2 = rlx_smlatt(x02, w02, acc2);
+                                acc1 = rlx_smlabb(x13, w13, acc1);
+                                acc3 = rlx_smlatt(x13, w13, acc3);
                             }
                         }
-                        dst[oc] = rlx_dw_finish(p, acc, oc);
+                        dst[oc] = rlx_dw_finish(p, acc0, oc);
+                        dst[oc + 1] = rlx_dw_finish(p, acc1, oc + 1);
+                        dst[oc + 2] = rlx_dw_finish(p, acc2, oc + 2);
+                        dst[oc + 3] = rlx_dw_finish(p, acc3, oc + 3);
                     }
+                }
+#endif
+                for (; oc < out_c; oc++) {
+                    int32_t acc = bias[oc];
+                    const int8_t *xr = x0 + oc / mult, *wr = w0 + oc;
+                    for (int32_t ky = ky0; ky < ky1; ky++, xr += row_step, wr += wrow_step) {
+                        const int8_t *xp = xr, *wp = wr;
+                        for (int32_t kx = kx0; kx < kx1; kx++, xp += col_step, wp += out_c) {
+                            acc += (*xp + off) * *wp;
+                        }
+                    }
+                    dst[oc] = rlx_dw_finish(p, acc, oc);
                 }
             }
         }
