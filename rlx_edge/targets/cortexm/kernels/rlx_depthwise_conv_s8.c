@@ -330,6 +330,12 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
         rlx_dw3x3_dsp(p, in, out);
         return;
     }
+    if (p->weights16 == NULL) {
+        /* channels not a multiple of 4: the general kernel's blocks of 4 and a scalar tail
+         * beat this kernel's scalar path on DSP cores */
+        rlx_depthwise_conv_s8(p, in, out);
+        return;
+    }
 #endif
     const int32_t ch = p->in_c;
     const int32_t row = p->in_w * ch;
