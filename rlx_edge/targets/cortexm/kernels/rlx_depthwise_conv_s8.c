@@ -83,7 +83,29 @@ void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t
                     }
                 }
 #endif
-                for (; oc < out_c; oc++) {
+                /* depth multiplier > 1: the outputs of each input channel two at a time, each
+                 * input byte loaded once for both (an odd last one goes to the loop below) */
+                for (int32_t c = 0; mult > 1 && c < in_c; c++) {
+                    for (int32_t o = c * mult; o + 2 <= (c + 1) * mult; o += 2) {
+                        int32_t acc0 = bias[o], acc1 = bias[o + 1];
+                        const int8_t *xr = x0 + c, *wr = w0 + o;
+                        for (int32_t ky = ky0; ky < ky1; ky++, xr += row_step, wr += wrow_step) {
+                            const int8_t *xp = xr, *wp = wr;
+                            for (int32_t kx = kx0; kx < kx1; kx++, xp += col_step, wp += out_c) {
+                                const int32_t v = *xp + off;
+                                acc0 += v * wp[0];
+                                acc1 += v * wp[1];
+                            }
+                        }
+                        dst[o] = rlx_dw_finish(p, acc0, o);
+                        dst[o + 1] = rlx_dw_finish(p, acc1, o + 1);
+                    }
+                }
+                if (mult > 1) {
+                    /* only the last output of each input channel is left when mult is odd */
+                    oc = (mult % 2) ? mult - 1 : out_c;
+                }
+                for (; oc < out_c; oc += (mult > 1 ? mult : 1)) {
                     int32_t acc = bias[oc];
                     const int8_t *xr = x0 + oc / mult, *wr = w0 + oc;
                     for (int32_t ky = ky0; ky < ky1; ky++, xr += row_step, wr += wrow_step) {
