@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx_edge.boards import ALIASES
+from rlx_edge.boards import ALIASES, get_board
 from rlx_edge.errors import RlxError
 from rlx_edge.hil.qemu import QemuSession
 from rlx_edge.ir.graph import Graph
@@ -367,6 +367,4 @@ def profile(
 
 
 def _board_clock_mhz(board: str) -> float:
-    from rlx_edge.boards import get_board
-
     return get_board(board).clock_hz / 1e6

@@ -118,24 +118,7 @@ class QemuSession:
 
     def exit(self, status: int = 0) -> int:
         """Asks the firmware to exit with ``status``; returns QEMU's exit status."""
-        if self.client is None:
-            raise QemuError("QEMU session is not running")
-        try:
-            self.client.exit(status)
-        except (HilLinkError, HilTimeout) as e:
-            # The firmware exits right after sending its answer, and QEMU can close the UART's
-            # socket before the answer leaves it (seen under load): QEMU gone with the status
-            # asked for is the answer; anything else is the usual story.
-            rc = self.qemu.wait(min(self.timeout, 5.0))
-            if rc == status:
-                self.close()
-                return rc
-            if rc is None and isinstance(e, HilTimeout):
-                self.close()
-                raise QemuTimeout(f"no answer from the firmware within {self.timeout:g} s: {e}") from None
-            self._died()
-        except HilError as e:
-            self.qemu.fail(f"firmware misbehaved: {e}")
+        self._guard(lambda: self.client.exit(status), exiting=status)
         rc = self.qemu.wait(self.timeout)
         if rc is None:
             self.close()
@@ -143,18 +126,23 @@ class QemuSession:
         self.close()
         return rc
 
-    def _guard(self, call):
-        """Runs a client call; a dead or silent QEMU becomes a QemuError/QemuTimeout with its story."""
+    def _guard(self, call, exiting: int | None = None):
+        """Runs a client call; a dead or silent QEMU becomes a QemuError/QemuTimeout with its story.
+
+        ``exiting``: the call asks the firmware to exit with that status. The firmware exits
+        right after sending its answer, and QEMU can close the UART's socket before the answer
+        leaves it (seen under load): QEMU gone with that status is then the answer.
+        """
         if self.client is None:
             raise QemuError("QEMU session is not running")
         try:
             return call()
-        except HilTimeout as e:
-            if self.qemu.poll() is None:
+        except (HilTimeout, HilLinkError) as e:
+            if exiting is not None and self.qemu.wait(min(self.timeout, 5.0)) == exiting:
+                return None
+            if isinstance(e, HilTimeout) and self.qemu.poll() is None:
                 self.close()
                 raise QemuTimeout(f"no answer from the firmware within {self.timeout:g} s: {e}") from None
-            self._died()
-        except HilLinkError:
             self._died()
         except HilError as e:
             self.qemu.fail(f"firmware misbehaved: {e}")

@@ -305,6 +305,15 @@ def _unary_scales(ctx, op: OpDef) -> tuple[float, int, float, int, np.dtype]:
     return s_x, zp_x, s_y, zp_y, ctx.out_types[0].dtype.numpy
 
 
+def _tabulated(eval_fn, ctx, dtype, **params) -> dict:
+    """``params`` with the storage range as the clamp and the dtype, plus ``eval_fn`` tabulated over
+    every byte input (None for wider inputs)."""
+    lo, hi = storage_range(dtype)
+    p = {**params, "act_min": lo, "act_max": hi, "dtype": dtype.name}
+    p["table"] = byte_table(eval_fn, p, ctx.in_types[0].dtype.numpy)
+    return p
+
+
 @abs_.prepare
 def _abs_prepare(ctx) -> dict:
     """TFLite Micro's PrepareAbsRsqrt for ABS: a rescale by s_x / s_y (divided in float32) unless the
@@ -315,13 +324,7 @@ def _abs_prepare(ctx) -> dict:
     f32 = np.float32
     rescale = bool(f32(s_x) != f32(s_y))
     mult, shift = fp.quantize_multiplier(float(f32(s_x) / f32(s_y))) if rescale else (1 << 30, 1)
-    lo, hi = storage_range(dtype)
-    p = {
-        "in_zp": zp_x, "out_zp": zp_y, "rescale": rescale, "mult": mult, "shift": shift,
-        "act_min": lo, "act_max": hi, "dtype": dtype.name,
-    }  # fmt: skip
-    p["table"] = byte_table(_abs_eval, p, ctx.in_types[0].dtype.numpy)
-    return p
+    return _tabulated(_abs_eval, ctx, dtype, in_zp=zp_x, out_zp=zp_y, rescale=rescale, mult=mult, shift=shift)
 
 
 @abs_.eval
@@ -344,13 +347,7 @@ def _rsqrt_prepare(ctx) -> dict:
     s_x, zp_x, s_y, zp_y, dtype = _unary_scales(ctx, rsqrt)
     f32 = np.float32
     mult, shift = fp.quantize_multiplier(1.0 / float(np.sqrt(f32(s_x)) * f32(s_y)))
-    lo, hi = storage_range(dtype)
-    p = {
-        "in_zp": zp_x, "out_zp": zp_y, "mult": mult, "shift": shift,
-        "act_min": lo, "act_max": hi, "dtype": dtype.name,
-    }  # fmt: skip
-    p["table"] = byte_table(_rsqrt_eval, p, ctx.in_types[0].dtype.numpy)
-    return p
+    return _tabulated(_rsqrt_eval, ctx, dtype, in_zp=zp_x, out_zp=zp_y, mult=mult, shift=shift)
 
 
 @rsqrt.eval

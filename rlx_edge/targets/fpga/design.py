@@ -148,6 +148,11 @@ def _conv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Laye
     w = _const_weights(g, node)
     if node.attrs.get("groups", 1) != 1:
         raise FpgaConfigError(f"layer {node.name!r} (conv2d): grouped convolution is not supported")
+    return _conv_layer(g, node, p, explicit, params, w, "conv2d")
+
+
+def _conv_layer(g: Graph, node: Node, p: int, explicit, params: Prepared, w: np.ndarray, kind: str) -> Layer:
+    """The dense conv datapath for weights ``w`` [O, KH, KW, C] (the node's, or a depthwise's as dense)."""
     o, kh, kw, c = w.shape
     win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
     pe, simd = explicit or _pick_pe_simd(o, c, p)
@@ -160,7 +165,7 @@ def _conv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Laye
         return hw.Conv2d(win, w, q, pe=pe, simd=simd, inp=ins[0], out=out)
 
     steps = win.n * win.oh * win.ow * (o // pe) * kh * kw * (c // simd)
-    return Layer(node, "conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
+    return Layer(node, kind, [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
 
 
 @rules.rule("fully_connected")
@@ -212,20 +217,8 @@ def _dw_multiplier_rule(g: Graph, node: Node, p: int, explicit, params: Prepared
             f"layer {node.name!r} (depthwise_conv2d): depth multiplier {node.attrs['depth_multiplier']} "
             f"is supported on one input channel only, this layer has {c_in}"
         )
-    _, kh, kw, o = w.shape
     dense = np.ascontiguousarray(w.transpose(3, 1, 2, 0))  # [1, KH, KW, M] -> [M, KH, KW, 1]
-    win = _window(g, node, kh, kw, node.attrs["strides"], node.attrs["dilations"])
-    pe, simd = explicit or _pick_pe_simd(o, 1, p)
-    _check_div(node, pe, o, "PE", "output channels")
-    _check_div(node, simd, 1, "SIMD", "input channels")
-    q = _mac_quant(g, node, o, params)
-    macs = win.n * win.oh * win.ow * o * kh * kw
-
-    def build(ins, out):
-        return hw.Conv2d(win, dense, q, pe=pe, simd=simd, inp=ins[0], out=out)
-
-    steps = win.n * win.oh * win.ow * (o // pe) * kh * kw
-    return Layer(node, "depthwise_conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
+    return _conv_layer(g, node, p, explicit, params, dense, "depthwise_conv2d")
 
 
 def _pool_rule(kind: str):

@@ -109,11 +109,9 @@ typedef struct {
     int32_t a_strides[4];    /* element strides, 0 along broadcast axes */
     int32_t b_strides[4];
     int32_t a_offset, b_offset;   /* -zero points */
-    int32_t left_shift;           /* add: headroom shift (20) */
-    int32_t a_mult, a_shift, b_mult, b_shift;
+    int32_t a_mult, a_shift;      /* prelu: the identity multiplier */
     int32_t out_mult, out_shift;
     int32_t out_zp, act_min, act_max;
-    int32_t subtract;
     /* add/sub: each input's scaled value by bit pattern (the second negated for sub), so the
      * raw sum is a_table[a] + b_table[b] */
     const int32_t *a_table, *b_table;
