@@ -12,7 +12,7 @@ Reference (TOOLCHAIN.md, CMSIS-NN at 99f736a -Ofast, same plugin): KWS
 2.952 instructions/MAC on Cortex-M4, 3.968 on Cortex-M3. Goals: <= 1.5 on M4
 (DSP path) for KWS, VWW and IC; <= 4 on M3 (portable path).
 
-    .venv/bin/python bench/cortexm.py [--models kws,vww,ic,ad] [--layers kws] [--opt -O2]
+    .venv/bin/python bench/cortexm.py [--models kws,vww,ic,ad] [--layers kws] [--opt -O2] [--optimize balanced]
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ CMSIS_NN_KWS = {"m4": 2.952, "m3": 3.968}
 ARENA_GOAL_VS_TFLM = {"kws": 0.70, "vww": 0.70, "ic": 0.90, "ad": 0.30}
 
 
-def per_layer(graph, core: str, sample: dict) -> list[dict]:
+def per_layer(graph, core: str, sample: dict, optimize: str) -> list[dict]:
     """Each layer's instructions from one profiled run (rlx_edge.hil.profile): its kernel
     call and the glue before it, so that the layers add up to the whole invoke."""
-    prof = profile(graph, core, sample)
+    prof = profile(graph, core, sample, optimize=optimize)
     if not prof.bit_exact:
         raise RuntimeError(f"{graph.name} on {core}: the profiled run's output differs from the reference")
     return [
@@ -72,6 +72,7 @@ def main() -> int:
     ap.add_argument("--layers", default="kws", help="models whose kernel calls are counted one by one")
     ap.add_argument("--layer-cores", default="m4,m3")
     ap.add_argument("--opt", default="-O2")
+    ap.add_argument("--optimize", default="balanced", choices=("size", "balanced", "speed"), help="the C's layouts")
     ap.add_argument("--check", action="store_true", help="also compare the QEMU output with the reference")
     args = ap.parse_args()
     layer_models = set(filter(None, args.layers.split(",")))
@@ -85,7 +86,7 @@ def main() -> int:
         macs = summary(graph)["macs"]
         sample = make_inputs(graph, 1, seed=3)[0]
         x = np.ascontiguousarray(sample[graph.inputs[0]])
-        em = emit(graph)
+        em = emit(graph, args.optimize)
         tflm = tflm_arena_bytes(path)
         row = {
             "macs": macs,
@@ -98,7 +99,7 @@ def main() -> int:
         }
         for core in CORES[key]:
             board = BOARDS[core]
-            elf, _info = build_model_firmware(graph, board, workdir, opt=args.opt)
+            elf, _info = build_model_firmware(graph, board, workdir, opt=args.opt, optimize=args.optimize)
             n = qemu.count_instructions(elf, board, x)
             size = size_report(elf, board)
             entry = {
@@ -120,12 +121,12 @@ def main() -> int:
             if key == "kws" and core in CMSIS_NN_KWS:
                 entry["cmsis_nn_instr_per_mac"] = CMSIS_NN_KWS[core]
             if key in layer_models and core in layer_cores:
-                entry["layers"] = per_layer(graph, core, sample)
+                entry["layers"] = per_layer(graph, core, sample, args.optimize)
             row["cores"][core] = entry
             print(f"{key} {core}: {n} instructions, {n / macs:.3f}/MAC", file=sys.stderr)
         rows[key] = row
     goals_met["ad-arena"] = rows["ad"]["arena_goal_met"] if "ad" in rows else None
-    record("cortexm", {"opt": args.opt, "models": rows, "goals_met": goals_met})
+    record("cortexm", {"opt": args.opt, "optimize": args.optimize, "models": rows, "goals_met": goals_met})
     return 0
 
 

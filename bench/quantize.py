@@ -26,6 +26,13 @@ slow them down; 0 leaves BLAS alone). Prints one JSON line and appends it to
 ``bench/results/quantize.jsonl``.
 
     .venv/bin/python bench/quantize.py [--calib N] [--batch B] [--repeats R] [--blas-threads T]
+
+``--mlperf`` instead measures the MLPerf Tiny float models VWW and IC (see
+``bench/_sqnr.py``): the per-layer SQNR decomposition (int8, int16x8,
+weights only, int16 activations with float weights; medians over layers) and
+one mixed-precision selection each, one record per model and kind:
+
+    .venv/bin/python bench/quantize.py --mlperf [--samples N] [--models vww,ic] [--no-mixed] [--mixed-below 0,6]
 """
 
 from __future__ import annotations
@@ -150,7 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7, help="timed calibrations per side and method (median reported)")
     ap.add_argument("--blas-threads", type=int, default=1, help="limit numpy's BLAS threads (0: leave as is)")
     ap.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
+    ap.add_argument("--mlperf", action="store_true", help="SQNR decomposition and mixed precision on VWW and IC")
+    ap.add_argument("--samples", type=int, default=16, help="--mlperf: seeded calibration samples per model")
+    ap.add_argument("--models", default="vww,ic", help="--mlperf: which models (vww, ic)")
+    ap.add_argument("--no-mixed", action="store_true", help="--mlperf: skip the mixed-precision selection")
+    ap.add_argument("--mixed-below", default="0,6", help="--mlperf: mixed targets, dB under the int8 output SQNR")
     args = ap.parse_args(argv)
+    if args.mlperf:
+        return _mlperf(args)
     if args.batch < 1 or args.calib % args.batch:
         ap.error("--batch must divide --calib (onnxruntime's histogram collector needs equal batches)")
     limit = contextlib.nullcontext()
@@ -221,6 +235,23 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rec, sort_keys=True))
     else:
         record("quantize", {k: v for k, v in rec.items() if k != "bench"})
+    return 0
+
+
+def _mlperf(args: argparse.Namespace) -> int:
+    from _common import MODELS
+    from _sqnr import decomposition, mixed_record
+
+    for name in args.models.split(","):
+        records = [decomposition(MODELS / "mlperf-tiny", name, args.samples)]
+        if not args.no_mixed:
+            for below in args.mixed_below.split(","):
+                records.append(mixed_record(MODELS / "mlperf-tiny", name, args.samples, float(below)))
+        for rec in records:
+            if args.no_save:
+                print(json.dumps({"bench": "quantize", **rec}, sort_keys=True))
+            else:
+                record("quantize", rec)
     return 0
 
 

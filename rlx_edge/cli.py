@@ -127,6 +127,19 @@ def _parallelism(text: str) -> int | str:
     raise ValueError(f"use {', '.join(PRESETS)} or a positive integer (PE x SIMD per layer), not {shorten(text, 40)!r}")
 
 
+def _fpga_device(text: str) -> str:
+    from rlx_edge.targets.fpga.devices import device
+
+    return device(text).name
+
+
+def _mhz(text: str) -> float:
+    v = float(text)
+    if not 0 < v < 10_000:  # NaN fails too
+        raise ValueError(f"must be a clock in MHz (0 < F < 10000), not {shorten(text, 40)}")
+    return v
+
+
 def _file_path(text: str) -> str:
     check_output_file(text, "")
     return text
@@ -389,10 +402,65 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         method=args.method,
         report=args.report,
         float_interface=args.float_interface,
+        target_sqnr=args.target_sqnr,
+        mixed_schemes=args.mixed_schemes,
     )
     print(f"wrote {args.output}", file=sys.stderr)
     _print_quantize_summary(args, report)
     return 0
+
+
+def cmd_qat(args: argparse.Namespace) -> int:
+    """Quantization-aware training, then PTQ of the trained weights: an integer .rlx like quantize writes."""
+    from rlx_edge.quant.qat import cli_qat
+
+    if not args.output.endswith(".rlx"):
+        raise UsageError("qat writes an .rlx file; name it like model_qat.rlx")
+    _, summary = cli_qat(
+        _float_mir(args.model),
+        args.output,
+        data=args.data,
+        labels=args.labels,
+        labels_key=args.labels_key,
+        progress=not args.json,
+        scheme=args.scheme,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch=args.batch,
+        device=args.device,
+        val_split=args.val_split,
+        seed=args.seed,
+        target_sqnr=args.target_sqnr,
+        mixed_schemes=args.mixed_schemes,
+    )
+    if args.json:
+        _emit_json(summary)
+        return 0
+    print(f"wrote {args.output}", file=sys.stderr)
+    line = f"QAT {summary['scheme']} on {summary['device']}: {summary['epochs']} epochs, training loss (quantized)"
+    line += f" {summary['loss_before']:.4f} -> {summary['loss_after']:.4f}"
+    acc = summary.get("val_accuracy")
+    if acc is not None:
+        line += (
+            f"; held-out accuracy ({summary['val_samples']} samples): float {100 * acc['float']:.2f} %, "
+            f"PTQ {100 * acc['ptq']:.2f} %, QAT {100 * acc['qat']:.2f} %"
+        )
+    print(line + f" ({summary['seconds']:.1f} s)")
+    return 0
+
+
+def _fraction(text: str) -> float:
+    v = float(text)
+    if not 0 <= v < 1:
+        raise ValueError(f"must be a fraction in [0, 1), not {shorten(text, 40)}")
+    return v
+
+
+def _positive(text: str) -> float:
+    v = float(text)
+    if not 0 < v < float("inf"):  # NaN fails too
+        raise ValueError(f"must be a positive number, not {shorten(text, 40)}")
+    return v
 
 
 def _print_quantize_summary(args: argparse.Namespace, report: dict[str, Any] | None) -> None:
@@ -411,6 +479,17 @@ def _print_quantize_summary(args: argparse.Namespace, report: dict[str, Any] | N
 
 # Options whose values may start with '-' (gcc's "-Os"); main() glues them to their value.
 _DASH_VALUE_OPTIONS = ("--opt",)
+
+
+def _mixed_schemes(value: str) -> tuple[str, ...]:
+    """--mixed-schemes's comma-separated candidates, each a scheme mixed precision can choose."""
+    from rlx_edge.quant.mixed import LEVELS
+
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in names if v not in LEVELS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a comma-separated subset of {','.join(LEVELS)}")
+    return names
 
 
 def _opt_level(value: str) -> str:
@@ -456,7 +535,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     out = Path(args.output)
     # Project and firmware are built under a temporary name and renamed in whole.
     with atomic_dir(out) as proj, tempfile.TemporaryDirectory() as tmp:
-        info = compile_project(program, proj, core=args.target)
+        info = compile_project(program, proj, core=args.target, optimize=args.optimize)
         fw_dir = proj / "firmware" if args.firmware else Path(tmp)
         # Debug info names the sources where they will be, not where they were built.
         prefix_map = f"-ffile-prefix-map={proj.resolve()}={out.resolve()}"
@@ -467,6 +546,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "board": board.name,
         "arena_bytes": info["arena_bytes"],
         "weight_bytes": info.get("weight_bytes"),
+        "optimize": args.optimize,
         "files": sorted(info["files"]),
     }
     # ram: arena + stack + other == ram_bytes, measured in the linked image.
@@ -519,9 +599,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_fpga(args: argparse.Namespace) -> int:
-    """Verilog for the datapath; optionally simulate (bit-exact check, cycles) and synthesize."""
+    """Verilog for the datapath; optionally simulate (bit-exact check, cycles), synthesize, place and route."""
     from rlx_edge.targets.fpga import FpgaConfigError, build_fpga
 
+    if args.pnr and args.device is None:
+        raise UsageError("--pnr needs --device (ecp5-25k, ecp5-85k or up5k)")
+    if not args.pnr and (args.device is not None or args.clock_mhz is not None):
+        raise UsageError("--device and --clock-mhz go with --pnr")
     graph = _float_mir(args.model)
     data = None
     if args.data:
@@ -540,6 +624,9 @@ def cmd_fpga(args: argparse.Namespace) -> int:
             data=data,
             synth=args.synth,
             simulator=args.simulator,
+            pnr=args.device if args.pnr else None,
+            clock_mhz=args.clock_mhz,
+            progress=lambda line: print(f"rlx-edge fpga: {line}", file=sys.stderr, flush=True),
         )
     except FpgaConfigError as e:
         raise UsageError(str(e)) from None
@@ -556,7 +643,27 @@ def cmd_fpga(args: argparse.Namespace) -> int:
                   f"{res['cycles']:,.0f} cycles per inference")  # fmt: skip
         if args.synth:
             print(f"{args.synth} resources: {res['resources']}")
+        if args.pnr:
+            _print_pnr(res)
     return 1 if args.simulate and res["mismatches"] else 0
+
+
+def _print_pnr(res: dict[str, Any]) -> None:
+    p, fmax = res["pnr"], res["fmax_mhz"]
+    used = ", ".join(f"{k.upper()} {v['used']:,}/{v['available']:,}" for k, v in res["utilization"].items())
+    print(f"{p['device']} ({p['part']}) routed{' (cached)' if p['cached'] else ''}: "
+          f"Fmax {fmax:.1f} MHz (target {p['target_mhz']:g} MHz); {used}")  # fmt: skip
+    print(f"latency {res['latency_us']:,.2f} µs per inference at {fmax:.1f} MHz "
+          f"({res['cycles']:,.0f} cycles, {res['cycles_source']})")  # fmt: skip
+    for row in res["per_layer"]:
+        if row.get("cycles") is not None:
+            print(f"  {row['index']:>3} {row['op']:<20} {row['cycles']:>10,.0f} cycles {row['latency_us']:>10,.2f} µs  "
+                  f"{row['name']}")  # fmt: skip
+    if "timing_met" in res:
+        print(f"at {res['pnr']['target_mhz']:g} MHz: {res['latency_us_at_clock']:,.2f} µs; timing "
+              + ("met" if res["timing_met"] else f"NOT met (Fmax {fmax:.1f} MHz)"))  # fmt: skip
+    for note in p["caveats"]:
+        print(f"note: {note}")
 
 
 def cmd_hil(args: argparse.Namespace) -> int:
@@ -723,7 +830,19 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--data", metavar="D.npz", help="calibrate on this data")
     src.add_argument("--record", metavar="REC.json", help="use a saved calibration record")
     s.add_argument("-o", "--output", required=True, metavar="OUT.rlx", type=_output_file)
-    s.add_argument("--scheme", default="int8", choices=("int8", "int16x8", "int4w"))
+    s.add_argument(
+        "--scheme",
+        default="int8",
+        choices=("int8", "int16x8", "int4w", "mixed"),
+        help="mixed: a scheme per layer, the smallest that keep the output SQNR >= --target-sqnr",
+    )
+    s.add_argument("--target-sqnr", type=float, metavar="DB", help="output SQNR vs float that --scheme mixed keeps")
+    s.add_argument(
+        "--mixed-schemes",
+        type=_mixed_schemes,
+        metavar="S,S",
+        help="the schemes --scheme mixed chooses among (default int4w,int8,int16x8; int4w,int8 for Cortex-M)",
+    )
     s.add_argument("--method", default="minmax", choices=methods)
     s.add_argument(
         "--report", metavar="R.json", type=_output_file, help="per-layer SQNR and output error (needs --data)"
@@ -731,6 +850,41 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--float-interface", action="store_true", help="keep float input/output (quantize at the edges)")
     s.add_argument("--json", action="store_true", help="print the summary (output SQNR, 5 worst layers) as JSON")
     s.set_defaults(fn=cmd_quantize)
+
+    s = sub.add_parser("qat", help="quantization-aware training, then quantization of the trained weights")
+    s.add_argument("model", metavar="MODEL", help="a float model")
+    s.add_argument("--data", required=True, metavar="D.npz", help=".npy or .npz of float training inputs")
+    lab = s.add_mutually_exclusive_group(required=True)
+    lab.add_argument("--labels", metavar="L.npy", help="class labels, one per sample")
+    lab.add_argument("--labels-key", metavar="KEY", help="the array of D.npz that holds the labels")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.rlx", type=_output_file)
+    s.add_argument(
+        "--scheme",
+        default="int8",
+        choices=("int8", "int16x8", "int4w", "mixed"),
+        help="mixed: a scheme per layer, chosen before training as quantize --scheme mixed does",
+    )
+    s.add_argument("--target-sqnr", type=float, metavar="DB", help="output SQNR vs float that --scheme mixed keeps")
+    s.add_argument(
+        "--mixed-schemes",
+        type=_mixed_schemes,
+        metavar="S,S",
+        help="the schemes --scheme mixed chooses among (default int4w,int8,int16x8; int4w,int8 for Cortex-M)",
+    )
+    s.add_argument("--epochs", type=_at_least(1), default=10)
+    s.add_argument("--lr", type=_checked(_positive), default=1e-4, help="Adam learning rate (default 1e-4)")
+    s.add_argument("--batch", type=_at_least(1), default=32, help="mini-batch size (default 32)")
+    s.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="jax backend to train on")
+    s.add_argument(
+        "--val-split",
+        type=_checked(_fraction),
+        default=0.0,
+        metavar="F",
+        help="hold out this fraction of the samples: not trained on, accuracy reported (default 0)",
+    )
+    s.add_argument("--seed", type=_at_least(0), default=0, help="seed of the split and the shuffling")
+    s.add_argument("--json", action="store_true", help="print the summary (loss per epoch, accuracies) as JSON")
+    s.set_defaults(fn=cmd_qat)
 
     s = sub.add_parser("compile", help="Cortex-M C project (and firmware ELF)")
     s.add_argument("model", metavar="MODEL")
@@ -751,6 +905,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_opt_level,
         help="optimization level for the firmware: O0, O1, O2, O3, Os, Ofast or Og (with or without the dash)",
     )
+    s.add_argument(
+        "--optimize",
+        default="balanced",
+        choices=("size", "balanced", "speed"),
+        help="constant layouts: int8 weights and generic kernels (size), int8 weights (balanced), "
+        "also int16-widened layouts where a kernel runs faster on them, at more flash (speed)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_compile)
 
@@ -765,7 +926,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_profile)
 
-    s = sub.add_parser("fpga", help="FPGA datapath: Verilog, simulation, synthesis")
+    s = sub.add_parser("fpga", help="FPGA datapath: Verilog, simulation, synthesis, place and route")
     s.add_argument("model", metavar="MODEL")
     s.add_argument(
         "-o",
@@ -785,6 +946,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data", metavar="X.npy", help="inputs for --simulate (default: seeded random)")
     s.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
     s.add_argument("--synth", choices=("ice40", "ecp5", "xilinx"), help="Yosys resource counts")
+    s.add_argument(
+        "--device", type=_checked(_fpga_device), metavar="D", help="part for --pnr: ecp5-25k, ecp5-85k or up5k"
+    )
+    s.add_argument(
+        "--pnr", action="store_true", help="Yosys + nextpnr: routed utilization, Fmax, latency in µs (cached)"
+    )
+    s.add_argument(
+        "--clock-mhz", type=_checked(_mhz), metavar="F", help="nextpnr's timing target (default: the device's)"
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_fpga)
 

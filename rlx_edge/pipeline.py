@@ -14,6 +14,7 @@ each target's rule table and scratch callback; this module names no target.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rlx_edge.errors import RlxError
@@ -65,6 +66,23 @@ def legalize_for(graph: Graph, target: str) -> Graph:
     return graph
 
 
+def traced(graph: Graph, target: str = "jax") -> Callable:
+    """``graph`` (MIR) as one function of its inputs, in ``graph.inputs`` order, that ``target`` traces.
+
+    For jax, the function of jax arrays that ``jax.jit``, ``jax.vmap`` and the
+    training loop of :mod:`rlx_edge.quant.qat` compose; call it under
+    ``jax.enable_x64(True)``, as the jax target does. Targets that compile
+    instead of trace (Cortex-M, FPGA) have none.
+    """
+    from rlx_edge.targets.registry import target_spec
+
+    spec = target_spec(target)
+    if spec.trace is None:
+        raise RlxError(f"target {target!r} does not trace graphs into functions; use jax")
+    legalize_for(graph, target)
+    return spec.trace(graph)
+
+
 def to_program(graph: Graph, target: str, options: PipelineOptions | None = None) -> Program:
     """``graph`` planned for ``target`` (a ``--target`` name or a family: reference, cortexm, ...).
 
@@ -99,4 +117,4 @@ def to_program(graph: Graph, target: str, options: PipelineOptions | None = None
     )
 
 
-__all__ = ["AS_GIVEN", "PipelineOptions", "legalize_for", "optimize_graph", "to_program"]
+__all__ = ["AS_GIVEN", "PipelineOptions", "legalize_for", "optimize_graph", "to_program", "traced"]

@@ -22,9 +22,9 @@ Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
 def _reference(graph: Graph, workdir: Path | None) -> Runner:
-    from rlx_edge.targets.reference import run
+    from rlx_edge.targets.reference import RunPlan
 
-    return lambda inputs: run(graph, inputs)
+    return RunPlan(graph)  # prepared and bound once, for every input that follows
 
 
 def _cortexm_host(graph: Graph, workdir: Path | None) -> Runner:

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.passes import get_pass
+from rlx_edge.ir.passes import PassManager, get_pass
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 from rlx_edge.ir.verify import check_quantized, check_sizes, verify
@@ -32,6 +32,10 @@ Perm = tuple[int, ...] | None
 NHWC: tuple[int, ...] = (0, 2, 3, 1)
 
 MIN_OPSET, MAX_OPSET = 7, 22
+
+# What a quantized model goes through at import: QDQ patterns to integer ops, layout transposes folded,
+# asymmetric dense weights made symmetric (all exact; see each pass).
+QUANTIZED_IMPORT_PASSES = ("qdq_fold", "transpose_fold", "symmetric_weights", "dce")
 
 # onnxruntime's contrib domain: only the ops registered in ``_onnx_ops.CONTRIB_HANDLERS``
 # (QOperator ops its quantizer emits) are imported from it, as version 1 defines them.
@@ -282,6 +286,10 @@ class Importer:
             )
         self._outputs()
         self.g = get_pass("dce")(self.g)  # drops what nothing reads (replaced transposes, unused conversions)
+        if any(t.quant is not None for t in self.g.types.values()):
+            # A quantized model (QDQ or QOperator) is taken as the integer model it stands for, so that
+            # commands taking it as given (compile, run --target) find integer ops and no NCHW transposes.
+            self.g = PassManager(QUANTIZED_IMPORT_PASSES, max_iterations=8).run(self.g)[0]
         try:  # every rule a later stage relies on, before anyone runs the graph
             verify(self.g)
             check_quantized(self.g)

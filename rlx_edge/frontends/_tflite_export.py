@@ -18,7 +18,7 @@ Layout choices that TFLite Micro relies on:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +34,21 @@ from rlx_edge.frontends._tflite_schema import (
     OP_CODES,
     PADDING_TO_TFL,
     SCHEMA_VERSION,
+    pack_int4,
     schema_module,
 )
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
-from rlx_edge.ir.ops import same_pads
+from rlx_edge.ir.ops import QContext, get_op, same_pads
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 
 _DATA_ALIGN = 16
+
+# Builtins whose int8 kernels TFLite Micro runs with INT4 (packed) weights, and the op version
+# TFLite's op_version gives them (tools/versioning/op_version.cc); other ops refuse int4 tensors.
+_INT4_VERSIONS = {"CONV_2D": 7, "DEPTHWISE_CONV_2D": 7, "FULLY_CONNECTED": 10}
+_INT4_OPS = {"conv2d": "CONV_2D", "depthwise_conv2d": "DEPTHWISE_CONV_2D", "fully_connected": "FULLY_CONNECTED"}
 
 
 @dataclass
@@ -64,6 +70,7 @@ class _Writer:
         self.tensor_index: dict[str, int] = {}
         self.buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel
         self.ops: list[_OpOut] = []
+        self.widened = _int4_as_int8(graph)
 
     # tensors ----------------------------------------------------------------
     def tensor(self, name: str) -> int:
@@ -71,6 +78,8 @@ class _Writer:
         if name in self.tensor_index:
             return self.tensor_index[name]
         t = self.g.types[name]
+        if name in self.widened:  # same values and scales, one per byte (see _int4_as_int8)
+            t = TensorType(t.shape, DType.i8, replace(t.quant, storage=DType.i8))
         buf = 0
         if name in self.g.params:
             buf = self.add_buffer(self.g.params[name], t.dtype)
@@ -82,6 +91,9 @@ class _Writer:
         return len(self.tensors) - 1
 
     def add_buffer(self, arr: np.ndarray, dtype: DType) -> int:
+        if dtype == DType.i4:
+            self.buffers.append(pack_int4(arr))  # TFLite's INT4 buffers are packed two per byte
+            return len(self.buffers) - 1
         le = np.ascontiguousarray(arr, dtype=dtype.numpy.newbyteorder("<"))
         self.buffers.append(le.tobytes())
         return len(self.buffers) - 1
@@ -89,11 +101,15 @@ class _Writer:
     def const_i32(self, name: str, values: Any) -> int:
         """An int32 constant tensor for an operand TFLite takes as a tensor (shape, paddings, axes)."""
         arr = np.asarray(values, dtype=np.int32)
+        return self.const_tensor(name, arr, TensorType(arr.shape, DType.i32))
+
+    def const_tensor(self, name: str, arr: np.ndarray, t: TensorType) -> int:
+        """A constant tensor of type ``t`` holding ``arr``, under a name no value of the graph has."""
         base, k = name, 1
         while name in self.tensor_index or name in self.g.types:
             name = f"{base}_{k}"
             k += 1
-        return self.add_tensor(name, TensorType(arr.shape, DType.i32), self.add_buffer(arr, DType.i32))
+        return self.add_tensor(name, t, self.add_buffer(arr, t.dtype))
 
     # serialization -------------------------------------------------------------
     def build(self) -> bytes:
@@ -209,6 +225,8 @@ class _Writer:
         types = [self.tensors[i][1] for i in (*op.inputs, *op.outputs) if i >= 0]
         if declared is None:
             return 1
+        if op.opname in _INT4_VERSIONS and any(t.dtype == DType.i4 for t in types):
+            return _INT4_VERSIONS[op.opname]
         if any(t.dtype == DType.i16 and t.quant is not None for t in types):
             return declared.version(int16=True)
         if any(t.dtype in (DType.i8, DType.u8) and t.quant is not None for t in types):
@@ -341,12 +359,39 @@ def _cast(w: _Writer, node: Node) -> _OpOut:
     return _op_out(w, node, BUILTINS["CAST"], InDataType=DTYPE_TO_TFL[src], OutDataType=DTYPE_TO_TFL[dst])
 
 
+@_RULES.rule("select_v2")
+def _select_v2(w: _Writer, node: Node) -> _OpOut | str:
+    out_q = w.g.types[node.outputs[0]].quant
+    for v in node.inputs[1:]:
+        q = w.g.types[v].quant
+        if out_q is not None and (q is None or not _same_quant(q, out_q)):
+            return "select_v2 with x or y quantized unlike its output (TFLite Micro's SELECT_V2 copies stored values)"
+    return _plain(w, node)
+
+
+def _same_quant(a: QuantParams, b: QuantParams) -> bool:
+    """Equal float32 scales and zero points: the same stored values mean the same reals."""
+    return np.array_equal(np.float32(a.scale), np.float32(b.scale)) and np.array_equal(a.zero_point, b.zero_point)
+
+
 @_RULES.rule("pad")
 def _pad(w: _Writer, node: Node) -> _OpOut | str:
-    if float(node.attrs.get("value", 0.0)) != 0.0:
-        return "pad with a non-zero value"
     pads = np.asarray(node.attrs["pads"], np.int32).reshape(-1, 2)
-    return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/paddings", pads)])
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/paddings", pads)]
+    if float(node.attrs.get("value", 0.0)) == 0.0:
+        return _op_out(w, node, BUILTINS["PAD"], ins)
+    # PADV2: the fill as a one-element tensor of the input's type, on the output's grid
+    t = w.g.types[node.outputs[0]]
+    if t.quant is not None:
+        q = t.quant
+        if q.scale.size != 1:
+            return "pad with a non-zero value of a per-channel tensor"
+        ctx = QContext(node.name, (w.g.types[node.inputs[0]],), (t,))
+        fill = np.array([get_op("pad").prepare_node(ctx, node.attrs).fill], t.dtype.numpy)
+    else:
+        fill = np.array([node.attrs["value"]], t.dtype.numpy)
+    ins.append(w.const_tensor(f"{node.name}/constant_values", fill, TensorType((1,), t.dtype, t.quant)))
+    return _op_out(w, node, BUILTINS["PADV2"], ins)
 
 
 @_RULES.rule("mean")
@@ -371,17 +416,96 @@ def _slice(w: _Writer, node: Node) -> _OpOut | str:
     rank = w.g.types[node.inputs[0]].rank
     if a.get("axes") is not None and tuple(a["axes"]) != tuple(range(len(a["begin"]))):
         return "slice over a subset of axes"
-    begin = list(a["begin"])
-    end = list(a["end"])
-    strides = list(a.get("strides") or [1] * len(begin))
-    if len(begin) != rank or any(s <= 0 for s in strides):
-        return "slice with negative strides or fewer bounds than axes"
+    shape = [int(d) for d in w.g.types[node.inputs[0]].shape]
+    strides = list(a.get("strides") or [1] * len(a["begin"]))
+    if len(a["begin"]) != rank or rank == 0:
+        return "slice of a scalar or with fewer bounds than axes"
+    # numpy's bounds resolved here; a walk backwards through the first element has no end
+    # index TFLite reads as such (-1 counts from the end), so its end mask says it
+    begin, end, end_mask = [], [], 0
+    for i, (b, e, st, d) in enumerate(zip(a["begin"], a["end"], strides, shape)):
+        r = range(*slice(b, e, st).indices(d))
+        if not r:
+            b, e, strides[i] = 0, 0, 1
+        elif st < 0 and r.stop < 0:
+            b, e, end_mask = r.start, 0, end_mask | 1 << i
+        else:
+            b, e = r.start, r.stop
+        begin.append(b)
+        end.append(e)
     ins = _ins(w, node) + [
         w.const_i32(f"{node.name}/begin", begin),
         w.const_i32(f"{node.name}/end", end),
         w.const_i32(f"{node.name}/strides", strides),
     ]
+    out = _op_out(w, node, BUILTINS["STRIDED_SLICE"], ins)
+    if end_mask:
+        out.table, out.fields = "StridedSliceOptions", {"EndMask": end_mask}
+    return out
+
+
+@_RULES.rule("unsqueeze")
+def _unsqueeze(w: _Writer, node: Node) -> _OpOut:
+    axes = node.attrs["axes"]
+    if len(axes) == 1:
+        return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/axis", [axes[0]])])
+    return _as_reshape(w, node)
+
+
+def _as_reshape(w: _Writer, node: Node) -> _OpOut:
+    """A view the TFLite builtins cannot say in one op, written as the RESHAPE it is."""
+    shape = [int(d) for d in w.g.types[node.outputs[0]].shape]
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/shape", shape)]
+    return _op_out(w, node, BUILTINS["RESHAPE"], ins, vectors={"NewShape": np.array(shape)})
+
+
+@_RULES.rule("squeeze")
+def _squeeze(w: _Writer, node: Node) -> _OpOut:
+    rank = w.g.types[node.inputs[0]].rank
+    dims = np.array(sorted(a % rank for a in node.attrs["axes"]))
+    return _op_out(w, node, _builtin(node), vectors={"SqueezeDims": dims})
+
+
+@_RULES.rule("stack")
+def _stack(w: _Writer, node: Node) -> _OpOut | str:
+    q = w.g.types[node.outputs[0]].quant
+    if q is not None and any(w.g.types[v].quant != q for v in node.inputs):
+        return "stack of inputs quantized unlike its output (TFLite's PACK copies bytes)"
+    return _op_out(w, node, _builtin(node), ValuesCount=len(node.inputs))
+
+
+@_RULES.rule("split")
+def _split(w: _Writer, node: Node) -> _OpOut:
+    sizes = list(node.attrs["sizes"])
+    ins = _ins(w, node) + [
+        w.const_i32(f"{node.name}/size_splits", sizes),
+        w.const_i32(f"{node.name}/axis", [node.attrs["axis"]]),
+    ]
+    return _op_out(w, node, BUILTINS["SPLIT_V"], ins, NumSplits=len(sizes))
+
+
+@_RULES.rule("mirror_pad")
+def _mirror_pad(w: _Writer, node: Node) -> _OpOut:
+    pads = np.asarray(node.attrs["pads"], np.int32).reshape(-1, 2)
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/paddings", pads)])
+
+
+@_RULES.rule("space_to_batch_nd", "batch_to_space_nd")
+def _space_batch(w: _Writer, node: Node) -> _OpOut:
+    a = node.attrs
+    edges = a["pads"] if node.op == "space_to_batch_nd" else a["crops"]
+    ins = _ins(w, node) + [
+        w.const_i32(f"{node.name}/block_shape", list(a["block_shape"])),
+        w.const_i32(f"{node.name}/{'paddings' if node.op == 'space_to_batch_nd' else 'crops'}",
+                    np.asarray(edges, np.int32).reshape(-1, 2)),
+    ]  # fmt: skip
     return _op_out(w, node, _builtin(node), ins)
+
+
+@_RULES.rule("broadcast_to")
+def _broadcast_to(w: _Writer, node: Node) -> _OpOut:
+    shape = w.const_i32(f"{node.name}/shape", list(node.attrs["shape"]))
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [shape])
 
 
 # entry points ------------------------------------------------------------------------------
@@ -397,6 +521,8 @@ def to_tflite_bytes(graph: Graph) -> bytes:
     for name, t in graph.types.items():
         if t.dtype not in DTYPE_TO_TFL:
             problems.setdefault(f"tensors of type {t.dtype}", []).append(name)
+    for why, names in _int4_problems(graph).items():
+        problems.setdefault(why, []).extend(names)
     if not problems:
         w = _Writer(graph)
         for name in graph.inputs:
@@ -413,6 +539,45 @@ def to_tflite_bytes(graph: Graph) -> bytes:
     for name in graph.outputs:
         w.tensor(name)
     return w.build()
+
+
+def _int4_as_int8(graph: Graph) -> set[str]:
+    """int4 weights written as INT8: fully connected weights quantized per channel.
+
+    TFLite Micro's FULLY_CONNECTED takes INT4 filters per tensor only (its
+    per-channel path requires an int8 filter), so per-channel int4 weights go
+    out as int8 tensors holding the same values in [-8, 7] with the same
+    scales: the layer computes exactly the same numbers, only stored a byte
+    per weight. Reading the file back gives int8 weights for those layers.
+    """
+    out = set()
+    for node in graph.nodes:
+        if node.op == "fully_connected" and len(node.inputs) > 1 and node.inputs[1] in graph.params:
+            t = graph.types[node.inputs[1]]
+            if t.dtype == DType.i4 and t.quant is not None and t.quant.per_channel:
+                out.add(node.inputs[1])
+    return out
+
+
+def _int4_problems(graph: Graph) -> dict[str, list[str]]:
+    """int4 tensors TFLite Micro cannot run: activations, and weights of ops other than its
+    int4-capable kernels (conv, depthwise conv, fully connected: the filter operand only)."""
+    problems: dict[str, list[str]] = {}
+    allowed = ", ".join(_INT4_OPS)
+    for node in graph.nodes:
+        for k, v in enumerate(node.inputs):
+            if v is None or graph.types[v].dtype != DType.i4:
+                continue
+            if v not in graph.params:
+                problems.setdefault("int4 activations (TFLite Micro has int4 weights only)", []).append(v)
+            elif node.op not in _INT4_OPS or k != 1:
+                why = f"int4 operands of {node.op} (TFLite Micro takes int4 weights in {allowed} only)"
+                problems.setdefault(why, []).append(node.name)
+    for node in graph.nodes:
+        for v in node.outputs:
+            if graph.types[v].dtype == DType.i4:
+                problems.setdefault("int4 activations (TFLite Micro has int4 weights only)", []).append(v)
+    return problems
 
 
 def export_tflite(graph: Graph, path: str | Path) -> Path:

@@ -199,6 +199,14 @@ _declare("COS", "cos", options="CosOptions", write_options=False)
 _declare("FLOOR", "floor")
 _declare("CEIL", "ceil")
 _declare("ROUND", "round")
+# Comparisons (bool results). Their options tables are empty; files may carry them, we write none.
+for _name, _op in (("EQUAL", "equal"), ("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
+                   ("GREATER_EQUAL", "greater_equal"), ("LESS", "less"), ("LESS_EQUAL", "less_equal")):  # fmt: skip
+    _opts = "".join(w.capitalize() for w in _name.split("_")) + "Options"
+    _declare(_name, _op, options=_opts, write_options=False, int8_version=2)
+for _name, _op in (("LOGICAL_AND", "logical_and"), ("LOGICAL_OR", "logical_or"), ("LOGICAL_NOT", "logical_not")):
+    _declare(_name, _op, options="".join(w.capitalize() for w in _name.split("_")) + "Options", write_options=False)
+_declare("SELECT_V2", "select_v2", options="SelectV2Options", write_options=False)
 _declare("RESHAPE", "reshape", options="ReshapeOptions")
 _declare(
     "SOFTMAX",
@@ -231,6 +239,74 @@ _declare(
 )
 _declare("TRANSPOSE", "transpose", options="TransposeOptions", int8_version=2, int16_version=5)
 _declare("STRIDED_SLICE", "slice", options="StridedSliceOptions", int8_version=2, int16_version=4)
+# Data movement (ir/ops/movement.py and the layout ops they map to). Options tables without
+# fields (ExpandDims, ReverseV2, PadV2, SpaceToBatchND, BatchToSpaceND, BroadcastTo) may be
+# in a file; we write none.
+_MIRROR_MODES = {0: "reflect", 1: "symmetric"}
+_MIRROR_CODES = {v: k for k, v in _MIRROR_MODES.items()}
+_declare("EXPAND_DIMS", "unsqueeze", options="ExpandDimsOptions", write_options=False)
+_declare("SQUEEZE", "squeeze", options="SqueezeOptions")  # SqueezeDims is a vector: converter and rule
+_declare(
+    "PACK",
+    "stack",
+    options="PackOptions",
+    fields=(OptionField("ValuesCount"), OptionField("Axis", "axis")),
+    int8_version=2,
+    int16_version=3,
+)
+_declare(
+    "UNPACK",
+    "unstack",
+    options="UnpackOptions",
+    fields=(OptionField("Num", "num"), OptionField("Axis", "axis")),
+    int8_version=2,
+    int16_version=4,
+)
+_declare("SPLIT", "split", options="SplitOptions", fields=(OptionField("NumSplits"),), int8_version=2, int16_version=4)
+_declare(
+    "SPLIT_V", "split", options="SplitVOptions", fields=(OptionField("NumSplits"),), int8_version=2, int16_version=3
+)
+_declare("REVERSE_V2", "slice", options="ReverseV2Options", write_options=False, int8_version=3)
+_declare("PADV2", "pad", options="PadV2Options", write_options=False, int8_version=2, int16_version=3)
+_declare(
+    "MIRROR_PAD",
+    "mirror_pad",
+    options="MirrorPadOptions",
+    fields=(OptionField("Mode", "mode", to_ir=_MIRROR_MODES.__getitem__, to_tfl=_MIRROR_CODES.__getitem__),),
+    int8_version=2,
+    int16_version=3,
+)
+_declare(
+    "SPACE_TO_DEPTH",
+    "space_to_depth",
+    options="SpaceToDepthOptions",
+    fields=(OptionField("BlockSize", "block_size"),),
+    int8_version=2,
+)
+_declare(
+    "DEPTH_TO_SPACE",
+    "depth_to_space",
+    options="DepthToSpaceOptions",
+    fields=(OptionField("BlockSize", "block_size"),),
+    int8_version=2,
+)
+_declare(
+    "SPACE_TO_BATCH_ND",
+    "space_to_batch_nd",
+    options="SpaceToBatchNDOptions",
+    write_options=False,
+    int8_version=2,
+    int16_version=4,
+)
+_declare(
+    "BATCH_TO_SPACE_ND",
+    "batch_to_space_nd",
+    options="BatchToSpaceNDOptions",
+    write_options=False,
+    int8_version=2,
+    int16_version=4,
+)
+_declare("BROADCAST_TO", "broadcast_to", options="BroadcastToOptions", write_options=False, int8_version=2)
 
 
 # the inverse, derived -------------------------------------------------------------------------

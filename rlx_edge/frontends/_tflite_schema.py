@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+import numpy as np
 from tflite.ActivationFunctionType import ActivationFunctionType
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.Padding import Padding
@@ -30,6 +31,7 @@ TFL_TO_DTYPE: dict[int, DType] = {
     TflType.INT8: DType.i8,
     TflType.UINT8: DType.u8,
     TflType.BOOL: DType.bool,
+    TflType.INT4: DType.i4,  # packed in buffers (pack_int4 / unpack_int4); one value per int8 in the IR
 }
 DTYPE_TO_TFL: dict[DType, int] = {v: k for k, v in TFL_TO_DTYPE.items()}
 TFL_TYPE_NAMES: dict[int, str] = {v: k for k, v in vars(TflType).items() if not k.startswith("_")}
@@ -49,6 +51,26 @@ ACT_NAMES: dict[int, str] = {v: k for k, v in vars(ActivationFunctionType).items
 
 OP_CODES: dict[str, int] = {k: v for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
 OP_NAMES: dict[int, str] = {v: k for k, v in OP_CODES.items()}
+
+
+def pack_int4(values: np.ndarray) -> bytes:
+    """int4 values (one per int8, in [-8, 7]) as a TFLite INT4 buffer: the flattened tensor two
+    values per byte, element 2i in the low nibble of byte i, an odd count's last high nibble 0
+    (how TFLite Micro's UnpackDenseInt4IntoInt8 reads it)."""
+    flat = np.asarray(values, np.int8).reshape(-1)
+    if flat.size and (flat.min() < -8 or flat.max() > 7):
+        raise ValueError(f"int4 values must be in [-8, 7], got [{flat.min()}, {flat.max()}]")
+    nib = np.zeros(flat.size + flat.size % 2, np.uint8)
+    nib[: flat.size] = flat.view(np.uint8) & 0x0F
+    return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def unpack_int4(data: bytes, count: int) -> np.ndarray:
+    """The ``count`` int4 values of a packed INT4 buffer (``pack_int4``'s inverse), one per int8."""
+    b = np.frombuffer(data, np.uint8, count=(count + 1) // 2)
+    lo = (b << 4).view(np.int8) >> 4  # the sign bit of the low nibble moved to bit 7, shifted back
+    hi = b.view(np.int8) >> 4
+    return np.stack([lo, hi], axis=1).reshape(-1)[:count].astype(np.int8)
 
 
 def schema_module(table: str) -> ModuleType:

@@ -30,7 +30,12 @@ float ops) or QOperator (``QLinearConv``, ``QLinearMatMul`` and the
 onnxruntime's quantizer emits for Add, Mul, AveragePool, GlobalAveragePool,
 Concat, LeakyRelu and Sigmoid); scales and zero points must be constants and
 become the IR's :class:`~rlx_edge.ir.types.QuantParams`. Other ``com.microsoft``
-ops, and other domains, are unsupported.
+ops, and other domains, are unsupported. A quantized model leaves the importer
+as the integer model it stands for: the ``qdq_fold`` pass turns each float op
+between dequantize and quantize nodes into the integer op, ``transpose_fold``
+removes the NCHW layout transposes where that is exact and
+``symmetric_weights`` gives asymmetric dense weights the zero point 0 the
+integer kernels take (``_onnx_import.QUANTIZED_IMPORT_PASSES``).
 
 The graph's public inputs and outputs keep ONNX shapes (NCHW images), so a
 user feeds the data the ONNX model takes and gets what it returns.

@@ -43,6 +43,7 @@ from rlx_edge.frontends._tflite_schema import (
     TFL_TO_DTYPE,
     TFL_TYPE_NAMES,
     schema_module,
+    unpack_int4,
 )
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
@@ -282,6 +283,13 @@ class _Importer:
         if raw is None:
             return None
         count = math.prod(info.shape)
+        if info.dtype == DType.i4:  # packed two per byte
+            need = (count + 1) // 2
+            if len(raw) != need:
+                raise _Bad(
+                    f"tensor {index} ({info.raw_name!r}) has {len(raw)} bytes of int4 data, its shape needs {need}"
+                )
+            return unpack_int4(raw, count).reshape(info.shape)
         want = count * info.dtype.numpy.itemsize
         if len(raw) != want:  # checked before any array of that size exists
             raise _Bad(f"tensor {index} ({info.raw_name!r}) has {len(raw)} bytes of data, its shape needs {want}")
@@ -298,7 +306,7 @@ class _Importer:
         if arr is None:
             raise _Bad(f"tensor {index} ({self.tensors[index].raw_name!r}) is read before any operator writes it")
         info = self.tensors[index]
-        self.g.param(info.name, arr, quant=info.quant)
+        self.g.param(info.name, arr, quant=info.quant, dtype=info.dtype)  # the dtype: i4 is held in int8
         self.bind(index, info.name)
         return info.name
 
@@ -703,9 +711,8 @@ def _check_strided_slice(imp: _Importer, op: _Op) -> str | None:
         return "STRIDED_SLICE with ellipsis or new-axis masks"
     for j, what in ((1, "begin"), (2, "end"), (3, "strides")):
         imp.const_input(op, j, what)
-    strides = imp.const_input(op, 3, "strides")
-    if np.any(strides <= 0):
-        return "STRIDED_SLICE with negative strides"
+    if np.any(imp.const_input(op, 3, "strides") == 0):
+        return "STRIDED_SLICE with a zero stride"
     return None
 
 
@@ -732,12 +739,20 @@ def _strided_slice(imp: _Importer, op: _Op) -> None:
         b, e, s = begin_t[i], end_t[i], strides_t[i]
         if offset:
             e = b + e
-        b = 0 if begin_mask >> i & 1 else min(max(b + d if b < 0 else b, 0), d)
-        e = d if end_mask >> i & 1 else min(max(e + d if e < 0 else e, 0), d)
+        # TensorFlow's bounds: negatives count from the end, then clamp to [0, d] walking
+        # forwards or to [-1, d - 1] walking backwards (-1: before the first element)
+        lo, hi = (0, d) if s > 0 else (-1, d - 1)
+        b = (lo if s > 0 else hi) if begin_mask >> i & 1 else min(max(b + d if b < 0 else b, lo), hi)
+        e = (hi if s > 0 else lo) if end_mask >> i & 1 else min(max(e + d if e < 0 else e, lo), hi)
         if shrink >> i & 1:
+            b = min(max(begin_t[i] + d if begin_t[i] < 0 else begin_t[i], 0), d - 1)
             e, s = b + 1, 1
+        if s < 0 and b < 0:  # nothing left to walk: an empty slice
+            b, e = 0, 0
+        elif s < 0 and e < 0:  # the IR (numpy) spells "through the first element" with an open end
+            e = -_OPEN - 1
         begin.append(b)
-        end.append(max(e, b))
+        end.append(max(e, b) if s > 0 else e)
         strides.append(s)
     attrs = {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides)}
     x = imp.x(op, 0)
@@ -747,3 +762,191 @@ def _strided_slice(imp: _Importer, op: _Op) -> None:
         imp.emit(op, "reshape", [y], {"shape": info.shape})
     else:
         imp.emit(op, "slice", [x], attrs)
+
+
+# data movement -------------------------------------------------------------------------
+# slice's "to the end" bound (the IR follows numpy slices; ir/ops/layout.py)
+_OPEN = 2**31 - 1
+
+
+def _emit_outputs(imp: _Importer, op: _Op, irop: str, inputs: list[str | None], attrs: dict[str, Any]) -> None:
+    """Like :meth:`_Importer.emit` for an op with several outputs (split, unpack), each checked."""
+    infos = [imp.tensors[i] for i in op.outputs]
+    outs = imp.g.add_node(
+        irop, inputs, attrs, name=infos[0].name, out_quant=[i.quant for i in infos], out_names=[i.name for i in infos]
+    )
+    for index, info, t in zip(op.outputs, infos, outs):
+        if tuple(t.shape) != info.shape or t.dtype != info.dtype:
+            raise _Bad(
+                f"operator {op.index} ({op.opname}) output {_named(index, info.raw_name)} is"
+                f" {info.dtype}{list(info.shape)} in the file, but its inputs give {t.dtype}{list(t.shape)}"
+            )
+        imp.bind(index, info.name)
+
+
+def _const_ints(imp: _Importer, op: _Op, j: int, what: str) -> list[int]:
+    return [int(v) for v in imp.const_input(op, j, what).reshape(-1)]
+
+
+def _need_consts(*inputs: tuple[int, str]) -> _Check:
+    """A check that the inputs at these positions are constants (shapes, axes, paddings)."""
+
+    def check(imp: _Importer, op: _Op) -> str | None:
+        for j, what in inputs:
+            imp.const_input(op, j, what)
+        return None
+
+    return check
+
+
+_CHECKS.add("EXPAND_DIMS", _need_consts((1, "axis")))
+_CHECKS.add("SPLIT", _need_consts((0, "axis")))
+_CHECKS.add("SPLIT_V", _need_consts((1, "size_splits"), (2, "axis")))
+_CHECKS.add("REVERSE_V2", _need_consts((1, "axes")))
+_CHECKS.add("SPACE_TO_BATCH_ND", _need_consts((1, "block_shape"), (2, "paddings")))
+_CHECKS.add("BATCH_TO_SPACE_ND", _need_consts((1, "block_shape"), (2, "crops")))
+_CHECKS.add("BROADCAST_TO", _need_consts((1, "shape")))
+
+
+@_CONVERTERS.rule("EXPAND_DIMS")
+def _expand_dims(imp: _Importer, op: _Op) -> None:
+    (axis,) = _const_ints(imp, op, 1, "axis")  # TFLite takes one axis, counted in the output's rank
+    imp.emit(op, "unsqueeze", [imp.x(op, 0)], {"axes": (axis,)})
+
+
+@_CONVERTERS.rule("SQUEEZE")
+def _squeeze(imp: _Importer, op: _Op) -> None:
+    o = op.options()
+    dims = None if o is None else imp.r.vector(o, 4, 4, f"squeeze_dims of operator {op.index}")
+    shape = imp.shape_of(op, 0)
+    axes = _ints(dims) or [i for i, d in enumerate(shape) if d == 1]  # none given: every size-1 axis
+    x = imp.x(op, 0)
+    if not axes:  # nothing to drop: TFLite copies the tensor, the IR's reshape is that view
+        imp.emit(op, "reshape", [x], {"shape": tuple(shape)})
+        return
+    imp.emit(op, "squeeze", [x], {"axes": tuple(axes)})
+
+
+@_CONVERTERS.rule("PACK")
+def _pack(imp: _Importer, op: _Op) -> None:
+    xs = [imp.x(op, j) for j in range(len(op.inputs))]
+    imp.emit(op, "stack", xs, {"axis": op.option("Axis")})
+
+
+@_CONVERTERS.rule("UNPACK")
+def _unpack(imp: _Importer, op: _Op) -> None:
+    shape = imp.shape_of(op, 0)
+    axis = int(op.option("Axis"))
+    if not -len(shape) <= axis < len(shape):
+        raise _Bad(f"UNPACK {op.name!r}: axis {axis} is out of range for rank {len(shape)}")
+    # TFLite Micro reads num off the tensor's shape, so a file's stale Num does not matter
+    _emit_outputs(imp, op, "unstack", [imp.x(op, 0)], {"axis": axis, "num": shape[axis]})
+
+
+def _split_sizes(op: _Op, dim: int, sizes: list[int]) -> tuple[int, ...]:
+    holes = [i for i, s in enumerate(sizes) if s == -1]
+    if len(holes) == 1:
+        sizes[holes[0]] = dim - (sum(sizes) + 1)
+    if any(s < 0 for s in sizes) or sum(sizes) != dim:
+        raise _Bad(f"{op.opname} {op.name!r}: sizes {sizes} do not split a dimension of {dim}")
+    return tuple(sizes)
+
+
+@_CONVERTERS.rule("SPLIT")
+def _split(imp: _Importer, op: _Op) -> None:
+    (axis,) = _const_ints(imp, op, 0, "axis")
+    shape = imp.shape_of(op, 1)
+    n = len(op.outputs)
+    dim = shape[axis % len(shape)] if shape and -len(shape) <= axis < len(shape) else -1
+    if dim < 0 or dim % n:
+        raise _Bad(f"SPLIT {op.name!r}: axis {axis} of {list(shape)} does not split into {n} equal parts")
+    _emit_outputs(imp, op, "split", [imp.x(op, 1)], {"axis": axis, "sizes": (dim // n,) * n})
+
+
+@_CONVERTERS.rule("SPLIT_V")
+def _split_v(imp: _Importer, op: _Op) -> None:
+    (axis,) = _const_ints(imp, op, 2, "axis")
+    shape = imp.shape_of(op, 0)
+    if not shape or not -len(shape) <= axis < len(shape):
+        raise _Bad(f"SPLIT_V {op.name!r}: axis {axis} is out of range for shape {list(shape)}")
+    sizes = _split_sizes(op, shape[axis], _const_ints(imp, op, 1, "size_splits"))
+    _emit_outputs(imp, op, "split", [imp.x(op, 0)], {"axis": axis, "sizes": sizes})
+
+
+@_CONVERTERS.rule("REVERSE_V2")
+def _reverse(imp: _Importer, op: _Op) -> None:
+    shape = imp.shape_of(op, 0)
+    axes = {a % len(shape) for a in _const_ints(imp, op, 1, "axes")} if shape else set()
+    # a reversed axis is a slice walking it backwards from its last element
+    begin = tuple(-1 if i in axes else 0 for i in range(len(shape)))
+    end = tuple(-_OPEN - 1 if i in axes else _OPEN for i in range(len(shape)))
+    strides = tuple(-1 if i in axes else 1 for i in range(len(shape)))
+    imp.emit(op, "slice", [imp.x(op, 0)], {"begin": begin, "end": end, "strides": strides})
+
+
+@_CHECKS.rule("PADV2")
+def _check_padv2(imp: _Importer, op: _Op) -> str | None:
+    imp.const_input(op, 1, "paddings")
+    if len(op.inputs) > 2 and op.inputs[2] != -1:
+        imp.const_input(op, 2, "constant_values")
+    return None
+
+
+@_CONVERTERS.rule("PADV2")
+def _padv2(imp: _Importer, op: _Op) -> None:
+    pads = imp.const_input(op, 1, "paddings")
+    rank = len(imp.shape_of(op, 0))
+    if pads.shape != (rank, 2):
+        raise _Bad(f"PADV2 {op.name!r}: paddings have shape {list(pads.shape)}, expected [{rank}, 2]")
+    value = 0.0
+    if len(op.inputs) > 2 and op.inputs[2] != -1:
+        raw = imp.const_input(op, 2, "constant_values").reshape(-1)
+        if raw.size != 1:
+            raise _Bad(f"PADV2 {op.name!r}: constant_values has {raw.size} elements, expected 1")
+        q = imp.tensors[op.inputs[2]].quant
+        # the IR's fill is a real value: a quantized one is its stored value on its own grid,
+        # which the pad's prepare puts back on the output's (the same grid, TFLite Micro checks)
+        value = float(raw[0]) if q is None else (int(raw[0]) - int(q.zero_point[0])) * float(q.scale[0])
+    imp.emit(op, "pad", [imp.x(op, 0)], {"pads": tuple(int(v) for v in pads.reshape(-1)), "value": value})
+
+
+@_CHECKS.rule("MIRROR_PAD")
+def _check_mirror_pad(imp: _Importer, op: _Op) -> str | None:
+    imp.const_input(op, 1, "paddings")
+    mode = op.option("Mode")
+    return None if mode in (0, 1) else f"MIRROR_PAD with mode {mode}"
+
+
+@_CONVERTERS.rule("MIRROR_PAD")
+def _mirror_pad(imp: _Importer, op: _Op) -> None:
+    pads = imp.const_input(op, 1, "paddings")
+    rank = len(imp.shape_of(op, 0))
+    if pads.shape != (rank, 2):
+        raise _Bad(f"MIRROR_PAD {op.name!r}: paddings have shape {list(pads.shape)}, expected [{rank}, 2]")
+    imp.emit(op, "mirror_pad", [imp.x(op, 0)], {"pads": tuple(int(v) for v in pads.reshape(-1)), **op.attrs()})
+
+
+def _pairs(imp: _Importer, op: _Op, j: int, what: str, m: int) -> tuple[int, ...]:
+    arr = imp.const_input(op, j, what)
+    if arr.shape != (m, 2):
+        raise _Bad(f"{op.opname} {op.name!r}: {what} have shape {list(arr.shape)}, expected [{m}, 2]")
+    return tuple(int(v) for v in arr.reshape(-1))
+
+
+@_CONVERTERS.rule("SPACE_TO_BATCH_ND")
+def _space_to_batch(imp: _Importer, op: _Op) -> None:
+    block = tuple(_const_ints(imp, op, 1, "block_shape"))
+    pads = _pairs(imp, op, 2, "paddings", len(block))
+    imp.emit(op, "space_to_batch_nd", [imp.x(op, 0)], {"block_shape": block, "pads": pads})
+
+
+@_CONVERTERS.rule("BATCH_TO_SPACE_ND")
+def _batch_to_space(imp: _Importer, op: _Op) -> None:
+    block = tuple(_const_ints(imp, op, 1, "block_shape"))
+    crops = _pairs(imp, op, 2, "crops", len(block))
+    imp.emit(op, "batch_to_space_nd", [imp.x(op, 0)], {"block_shape": block, "crops": crops})
+
+
+@_CONVERTERS.rule("BROADCAST_TO")
+def _broadcast_to(imp: _Importer, op: _Op) -> None:
+    imp.emit(op, "broadcast_to", [imp.x(op, 0)], {"shape": tuple(_const_ints(imp, op, 1, "shape"))})

@@ -245,8 +245,8 @@ def _instructions(disassembly: str) -> dict[int, tuple[str, str]]:
     return out
 
 
-def _layer_flash(graph: Graph, node, params, dsp: bool) -> int:
-    layer = layer_for(graph, node, params)
+def _layer_flash(graph: Graph, node, params, dsp: bool, optimize: str = "balanced") -> int:
+    layer = layer_for(graph, node, params, optimize)
     want = {"", "dsp" if dsp else "portable"}
     consts = sum(np.asarray(a).nbytes for k, a in layer.consts.items() if layer.guards.get(k, "") in want)
     return consts + sum(graph.params[v].nbytes for v in dict.fromkeys(node.inputs) if v in graph.params)
@@ -261,18 +261,21 @@ def profile(
     clock_mhz: float | None = None,
     workdir: str | Path | None = None,
     timeout: float = 600.0,
+    optimize: str = "balanced",
 ) -> ModelProfile:
-    """Profile ``graph`` (quantized MIR) on QEMU's ``core`` board; ``inputs`` default to one seeded random input."""
+    """Profile ``graph`` (quantized MIR) on QEMU's ``core`` board; ``inputs`` default to one seeded random input.
+
+    ``optimize`` is the C's layout level (``rlx_edge.targets.cortexm.emit``)."""
     from rlx_edge.targets.reference.compare import make_inputs
     from rlx_edge.targets.reference.interpreter import run as run_reference
 
     if core not in CORES:
         raise RlxError(f"unknown core {core!r}; use one of {', '.join(CORES)}")
     board = ALIASES[f"qemu-{core}"]
-    em = emit(graph)
+    em = emit(graph, optimize)
     prog = em.program
     calls = kernel_calls(em.files["model.c"])
-    elf, _ = build_model_firmware(graph, board, workdir)
+    elf, _ = build_model_firmware(graph, board, workdir, optimize=optimize)
     dis = disassemble(elf)
     sites = call_sites(dis)
     with_code = [c for c in calls if c[3] is not None]
@@ -342,7 +345,7 @@ def profile(
                 instructions=n_insn,
                 kernel_instructions=in_kernel,
                 est_cycles=est,
-                flash_bytes=_layer_flash(prog.graph, node, prog.quant.get(name), dsp),
+                flash_bytes=_layer_flash(prog.graph, node, prog.quant.get(name), dsp, optimize),
                 arena_bytes=live[step] if step < len(live) else 0,
             )
         )

@@ -208,12 +208,13 @@ def saturating_rounding_doubling_high_mul(a, b) -> Array:
     product that overflows, ``INT32_MIN * INT32_MIN``, saturates to ``INT32_MAX``.
     """
     xp = namespace(a, b)
-    a, b = _i64(a, xp), _i64(b, xp)
-    ab = a * b  # |a*b| <= 2**62: exact in int64
-    nudge = xp.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    high = _trunc_div_pot(ab + nudge, 31)
-    overflow = (a == b) & (a == INT32_MIN)
-    return xp.where(overflow, INT32_MAX, high)
+    ab = _i64(a, xp) * _i64(b, xp)  # |a*b| <= 2**62: exact in int64
+    # C: trunc((ab + nudge) / 2**31). For ab >= 0 that is floor((ab + 2**30) / 2**31). For ab < 0,
+    # ab + 1 - 2**30 < 0, and trunc(v / 2**31) = ceil(v / 2**31) = floor((v + 2**31 - 1) / 2**31)
+    # = floor((ab + 2**30) / 2**31) again: one arithmetic shift for both signs. The only result
+    # above INT32_MAX is 2**31, from the one overflowing product INT32_MIN * INT32_MIN = 2**62
+    # (the next largest, INT32_MIN * (INT32_MIN + 1), gives 2**31 - 1): the minimum saturates it.
+    return xp.minimum((ab + (1 << 30)) >> 31, INT32_MAX)
 
 
 def rounding_divide_by_pot(x, exponent) -> Array:
@@ -223,10 +224,11 @@ def rounding_divide_by_pot(x, exponent) -> Array:
     """
     xp = namespace(x, exponent)
     x, e = _i64(x, xp), _i64(exponent, xp)
-    mask = (xp.int64(1) << e) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (remainder > threshold)
+    # gemmlowp adds 1 to floor(x / 2**e) when the remainder r = x mod 2**e exceeds
+    # 2**(e-1) - 1 + (x < 0), i.e. when r >= 2**(e-1) (x >= 0) or r >= 2**(e-1) + 1 (x < 0):
+    # that is floor((x + 2**(e-1) - (x < 0)) / 2**e) for e >= 1, and x itself for e = 0.
+    half = (xp.int64(1) << e) >> 1
+    return (x + half - ((x < 0) & (e > 0))) >> e
 
 
 def multiply_by_quantized_multiplier(x, multiplier, shift) -> Array:
@@ -299,13 +301,9 @@ def count_leading_zeros_u32(x) -> Array:
     """Leading zero bits of ``x`` as a uint32 (32 for zero)."""
     xp = namespace(x)
     x = _i64(x, xp) & 0xFFFFFFFF
-    zero = x == 0
-    n = xp.zeros(x.shape, dtype=xp.int64)
-    for bits in (16, 8, 4, 2, 1):  # binary search for the top set bit
-        small = x < (1 << (32 - bits))
-        n = n + xp.where(small, bits, 0)
-        x = xp.where(small, x << bits, x)
-    return xp.where(zero, 32, n)
+    # below 2**53 float64 holds x exactly, and frexp's exponent is then its bit length (0 for 0)
+    _, bit_length = xp.frexp(x.astype(xp.float64))
+    return 32 - bit_length.astype(xp.int64)
 
 
 # activation range -----------------------------------------------------------------------

@@ -103,7 +103,8 @@ class Graph:
         self._claim(name)
         arr = np.array(value, copy=True)
         dt = as_dtype(dtype) if dtype is not None else from_numpy(arr.dtype)
-        arr = np.ascontiguousarray(arr.astype(dt.numpy, copy=False))
+        # not ascontiguousarray: it returns at least 1-d, and a rank-0 constant must stay rank 0
+        arr = np.array(arr.astype(dt.numpy, copy=False), order="C")
         arr.flags.writeable = False
         self.params[name] = arr
         self.types[name] = TensorType(arr.shape, dt, quant)

@@ -232,7 +232,7 @@ def check_quantized(graph: Graph, *, narrow_is_quantized: bool = False) -> None:
             if t.dtype in _QUANTIZED_STORAGE and t.quant is None:
                 why = "the node is quantized" if quantized else f"{node.op} computes on quantized values"
                 raise IRError(f"{what} is {t.dtype} without quantization parameters, but {why}")
-            if not t.dtype.is_int and opdef.family != "quant":
+            if not t.dtype.is_int and t.dtype != DType.bool and opdef.family != "quant":  # bool: conditions, results
                 raise IRError(f"{what} is {t.dtype} in a quantized node (expected an integer type)")
 
 

@@ -29,7 +29,7 @@ with dequantize / quantize around them.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,6 +218,7 @@ def quantize(
     bias_correction: bool | None = None,
     weight_method: str = "minmax",
     optimize: bool = True,
+    layer_schemes: Mapping[str, str | Scheme] | None = None,
 ) -> Graph:
     """Quantize ``graph`` with the ranges in ``record``; returns a new, verified graph.
 
@@ -231,7 +232,7 @@ def quantize(
     record:
         Calibration ranges of the graph's float values.
     scheme:
-        ``int8``, ``int16x8`` or ``int4w``.
+        ``int8``, ``int16x8`` or ``int4w``: the scheme of every node ``layer_schemes`` does not name.
     float_interface:
         Keep float graph inputs/outputs (quantize / dequantize at the edges);
         the default is an integer interface like the MLPerf int8 models.
@@ -243,6 +244,15 @@ def quantize(
         int4 weights, whose rounding error is large enough to shift outputs, off otherwise.
     weight_method:
         ``minmax`` or ``mse`` per-channel weight ranges.
+    layer_schemes:
+        Node name -> scheme, for a mixed-precision graph (what
+        :func:`rlx_edge.quant.mixed.select_mixed` chooses). A named node takes
+        that scheme's weights, bias and activation type; an unnamed node
+        without weights takes the activation type of its first computed input
+        (int8 where its op has no int16 kernel). A value read at another type
+        than it was made in goes through a ``requantize`` node (TFLite's
+        QUANTIZE between int8 and int16 regions). The metadata's scheme is
+        then ``mixed`` and ``layers`` holds every node's scheme.
     """
     from rlx_edge.ir.verify import verify
 
@@ -252,9 +262,11 @@ def quantize(
     unknown = keep - {n.name for n in g.nodes}
     if unknown:
         raise RlxError(f"keep_float names no node of graph {g.name!r}: {', '.join(sorted(unknown))}")
-    if bias_correction is None:
-        bias_correction = sch.weight == DType.i4
-    q = _Quantizer(g, record, sch, float_interface, keep, bias_correction, weight_method).run()
+    layers = {k: get_scheme(v) for k, v in (layer_schemes or {}).items()}
+    unnamed = set(layers) - {n.name for n in g.nodes}
+    if unnamed:
+        raise RlxError(f"layer_schemes names no node of graph {g.name!r}: {', '.join(sorted(unnamed))}")
+    q = _Quantizer(g, record, sch, float_interface, keep, bias_correction, weight_method, layers).run()
     verify(q)
     numerics = q.metadata["quantization"]["numerics"]
     if numerics["silent_clips"]:
@@ -278,18 +290,22 @@ class _Quantizer:
         scheme: Scheme,
         float_interface: bool,
         keep: set[str],
-        bias_correction: bool,
+        bias_correction: bool | None,
         weight_method: str,
+        layers: dict[str, Scheme] | None = None,
     ) -> None:
         self.g, self.rec, self.s = g, record, scheme
         self.float_interface, self.keep = float_interface, keep
         self.bias_correction, self.weight_method = bias_correction, weight_method
+        self.layers = layers or {}  # node name -> its scheme (mixed precision)
+        self._node_scheme: dict[str, Scheme] = {}
+        self.qalt: dict[tuple[str, DType], str] = {}  # (original value, type) -> a requantized version
         self.out = Graph(g.name, "mir")
         self.out.metadata = dict(g.metadata)
         self.qv: dict[str, str] = {}  # original value -> name of its quantized version
         self.fv: dict[str, str] = {}  # original value -> name of its float version
         self.prod = {o: n for n in g.nodes for o in n.outputs}
-        self._aq: dict[str, QuantParams] = {}
+        self._aq: dict[tuple[str, DType], QuantParams] = {}
         self.decisions: dict[str, str] = {}
         self.counts: dict[str, dict[str, Any]] = {}  # tensor -> what its quantization clipped or adjusted
 
@@ -313,6 +329,36 @@ class _Quantizer:
     def is_float(self, v: str) -> bool:
         return self.g.types[v].dtype.is_float
 
+    def scheme_of(self, node: Node) -> Scheme:
+        """The scheme ``node`` is quantized with: its own, else (mixed) its first computed input's activation type.
+
+        Without ``layers`` every node takes the graph's scheme. In a mixed
+        graph a node without weights follows the value it reads (so a pooling
+        or reshape after an int16 conv stays int16 and needs no requantize),
+        and drops to int8 where its op has no int16 kernel.
+        """
+        if not self.layers or node.name in self.layers or node.op in WEIGHTED:
+            return self.layers.get(node.name, self.s)
+        got = self._node_scheme.get(node.name)
+        if got is None:
+            computed = [v for v in node.inputs if v is not None and v not in self.g.params]
+            got = self.value_scheme(computed[0]) if computed else self.s
+            if got.act not in get_op(node.op).int_dtypes:
+                got = SCHEMES["int8"]
+            self._node_scheme[node.name] = got
+        return got
+
+    def value_scheme(self, v: str) -> Scheme:
+        """The scheme value ``v`` is made in: its producer's; a graph input takes its first weighted reader's."""
+        node = self.prod.get(v)
+        if node is not None:
+            return self.scheme_of(node)
+        if self.layers and v not in self.g.params:
+            for r in self.g.nodes:
+                if v in r.inputs and (r.name in self.layers or r.op in WEIGHTED):
+                    return self.layers.get(r.name, self.s)
+        return self.s
+
     def quantized_node(self, node: Node) -> str | None:
         """None when ``node`` runs on the integer path, else why it stays float."""
         if node.name in self.keep:
@@ -320,10 +366,14 @@ class _Quantizer:
         opdef = get_op(node.op)
         if not integer_path(opdef):
             return f"{node.op} has no integer kernel"
-        if self.s.act not in opdef.int_dtypes:
+        if self.scheme_of(node).act not in opdef.int_dtypes:
             return f"{node.op} has an integer kernel for {', '.join(map(str, opdef.int_dtypes))} only"
-        if any(self.g.types[o].dtype != DType.f32 for o in node.outputs):
+        out_dtypes = {self.g.types[o].dtype for o in node.outputs}
+        # a bool result (a comparison) is exact on either path: it stays bool, unquantized
+        if out_dtypes - {DType.f32, DType.bool}:
             return "its output is not f32"
+        if DType.bool in out_dtypes and not any(v is not None and self.is_float(v) for v in node.inputs):
+            return "it reads no float values"
         if node.op in WEIGHTED:
             w = node.inputs[1]
             b = node.inputs[2] if len(node.inputs) > 2 else None
@@ -331,29 +381,38 @@ class _Quantizer:
                 return "its weights are computed at run time"
         return None
 
-    def aq(self, v: str) -> QuantParams:
-        """Quantization parameters of float value ``v``."""
-        got = self._aq.get(v)
+    def aq(self, v: str, scheme: Scheme | None = None) -> QuantParams:
+        """Quantization parameters of float value ``v`` in ``scheme``'s activation type (default: its own)."""
+        natural = self.value_scheme(v)
+        sch = scheme or natural
+        got = self._aq.get((v, sch.act))
         if got is not None:
             return got
         node = self.prod.get(v)
         if v in self.g.params:
             arr = self.g.params[v]
-            qp = activation_qparams(float(arr.min(initial=0.0)), float(arr.max(initial=0.0)), self.s)
-        elif node is not None and node.op in ("softmax", "sigmoid", "tanh") and node.name not in self.keep:
-            if self.s.act == DType.i16:
+            qp = activation_qparams(float(arr.min(initial=0.0)), float(arr.max(initial=0.0)), sch)
+        elif (
+            node is not None and node.op in ("softmax", "sigmoid", "tanh") and node.name not in self.keep
+            and sch.act == natural.act
+        ):  # fmt: skip
+            if sch.act == DType.i16:
                 qp = QuantParams(1.0 / 32768, 0, storage=DType.i16)
             elif node.op == "tanh":
                 qp = QuantParams(1.0 / 128, 0, storage=DType.i8)
             else:
                 qp = QuantParams(1.0 / 256, -128, storage=DType.i8)
-        elif node is not None and get_op(node.op).passthrough_quant and self.quantized_node(node) is None:
-            qp = self.aq(node.inputs[0])
+        elif (
+            node is not None and get_op(node.op).passthrough_quant and self.quantized_node(node) is None
+            and sch.act == natural.act
+        ):  # fmt: skip
+            qp = self.aq(node.inputs[0], sch)
         else:
             lo, hi = self.rec[v].scalar()
-            qp = activation_qparams(lo, hi, self.s)
-            self.note(v, node.name if node is not None else "input", zero_range=max(abs(lo), abs(hi)) <= 1e-30)
-        self._aq[v] = qp
+            qp = activation_qparams(lo, hi, sch)
+            if sch.act == natural.act:  # count a value's zero range once, not once per type it is read in
+                self.note(v, node.name if node is not None else "input", zero_range=max(abs(lo), abs(hi)) <= 1e-30)
+        self._aq[(v, sch.act)] = qp
         return qp
 
     # value access ------------------------------------------------------------------------
@@ -364,23 +423,39 @@ class _Quantizer:
             cand, k = f"{base}_{k}", k + 1
         return cand
 
-    def qname(self, v: str) -> str:
-        """The quantized version of ``v`` in the output graph, made on demand."""
+    def qname(self, v: str, scheme: Scheme | None = None) -> str:
+        """The quantized version of ``v`` in the output graph, made on demand.
+
+        In ``scheme``'s activation type (default: the type ``v`` is made in); a
+        value made quantized in another type is requantized, once per type.
+        """
         if not self.is_float(v):
             return self.fv[v]
-        if v in self.qv:
-            return self.qv[v]
+        act = (scheme or self.value_scheme(v)).act
+        have = self.qv.get(v)
+        if have is not None and self.out.types[have].dtype == act:
+            return have
+        if (v, act) in self.qalt:
+            return self.qalt[(v, act)]
+        qp = self.aq(v, scheme)
+        node = self.prod.get(v)
+        made_float = v in self.fv and (node is None or self.decisions.get(node.name) != "quantized")
         if v in self.g.params:
             arr = self.g.params[v]
-            qp = self.aq(v)
             from rlx_edge.ir.ops.quant import affine_quantize
 
             name = self.out.param(self._fresh(f"{v}/quant"), affine_quantize(arr, qp, qp.storage), qp).name
+        elif have is not None and not made_float:
+            name = self._fresh(f"{v}/requant")
+            self.out.add_node("requantize", [have], {"dtype": act}, name=name, out_quant=qp)
         else:
             src = self.fv[v]
             name = self._fresh(f"{v}/quant")
-            self.out.add_node("quantize", [src], {"dtype": self.s.act}, name=name, out_quant=self.aq(v))
-        self.qv[v] = name
+            self.out.add_node("quantize", [src], {"dtype": act}, name=name, out_quant=qp)
+        if have is None:
+            self.qv[v] = name
+        else:
+            self.qalt[(v, act)] = name
         return name
 
     def fname(self, v: str) -> str:
@@ -408,7 +483,7 @@ class _Quantizer:
             t = g.types[v]
             quant_readers = [r for r in readers.get(v, []) if self.quantized_node(r) is None]
             if t.dtype.is_float and t.quant is None and not self.float_interface and quant_readers:
-                self.qv[v] = out.input(v, t.shape, self.s.act, self.aq(v)).name
+                self.qv[v] = out.input(v, t.shape, self.value_scheme(v).act, self.aq(v)).name
             else:
                 self.fv[v] = out.input(v, t.shape, t.dtype, t.quant).name
         for node in g.nodes:
@@ -426,12 +501,16 @@ class _Quantizer:
             else:
                 out.output(self.qv[o] if o in self.qv else self.fv[o])
         out.metadata["quantization"] = {
-            "scheme": self.s.name,
+            "scheme": "mixed" if self.layers else self.s.name,
             "float_interface": self.float_interface,
             "values": {k: v for k, v in sorted(self.qv.items())},
             "float_nodes": {k: v for k, v in sorted(self.decisions.items()) if v != "quantized"},
             "numerics": self.numerics(),
         }
+        if self.layers:  # every quantized node's scheme, the nodes without weights included
+            out.metadata["quantization"]["layers"] = {
+                n.name: self.scheme_of(n).name for n in g.nodes if self.decisions[n.name] == "quantized"
+            }
         return out
 
     def numerics(self) -> dict[str, Any]:
@@ -479,34 +558,40 @@ class _Quantizer:
         if node.op in WEIGHTED:
             ins = self._weighted_inputs(node)
         else:
-            ins = [None if v is None else self.qname(v) for v in node.inputs]
+            sch = self.scheme_of(node)
+            ins = [None if v is None else self.qname(v, sch) for v in node.inputs]
         outs = [self._fresh(o) for o in node.outputs]
-        quants = [self.aq(o) for o in node.outputs]
+        quants = [None if self.g.types[o].dtype == DType.bool else self.aq(o) for o in node.outputs]
         self.out.add_node(node.op, ins, node.attrs, name=self._fresh(node.name), out_names=outs, out_quant=quants)
-        self.qv.update(zip(node.outputs, outs))
+        for o, name, q in zip(node.outputs, outs, quants):
+            # a bool result is no quantized version of a float: readers take it as it is (fname)
+            (self.qv if q is not None else self.fv)[o] = name
 
     def _weighted_inputs(self, node: Node) -> list[str | None]:
         x, w = node.inputs[0], node.inputs[1]
         b = node.inputs[2] if len(node.inputs) > 2 else None
-        xq = self.qname(x)
-        s_in = float(self.aq(x).scale[0])
+        sch = self.scheme_of(node)
+        xq = self.qname(x, sch)
+        s_in = float(self.aq(x, sch).scale[0])
         axis = WEIGHTED[node.op]
-        qmax = self.s.weight_max
+        qmax = sch.weight_max
+        # default: bias correction for int4 weights, whose rounding error shifts outputs (see quantize)
+        correct = sch.weight == DType.i4 if self.bias_correction is None else self.bias_correction
         warr = self.g.params[w]
         out_ch = warr.shape[axis]
         bias0 = self.g.params[b].astype(np.float64) if b is not None else np.zeros(out_ch)
         if not (np.isfinite(warr).all() and np.isfinite(bias0).all()):
             raise RlxError(f"node {node.name!r} ({node.op}): weights or bias hold inf or NaN; PTQ needs finite values")
         wq, ws = quantize_weights(warr, axis, qmax, self.weight_method)
-        has_bias = b is not None or self.bias_correction
+        has_bias = b is not None or correct
         bias, raised, tiny = bias0, np.zeros(out_ch, bool), np.zeros(out_ch, bool)
         for _ in range(3):  # a raised scale moves the bias correction: check again, at most twice
-            if self.bias_correction:
+            if correct:
                 bias = bias0 - self._bias_shift(node, warr, dequantize_weights(wq, ws, axis) - warr)
             if not has_bias:
                 break
             s_out = float(self.aq(node.outputs[0]).scale[0])
-            new_ws, by_bias, by_scale = bias_weight_scales(bias, s_in, s_out, ws, self.s.bias)
+            new_ws, by_bias, by_scale = bias_weight_scales(bias, s_in, s_out, ws, sch.bias)
             if not (by_bias | by_scale).any():
                 break
             raised |= by_bias  # a zero or denormal bias scale alone is a degenerate scale, not a bias adjustment
@@ -514,32 +599,32 @@ class _Quantizer:
             ws = new_ws
             wq = quantize_weights_at(warr, axis, qmax, ws)
         wq_name = self._fresh(f"{w}/quant")
-        self._note_weights(wq_name, node, warr, axis, ws)
-        wqp = QuantParams(ws, np.zeros(out_ch, np.int64), axis=axis, storage=self.s.weight)
-        wname = self.out.param(wq_name, wq, wqp, dtype=self.s.weight).name
+        self._note_weights(wq_name, node, warr, axis, ws, qmax)
+        wqp = QuantParams(ws, np.zeros(out_ch, np.int64), axis=axis, storage=sch.weight)
+        wname = self.out.param(wq_name, wq, wqp, dtype=sch.weight).name
         if not has_bias:
             return [xq, wname]
         bscale = (np.float32(s_in) * ws).astype(np.float32)
-        lo, hi = -ACC_BOUND[self.s.bias], ACC_BOUND[self.s.bias] - 1  # int32's range; int64: -2**47 <= acc < 2**47
+        lo, hi = -ACC_BOUND[sch.bias], ACC_BOUND[sch.bias] - 1  # int32's range; int64: -2**47 <= acc < 2**47
         bqf = fp.round_half_away(bias / bscale.astype(np.float64))  # bscale is a normal float32 (see above)
-        bq = np.clip(bqf, lo, hi).astype(self.s.bias.numpy)  # exact: the bounds are integers below 2**53
-        bqp = QuantParams(bscale, np.zeros(out_ch, np.int64), axis=0, storage=self.s.bias)
+        bq = np.clip(bqf, lo, hi).astype(sch.bias.numpy)  # exact: the bounds are integers below 2**53
+        bqp = QuantParams(bscale, np.zeros(out_ch, np.int64), axis=0, storage=sch.bias)
         bname = self.out.param(self._fresh(f"{b or node.name + '/bias'}/quant"), bq, bqp).name
         clipped = ((bqf < lo) | (bqf > hi)).sum()
         self.note(bname, node.name, clipped=clipped, bias_adjusted=raised.sum(), tiny_scale=(tiny & ~raised).sum())
         return [xq, wname, bname]
 
-    def _note_weights(self, name: str, node: Node, w: np.ndarray, axis: int, scale: np.ndarray) -> None:
+    def _note_weights(self, name: str, node: Node, w: np.ndarray, axis: int, scale: np.ndarray, qmax: int) -> None:
         """Count a weight tensor's zero channels, floored scales and clipped values."""
         wc = np.moveaxis(w.astype(np.float64), axis, 0).reshape(w.shape[axis], -1)
         amax = np.abs(wc).max(axis=1)
-        over = (fp.round_half_away(np.abs(wc) / scale.astype(np.float64)[:, None]) > self.s.weight_max).sum()
+        over = (fp.round_half_away(np.abs(wc) / scale.astype(np.float64)[:, None]) > qmax).sum()
         by_design = self.weight_method == "mse"  # mse chooses ranges that clip the largest weights
         self.note(
             name,
             node.name,
             zero_range=(amax == 0).sum(),
-            tiny_scale=((amax > 0) & (amax / self.s.weight_max < F32_TINY)).sum(),
+            tiny_scale=((amax > 0) & (amax / qmax < F32_TINY)).sum(),
             clipped=0 if by_design else over,
             range_clipped=over if by_design else 0,
         )
@@ -578,6 +663,8 @@ def cli_quantize(
     method: str = "minmax",
     report: str | None = None,
     float_interface: bool = False,
+    target_sqnr: float | None = None,
+    mixed_schemes: Iterable[str] | None = None,
 ) -> tuple[Graph, dict[str, Any] | None]:
     """``rlx-edge quantize MODEL (--data D.npz | --record REC.json) -o OUT.rlx [--scheme S] [--method M] [--report R]``.
 
@@ -587,6 +674,12 @@ def cli_quantize(
     same samples, for the summary the command prints, and writes it to
     ``report`` when given. Returns the quantized graph and the report (None
     without ``data``: a record holds ranges, not samples to measure on).
+
+    ``scheme="mixed"`` chooses a scheme per layer
+    (:func:`rlx_edge.quant.mixed.select_mixed`) so that the output SQNR on
+    ``data`` is at least ``target_sqnr`` dB, among ``mixed_schemes`` (default
+    all three); the report then has a ``mixed`` section (per-layer scheme,
+    sensitivity and flash; total flash and arena; the measured output SQNR).
     """
     from rlx_edge.data import load_arrays
     from rlx_edge.ir.serialize import save
@@ -597,17 +690,34 @@ def cli_quantize(
         raise RlxError("give exactly one of --data and --record")
     if report is not None and data is None:
         raise RlxError("--report needs --data (the samples to compare float and quantized outputs on)")
+    mixed = scheme == "mixed"
+    if mixed and (target_sqnr is None or data is None):
+        raise RlxError("--scheme mixed needs --target-sqnr DB and --data (it measures each candidate on the samples)")
+    if not mixed and (target_sqnr is not None or mixed_schemes is not None):
+        raise RlxError("--target-sqnr and --mixed-schemes choose schemes per layer; give them with --scheme mixed")
     arrays = load_arrays(data) if data is not None else None
     rec = CalibrationRecord.load(record) if record is not None else None
     # The optimizer runs once, here; calibration, quantization and the report all see its result.
     g, _ = optimize_graph(graph)
     if rec is None:
         rec = calibrate(g, arrays, method=method, progress=True, optimize=False)
-    q = quantize(g, rec, scheme=scheme, float_interface=float_interface, optimize=False)
+    chosen = None
+    if mixed:
+        from rlx_edge.quant.mixed import LEVELS, select_mixed
+
+        levels = tuple(mixed_schemes) if mixed_schemes is not None else LEVELS
+        chosen = select_mixed(
+            g, rec, arrays, target_sqnr, schemes=levels, float_interface=float_interface, optimize=False
+        )
+        q = chosen.graph
+    else:
+        q = quantize(g, rec, scheme=scheme, float_interface=float_interface, optimize=False)
     save(q, out)
     if arrays is None:
         return q, None
     rep = quantization_report(g, q, arrays, optimize=False)
+    if chosen is not None:
+        rep["mixed"] = chosen.to_json()
     if report is not None:
         save_report(rep, report)
     return q, rep

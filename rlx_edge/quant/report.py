@@ -119,6 +119,11 @@ def quantization_report(
         for v in vmap
         if v in sig
     ]
+    schemes = qmeta.get("layers")  # mixed precision: each quantized node's scheme
+    if schemes:
+        made_by = {o: n.name for n in fg.nodes for o in n.outputs}
+        for row in layers:
+            row["scheme"] = schemes.get(made_by.get(row["value"], ""))
     outputs = {}
     for o, s in out_stats.items():
         outputs[o] = {
@@ -151,7 +156,8 @@ def report_text(report: dict[str, Any]) -> str:
     lines = [f"quantization report: {report['graph']} ({report['scheme']}), {report['samples']} samples"]
     for row in report["layers"]:
         s = row["sqnr_db"]
-        lines.append(f"  {row['value']:<48} {row['op']:<18} {'exact' if s is None else f'{s:7.2f} dB'}")
+        scheme = f" {row['scheme'] or '-'}" if "scheme" in row else ""
+        lines.append(f"  {row['value']:<48} {row['op']:<18} {'exact' if s is None else f'{s:7.2f} dB'}{scheme}")
     for o, s in report["outputs"].items():
         agree = "-" if s["top1_agreement"] is None else f"{100 * s['top1_agreement']:.2f} %"
         lines.append(f"  output {o}: max |err| {s['max_abs_error']:.4g}, top-1 agreement {agree}")
@@ -162,6 +168,28 @@ def report_text(report: dict[str, Any]) -> str:
         lines.append(f"  {numerics_text(report['numerics'])}")
         for t, c in report["numerics"]["tensors"].items():
             lines.append(f"    {t}: " + ", ".join(f"{k} {v}" for k, v in c.items() if k != "node"))
+    if report.get("mixed"):
+        lines.append(mixed_text(report["mixed"]))
+    return "\n".join(lines)
+
+
+def mixed_text(mixed: dict[str, Any]) -> str:
+    """The ``mixed`` section of a report (:meth:`rlx_edge.quant.mixed.MixedResult.to_json`) as a table."""
+    lines = [
+        f"mixed precision: target {mixed['target_sqnr_db']:g} dB, output SQNR {mixed['output_sqnr_db']:.2f} dB "
+        f"on {mixed['samples']} samples ({mixed['evaluations']} candidate graphs run)",
+        f"  {'layer':<48} {'op':<17} {'scheme':<8} {'sensitivity':>11} {'flash B':>9}",
+    ]
+    for row in mixed["layers"]:
+        s = row["sensitivity_db"]
+        sens = "-" if s is None else f"{s:8.2f} dB"
+        lines.append(f"  {row['node']:<48} {row['op']:<17} {row['scheme']:<8} {sens:>11} {row['flash_bytes']:>9}")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(mixed["schemes"].items()))
+    uniform = ", ".join(f"all {k} {v:.2f} dB" for k, v in mixed["uniform_sqnr_db"].items())
+    lines.append(
+        f"  flash {mixed['flash_bytes']} B (layers {mixed['layer_flash_bytes']} B), "
+        f"arena {mixed['arena_bytes']} B; {counts}; {uniform}"
+    )
     return "\n".join(lines)
 
 
@@ -186,6 +214,7 @@ def summary(report: dict[str, Any], k: int = 5) -> dict[str, Any]:
         "outputs": {o: s["sqnr_db"] for o, s in report["outputs"].items()},
         "worst_layers": worst_layers(report, k),
         "numerics": _totals(report.get("numerics")),
+        "mixed": report.get("mixed"),
     }
 
 
@@ -201,6 +230,8 @@ def summary_text(report: dict[str, Any], k: int = 5) -> str:
     lines += [f"  {_db(row['sqnr_db']):>9}  {row['value']} ({row['op']})" for row in s["worst_layers"]]
     if report.get("numerics"):
         lines.append(numerics_text(report["numerics"]))
+    if report.get("mixed"):
+        lines.append(mixed_text(report["mixed"]))
     return "\n".join(lines)
 
 

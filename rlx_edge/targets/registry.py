@@ -30,6 +30,9 @@ class TargetSpec:
     family: str  # reference, cortexm, fpga or jax
     rules: Container[str] | None  # None: every op (the reference runs the ops' own references)
     scratch: TargetScratch | None = None  # bytes of kernel scratch of one node, given its prepared parameters
+    # The graph as one function of its inputs (in graph.inputs order) that the target's array
+    # library traces: jax jits, vmaps and trains it (quantization-aware training).
+    trace: Callable[[Graph], Callable] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,9 @@ def _fpga_spec() -> TargetSpec:
 
 def _jax_spec() -> TargetSpec:
     from rlx_edge.targets.jax import RULES  # the table imports without jax
+    from rlx_edge.targets.jax.lower import lower_graph
 
-    return TargetSpec("jax", RULES)
+    return TargetSpec("jax", RULES, trace=lambda g: lower_graph(g).fn)
 
 
 FAMILIES: dict[str, Family] = {

@@ -93,7 +93,11 @@ def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[
     if opdef.typed or any(q is not None for q in (in_q or [])):
         g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
     else:
-        floats = [None if a is None else np.asarray(a, np.float32) for a in inputs]
+        # bool inputs (conditions, comparison results) are exact as they are: only numbers are quantized
+        floats = [None if a is None else np.asarray(a, np.float32 if np.asarray(a).dtype != bool else bool)
+                  for a in inputs]  # fmt: skip
+        if not any(a is not None and a.dtype != bool for a in floats):
+            return None  # nothing to quantize: such a draw runs in the float kind
         fg = single_node_graph(op, floats, attrs, constants=consts)
         data = {
             n: np.asarray(fg_in)[None]
@@ -115,6 +119,9 @@ def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, 
         shape = tuple(int(d) for d in t.shape)
         if t.dtype.is_float:
             out[name] = rng.standard_normal(shape).astype(t.dtype.numpy)
+            continue
+        if t.dtype.numpy == bool:  # a condition: both values, or all of one ("low", "high")
+            out[name] = np.full(shape, mode == "high") if mode in ("low", "high") else rng.random(shape) < 0.5
             continue
         info = np.iinfo(t.dtype.numpy)
         if mode == "random":

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rlx_edge.errors import OpError
 from rlx_edge.ir import fixedpoint
 from rlx_edge.ir.dtype import DType, promote
-from rlx_edge.ir.ops._registry import Attr
+from rlx_edge.ir.ops._registry import Attr, OpDef
 from rlx_edge.ir.shape import Dim, static_dim
 from rlx_edge.ir.types import TensorType
 
@@ -199,3 +201,63 @@ def broadcastable_pair(rng: np.random.Generator, rank: int) -> tuple[tuple[int, 
     b = [1 if rng.random() < 0.3 else d for d in a]
     drop = int(rng.integers(0, rank + 1))
     return a, tuple(b[drop:])
+
+
+# derivatives ------------------------------------------------------------------
+def derivative(op: OpDef) -> Callable[[Callable], Callable]:
+    """Declare a one-input elementwise op's ``jvp`` and ``vjp`` from its derivative.
+
+    ``fn(e, x, y, **attrs)`` builds dy/dx (a tensor broadcasting against
+    ``x``; ``None`` for a zero derivative) from the input ``x`` and output
+    ``y``; both rules multiply it into the tangent or cotangent.
+    """
+
+    def attach(fn: Callable) -> Callable:
+        @op.jvp
+        def _jvp(e, primals, outputs, tangents, **attrs):
+            d = fn(e, primals[0], outputs[0], **attrs)
+            return [None if d is None else e.mul(tangents[0], d)]
+
+        @op.vjp
+        def _vjp(e, primals, outputs, cotangents, **attrs):
+            d = fn(e, primals[0], outputs[0], **attrs)
+            return [None if d is None else e.mul(cotangents[0], d)]
+
+        return fn
+
+    return attach
+
+
+def batch_into_leading(op: OpDef) -> None:
+    """A vmap rule for ops that already map over their first input's leading (batch) axis:
+    the vmap axis is folded into it, and unfolded from every output. Other inputs batched: no rule."""
+
+    @op.batch
+    def _batch(e, inputs, batched, **attrs):
+        if any(batched[1:]):
+            return None
+        x = inputs[0]
+        shape = e.static_shape(x)
+        folded = e.reshape(x, shape=(shape[0] * shape[1], *shape[2:]))
+        got = e.op(op.name, folded, *inputs[1:], **attrs)
+        outs = got if isinstance(got, tuple) else (got,)
+        return [e.reshape(o, shape=(shape[0], shape[1], *e.static_shape(o)[1:])) for o in outs]
+
+
+def batch_shifting_axes(op: OpDef, attr: str) -> None:
+    """A vmap rule for ops whose attribute ``attr`` (an axis, or a tuple of them) names axes of the
+    first input: the batch axis goes first, so each named axis moves up by one. Other inputs batched
+    (normalization parameters): no rule."""
+
+    @op.batch
+    def _batch(e, inputs, batched, **attrs):
+        if any(batched[1:]):
+            return None
+        rank = len(inputs[0].shape) - 1
+        value = attrs[attr]
+        if isinstance(value, tuple):
+            moved: int | tuple[int, ...] = tuple(v % rank + 1 for v in value)
+        else:
+            moved = value % rank + 1
+        got = e.op(op.name, *inputs, **{**attrs, attr: moved})
+        return list(got) if isinstance(got, tuple) else [got]

@@ -100,13 +100,114 @@ def finish_acc(acc: Any, mult: Any, shift: Any, wide: bool, out_zp: int, lo: int
     return clamp_cast(requantize_acc(acc, mult, shift, wide) + out_zp, lo, hi, dtype)
 
 
+def numpy_finish_acc(
+    p: Prepared, bias: np.ndarray, raw_bound: np.ndarray, acc_bound: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`finish_acc` of ``raw + bias`` with ``p``'s constants, for numpy int64 ``raw`` it may overwrite.
+
+    What a bound kernel (``OpDef.bind``) calls once per inference: ``raw``
+    holds sums before the (folded) ``bias``, per output channel on the last
+    axis, ``|raw| <= raw_bound`` and ``|raw + bias| <= acc_bound``. Where
+    those bounds prove the form below exact, it is a few passes over
+    ``raw``; otherwise ``finish_acc`` itself.
+
+    With ``|acc| << left < 2**31`` (``acc = raw + bias``) neither int32 wrap
+    of ``finish_acc`` does anything, and ``acc << left`` times ``m`` is
+    ``acc`` times ``m << left``. With ``m >= 0`` the doubling high multiply
+    cannot saturate (that needs both factors INT32_MIN) and is
+    ``v = floor(T / 2**31)``, ``T = acc * m + 2**30``, for either sign (see
+    :func:`fixedpoint.saturating_rounding_doubling_high_mul`). The rounding
+    division by 2**r is ``floor((v + h - s) / 2**r)``, ``h = 2**(r-1)`` and
+    ``s = [v < 0]`` for r >= 1, ``h = s = 0`` for r = 0 (see
+    :func:`fixedpoint.rounding_divide_by_pot`), and ``v < 0`` iff ``T < 0``.
+    Since ``floor((floor(x / A) + k) / B) = floor((x + k A) / (A B))`` for
+    integers x, k and A, B > 0, the output before its clamp is
+    ``(raw * m + K - s * 2**31) >> R`` with ``R = 31 + r`` and
+    ``K = bias * m + 2**30 + h * 2**31 + out_zp * 2**R``: one shift.
+    ``T < 0`` iff ``acc < -floor(2**30 / m)`` (``acc * m >= -2**30`` iff
+    ``acc >= -2**30 / m``), i.e. ``raw < N``, ``N = -floor(2**30 / m) - bias``,
+    and ``-s * 2**31`` is ``((raw - N) >> 63) & -2**31``. Every intermediate
+    stays below 2**63 in magnitude where ``raw_bound * m + |K| + 2**31``
+    does (checked per channel).
+    """
+    per_channel = (p.mult, p.shift, bias, raw_bound, acc_bound)
+    columns = np.broadcast_arrays(*(np.asarray(v, np.int64).reshape(-1) for v in per_channel))
+
+    def fallback(raw: np.ndarray) -> np.ndarray:
+        raw += bias
+        return finish_acc(raw, p.mult, p.shift, p.wide, p.out_zp, p.act_min, p.act_max, p.dtype)
+
+    if p.wide or (columns[0] < 0).any():
+        return fallback
+    m_eff, ks, ns, cs, rs = [], [], [], [], []
+    for m, e, b, raw_b, acc_b in zip(*(c.tolist() for c in columns)):
+        left, r = max(e, 0), max(-e, 0)
+        if acc_b << left >= 2**31:  # finish_acc would wrap: keep it
+            return fallback
+        m <<= left
+        big_r = 31 + r
+        k = b * m + 2**30 + (((1 << r) >> 1) << 31) + p.out_zp * 2**big_r
+        if raw_b * m + abs(k) + 2**31 >= 2**63:
+            return fallback
+        m_eff.append(m)
+        ks.append(k)
+        ns.append((-(2**30 // m) if m > 0 else -(2**62)) - b)  # m = 0: T = 2**30 > 0 for every acc
+        cs.append(-(2**31) if r > 0 else 0)
+        rs.append(big_r)
+    # shaped [1, O]: a batch-1 fully connected output has that very shape, which numpy's
+    # elementwise loops take without setting up broadcasting (several times faster on 100s of values)
+    m_arr, k_arr, n_arr, c_arr, r_arr = (np.array(v, np.int64).reshape(1, -1) for v in (m_eff, ks, ns, cs, rs))
+    lo, hi, dtype = np.array(p.act_min, np.int64), np.array(p.act_max, np.int64), np.dtype(p.dtype)
+
+    def finish(raw: np.ndarray) -> np.ndarray:
+        s = np.subtract(raw, n_arr)
+        s >>= 63
+        s &= c_arr
+        raw *= m_arr
+        raw += k_arr
+        raw += s
+        raw >>= r_arr
+        np.maximum(raw, lo, out=raw)
+        np.minimum(raw, hi, out=raw)
+        return raw.astype(dtype)
+
+    return finish
+
+
+def bind_byte_pairs(eval_fn: Callable[..., Any], params: Prepared, **attrs: Any) -> Callable[[Any, Any], Any]:
+    """A binary op's numpy kernel (``OpDef.bind``) that looks byte inputs up in a table of its ``eval``.
+
+    For two one-byte inputs the table holds ``eval`` on all 65536 pairs of
+    bit patterns, made on first use for those input types, so a lookup is
+    computing it; other inputs run ``eval``.
+    """
+    tables: dict[tuple[np.dtype, np.dtype], np.ndarray] = {}
+
+    def kernel(a: Any, b: Any) -> Any:
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.itemsize == b.dtype.itemsize == 1):
+            return eval_fn(params, a, b, **attrs)
+        key = (a.dtype, b.dtype)
+        table = tables.get(key)
+        if table is None:
+            bits = np.arange(256, dtype=np.uint8)
+            table = np.asarray(eval_fn(params, bits.view(a.dtype)[:, None], bits.view(b.dtype)[None, :], **attrs))
+            table = tables.setdefault(key, table.reshape(-1))
+        index = a.view(np.uint8).astype(np.intp)
+        index <<= 8
+        return table[index + b.view(np.uint8)]
+
+    return kernel
+
+
 __all__ = [
     "activation_clamp",
+    "bind_byte_pairs",
     "byte_table",
     "channel_broadcast",
     "channel_multipliers",
     "clamp_cast",
     "finish_acc",
+    "numpy_finish_acc",
     "quantize_bound",
     "requantize_acc",
     "scalar_params",

@@ -153,13 +153,25 @@ class OpDef:
     # Activation storage types the integer semantics cover; PTQ keeps the op in float
     # under a scheme whose activations are of another type.
     int_dtypes: tuple[DType, ...] = (DType.i8, DType.i16)
+    # Autodiff (rlx_edge.autodiff): False makes a gradient through the op an error
+    # (argmax, quantize...); ``elementwise`` ops broadcast like numpy, so vmap batches
+    # them without a rule of their own.
+    differentiable: bool = True
+    elementwise: bool = False
+    # The declared derivative is an estimator (straight-through), not the derivative of the
+    # float reference: tests compare it with its own rule rather than with jax.grad.
+    surrogate_grad: bool = False
     _infer: Callable | None = field(default=None, repr=False)
     _reference: Callable | None = field(default=None, repr=False)
     _prepare: Callable | None = field(default=None, repr=False)
     _eval: Callable | None = field(default=None, repr=False)
+    _bind: Callable | None = field(default=None, repr=False)
     _macs: Callable | None = field(default=None, repr=False)
     _lower: Callable | None = field(default=None, repr=False)
     _sample: Callable | None = field(default=None, repr=False)
+    _jvp: Callable | None = field(default=None, repr=False)
+    _vjp: Callable | None = field(default=None, repr=False)
+    _batch: Callable | None = field(default=None, repr=False)
 
     # decorators ---------------------------------------------------------
     def infer(self, fn: Callable) -> Callable:
@@ -191,6 +203,20 @@ class OpDef:
         self._eval = fn
         return fn
 
+    def bind(self, fn: Callable) -> Callable:
+        """Attach a numpy fast path of ``eval`` for one node: ``fn(params, consts, **attrs) -> kernel | None``.
+
+        ``consts`` holds the node's constant inputs (weights, biases) at their
+        positions and None for the others. The returned ``kernel(*inputs)``
+        computes exactly what ``eval(params, *inputs, **attrs)`` does, with
+        whatever depends only on ``params`` and ``consts`` (re-laid-out
+        weights, folded biases) computed once; it owns that data, so later
+        changes to the constants do not reach it. None: use ``eval``. The
+        reference interpreter binds each node once per run plan.
+        """
+        self._bind = fn
+        return fn
+
     def macs(self, fn: Callable) -> Callable:
         self._macs = fn
         return fn
@@ -208,6 +234,59 @@ class OpDef:
         op's dtypes, ranks and attribute values, including edge cases.
         """
         self._sample = fn
+        return fn
+
+    def jvp(self, fn: Callable) -> Callable:
+        """Attach the forward-mode rule: ``fn(e, primals, outputs, tangents, **attrs) -> [tangent per output]``.
+
+        Same conventions as :meth:`vjp`: ``tangents`` has one entry per input
+        (``None`` where the input's tangent is zero), and the rule returns one
+        tangent per output (``None`` for a zero tangent), built with ``e``.
+        """
+        self._jvp = fn
+        return fn
+
+    def vjp(self, fn: Callable) -> Callable:
+        """Attach the reverse-mode rule: ``fn(e, primals, outputs, cotangents, **attrs) -> [cotangent per input]``.
+
+        Rules build graph nodes; they never compute numbers. ``e`` is an
+        :class:`rlx_edge.ir.emitter.Emitter` over the graph being produced:
+        ``e.mul(a, b)``, ``e.conv2d(x, w, strides=...)`` (every op, as on
+        ``Graph``), ``e.const(array, like=t)``, ``e.sum_to(t, shape)`` (undo
+        numpy broadcasting), ``e.broadcast_to``, ``e.greater(t, c)`` /
+        ``e.less(t, c)`` (0/1 masks), ``e.fail(why)`` (an OpError naming the
+        node). ``primals`` are the node's inputs as Tensors of that graph
+        (``None`` for absent optional inputs, padded like ``infer``),
+        ``outputs`` its primal outputs, ``cotangents`` one per output (``None``
+        when no gradient reaches it; at least one is given). The rule returns
+        one cotangent per input, each of its input's shape and dtype, ``None``
+        for zero (or for an absent input). The transforms drop what no output
+        needs, so a rule may build every input's cotangent. Worked example,
+        ``mul`` (numpy broadcasting)::
+
+            @mul.vjp
+            def _(e, primals, outputs, cotangents, *, activation):
+                a, b = primals
+                ct = e.activation_grad(cotangents[0], outputs[0], activation)
+                return [e.sum_to(e.mul(ct, b), a.shape), e.sum_to(e.mul(ct, a), b.shape)]
+
+        A straight-through estimator (fake quantization) passes ``ct`` on to
+        its input unchanged: ``return [cotangents[0], None, None]``.
+        Non-differentiable ops are declared with ``defop(..., differentiable=False)``;
+        zero-gradient ones (floor, ceil, round) return ``[None]``.
+        """
+        self._vjp = fn
+        return fn
+
+    def batch(self, fn: Callable) -> Callable:
+        """Attach a vmap rule: ``fn(e, inputs, batched, **attrs) -> [output per output]``.
+
+        ``inputs`` are Tensors whose batched ones (``batched[i]`` true) carry the
+        batch at axis 0; the rule returns every output batched at axis 0.
+        Elementwise ops (``defop(..., elementwise=True)``) need none; an op
+        without a rule is batched by unrolling it over the batch.
+        """
+        self._batch = fn
         return fn
 
     def draw(self, rng: np.random.Generator) -> tuple[list, dict[str, Any], list | None, list | None]:
@@ -322,6 +401,19 @@ class OpDef:
         out = self._eval(params, *self._pad_inputs(inputs), **attrs)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
+    def bind_eval(self, params: Prepared, consts: Sequence[np.ndarray | None], attrs: dict[str, Any]) -> Callable:
+        """``run_eval`` for one node with its constant inputs bound: the op's ``bind`` kernel, else ``eval``.
+
+        The result takes the node's inputs and returns an array or a tuple of arrays.
+        """
+        kernel = None if self._bind is None else self._bind(params, tuple(self._pad_inputs(consts)), **attrs)
+        if kernel is None:
+            return lambda *inputs: self.run_eval(params, inputs, attrs)
+        absent = (None,) * (len(self._pad_inputs(consts)) - len(consts))  # optional inputs the node leaves out
+        if not absent:
+            return kernel
+        return lambda *inputs: kernel(*inputs, *absent)
+
     def run_int_reference(
         self,
         ctx: QContext,
@@ -356,6 +448,9 @@ def defop(
     view: bool = False,
     passthrough_quant: bool = False,
     int_dtypes: tuple[str | DType, ...] = ("i8", "i16"),
+    differentiable: bool = True,
+    elementwise: bool = False,
+    surrogate_grad: bool = False,
     doc: str = "",
 ) -> OpDef:
     """Declare an op. Declaring the same name twice is a programming error."""
@@ -373,6 +468,9 @@ def defop(
         view=view,
         passthrough_quant=passthrough_quant or view,  # a view's bytes are its input's: nothing can rescale
         int_dtypes=tuple(as_dtype(d) for d in int_dtypes),
+        differentiable=differentiable,
+        elementwise=elementwise,
+        surrogate_grad=surrogate_grad,
         doc=doc,
     )
     REGISTRY[name] = op

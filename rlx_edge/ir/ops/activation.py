@@ -8,7 +8,7 @@ import numpy as np
 
 from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir import fixedpoint as fp
-from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, compute_dtype, finish, rand_float, rand_shape
+from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, compute_dtype, derivative, finish, rand_float, rand_shape
 from rlx_edge.ir.ops._quantized import byte_table, clamp_cast, quantize_bound, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import Attr, OpDef, QContext, defop
 from rlx_edge.ir.types import TensorType
@@ -26,7 +26,14 @@ def _unary(
 ) -> OpDef:
     """Declare one shape-preserving unary op."""
     op = defop(
-        name, family="activation", inputs=("x",), attrs=attrs or {}, inplace=True, int_dtypes=int_dtypes, doc=doc
+        name,
+        family="activation",
+        inputs=("x",),
+        attrs=attrs or {},
+        inplace=True,
+        elementwise=True,
+        int_dtypes=int_dtypes,
+        doc=doc,
     )
 
     @op.infer
@@ -115,6 +122,49 @@ elu = _unary(
     int_dtypes=("i8",),
     doc="x if x >= 0 else exp(x) - 1 (TFLite ELU)",
 )
+
+
+# derivatives ------------------------------------------------------------------------
+# dy/dx built from the input x and the output y; the clamps' corners (a set of measure
+# zero) get 0, as the open-interval masks give.
+derivative(relu)(lambda e, x, y: e.greater(x, 0))
+derivative(relu6)(lambda e, x, y: e.between(x, 0, 6))
+derivative(clamp)(lambda e, x, y, min, max: e.between(x, min, max))
+derivative(sigmoid)(lambda e, x, y: e.sub(y, e.square(y)))
+derivative(tanh)(lambda e, x, y: e.sub(e.const(1, y), e.square(y)))
+derivative(leaky_relu)(lambda e, x, y, alpha: e.add(e.greater(x, 0), e.mul(e.less(x, 0), e.const(alpha, x))))
+# exp(x) = y + 1 where x < 0, else 1
+derivative(elu)(lambda e, x, y: e.add(e.mul(e.less(x, 0), y), e.const(1, x)))
+# relu6(x + 3) / 6 + x / 6 on (-3, 3)
+derivative(hard_swish)(
+    lambda e, x, y: e.mul(e.add(e.relu6(e.add(x, e.const(3, x))), e.mul(x, e.between(x, -3, 3))), e.const(1 / 6, x))
+)
+
+
+@derivative(silu)
+def _silu_derivative(e, x, y):
+    s = e.sigmoid(x)
+    return e.add(s, e.sub(y, e.mul(y, s)))  # s + x s (1 - s) with x s = y
+
+
+_GELU_C = math.sqrt(2 / math.pi)
+_GELU_K = 0.044715
+
+
+@derivative(gelu)
+def _gelu_derivative(e, x, y, approximate):
+    c = lambda v: e.const(v, x)  # noqa: E731
+    if approximate == "tanh":
+        # 0.5 (1 + t) + 0.5 x (1 - t^2) u',  t = tanh(u),  u = C (x + K x^3)
+        x2 = e.square(x)
+        t = e.tanh(e.mul(e.add(x, e.mul(e.mul(x2, x), c(_GELU_K))), c(_GELU_C)))
+        du = e.mul(e.add(e.mul(x2, c(3 * _GELU_K)), c(1.0)), c(_GELU_C))
+        left = e.mul(e.add(t, c(1.0)), c(0.5))
+        return e.add(left, e.mul(e.mul(e.mul(x, c(0.5)), e.sub(c(1.0), e.square(t))), du))
+    # Phi(x) + x phi(x)
+    phi_cdf = e.mul(e.add(e.erf(e.mul(x, c(1 / math.sqrt(2)))), c(1.0)), c(0.5))
+    pdf = e.mul(e.exp(e.mul(e.square(x), c(-0.5))), c(1 / math.sqrt(2 * math.pi)))
+    return e.add(phi_cdf, e.mul(x, pdf))
 
 
 # integer semantics ------------------------------------------------------------------

@@ -9,6 +9,8 @@ Weight layouts follow TFLite, the MCU convention:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from rlx_edge.ir.ops._common import (
     PADDING,
     PADS,
     apply_activation,
+    batch_into_leading,
     broadcastable_pair,
     compute_dtype,
     elementwise_dtype,
@@ -34,7 +37,14 @@ from rlx_edge.ir.ops._common import (
     weighted_dtype,
     window_shape,
 )
-from rlx_edge.ir.ops._quantized import activation_clamp, channel_multipliers, finish_acc, scalar_params
+from rlx_edge.ir.ops._quantized import (
+    activation_clamp,
+    channel_multipliers,
+    finish_acc,
+    numpy_finish_acc,
+    scalar_params,
+    storage_range,
+)
 from rlx_edge.ir.ops._registry import Attr, QContext, defop
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import broadcast, static_dim, unify
@@ -246,6 +256,226 @@ def _depthwise_sum(x: np.ndarray, w: np.ndarray, strides, dilations, pads, depth
     return y.reshape(n, oh, ow, cm)
 
 
+# derivatives ----------------------------------------------------------------------
+# The layers are bilinear in (x, w): a tangent is the layer applied to each tangent in
+# turn. Cotangents use the layers themselves: the input's is a convolution of the
+# spread-out cotangent with the flipped kernel (a transposed convolution), the weight's
+# a convolution of the input with the cotangent as kernel (stride and dilation swapped).
+def _no_act(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {**attrs, "activation": "none"}
+
+
+def _layer_jvp(e, op: str, primals, outputs, tangents, attrs: dict[str, Any]):
+    x, w, _ = primals
+    tx, tw, tb = tangents
+    t = None if tx is None else e.op(op, tx, w, **_no_act(attrs))
+    t = e.add_maybe(t, None if tw is None else e.op(op, x, tw, **_no_act(attrs)))
+    t = e.add_maybe(t, tb)
+    if tuple(t.shape) != tuple(outputs[0].shape):  # only a bias tangent
+        t = e.broadcast_to(t, e.static_shape(outputs[0]))
+    return [e.activation_grad(t, outputs[0], attrs["activation"])]
+
+
+def _resolved_pads(x, w, attrs: dict[str, Any]) -> tuple[int, int, int, int]:
+    _, kh, kw, _ = (static_dim(d, "kernel dimension") for d in w.shape)
+    a = attrs
+    return window_shape(x.type, kh, kw, a["strides"], a.get("dilations", (1, 1)), a["padding"], a["pads"])[2]
+
+
+def transposed_kernel(w: np.ndarray, groups: int) -> np.ndarray:
+    """A conv2d weight [O, KH, KW, I/g] as the kernel of its transposed convolution: [I, KH, KW, O/g],
+    flipped in space (numpy; :func:`conv_input_grad` builds the same from a graph value)."""
+    o, kh, kw, ig = w.shape
+    t = w.reshape(groups, o // groups, kh, kw, ig).transpose(0, 4, 2, 3, 1).reshape(groups * ig, kh, kw, o // groups)
+    return np.ascontiguousarray(t[:, ::-1, ::-1, :])
+
+
+def conv_input_grad(e, ct, wt, x_shape, strides, dilations, pads, groups: int):
+    """The cotangent of a convolution's input [N, H, W, C] from its output's ``ct`` [N, OH, OW, O].
+
+    ``wt`` is the transposed kernel [C, KH, KW, O/groups] (see :func:`transposed_kernel`).
+    The cotangent is spread by the strides, padded by the kernel's reach, convolved at
+    stride 1, and cropped to the input (the forward pass's padding taken back).
+    """
+    _, h, w_, _ = x_shape
+    _, kh, kw, _ = e.static_shape(wt)
+    oh, ow = e.static_shape(ct)[1:3]
+    pt, pb, pl, pr = pads
+    d = e.interior_pad(e.interior_pad(ct, 1, strides[0]), 2, strides[1])
+    after_h = h + pt + pb - (oh - 1) * strides[0] - 1
+    after_w = w_ + pl + pr - (ow - 1) * strides[1] - 1
+    reach_h, reach_w = (kh - 1) * dilations[0], (kw - 1) * dilations[1]
+    d = e.pad(d, pads=(0, 0, reach_h, after_h, reach_w, after_w, 0, 0))
+    full = e.conv2d(d, wt, dilations=dilations, groups=groups)
+    n, fh, fw, c = e.static_shape(full)
+    if (pt, pl, fh, fw) == (0, 0, h, w_):
+        return full
+    return e.slice(full, begin=(0, pt, pl, 0), end=(n, pt + h, pl + w_, c))
+
+
+def _graph_transposed_kernel(e, w, groups: int):
+    """:func:`transposed_kernel` as graph nodes (the weight is a value of the graph)."""
+    o, kh, kw, ig = e.static_shape(w)
+    t = e.reshape(w, shape=(groups, o // groups, kh, kw, ig))
+    t = e.reshape(e.transpose(t, perm=(0, 4, 2, 3, 1)), shape=(groups * ig, kh, kw, o // groups))
+    return e.slice(t, begin=(0, -1, -1, 0), end=(_OPEN, -_OPEN, -_OPEN, _OPEN), strides=(1, -1, -1, 1))
+
+
+_OPEN = 2**31 - 1  # slice bounds meaning "to the end" (layout.slice's convention)
+
+
+def _window_input(e, x, pads, extent: tuple[int, int]):
+    """``x`` padded with zeros and cut to exactly the rows and columns the windows read."""
+    n, h, w, c = e.static_shape(x)
+    pt, pb, pl, pr = pads
+    if any(pads):
+        x = e.pad(x, pads=(0, 0, pt, pb, pl, pr, 0, 0))
+    if extent != (h + pt + pb, w + pl + pr):
+        x = e.slice(x, begin=(0, 0, 0, 0), end=(n, extent[0], extent[1], c))
+    return x
+
+
+def _conv_weight_grad(e, x, ct, w_shape, strides, dilations, pads, groups: int):
+    """sum over batch and positions of x-window * ct: a convolution of x (channels as batch) with ct
+    (batch as input channels) at stride = dilation and dilation = stride, per group."""
+    o, kh, kw, ig = w_shape
+    oh, ow = e.static_shape(ct)[1:3]
+    extent = ((oh - 1) * strides[0] + (kh - 1) * dilations[0] + 1, (ow - 1) * strides[1] + (kw - 1) * dilations[1] + 1)
+    xp = _window_input(e, x, pads, extent)
+    n = e.static_shape(xp)[0]
+    og = o // groups
+    parts = []
+    for g in range(groups):
+        xg, cg = xp, ct
+        if groups > 1:
+            xg = e.slice(xp, begin=(0, 0, 0, g * ig), end=(n, extent[0], extent[1], (g + 1) * ig))
+            cg = e.slice(ct, begin=(0, 0, 0, g * og), end=(n, oh, ow, (g + 1) * og))
+        k = e.conv2d(e.transpose(xg, perm=(3, 1, 2, 0)), e.transpose(cg, perm=(3, 1, 2, 0)),
+                     strides=dilations, dilations=strides)  # fmt: skip
+        parts.append(e.transpose(k, perm=(3, 1, 2, 0)))
+    return parts[0] if groups == 1 else e.concat(*parts, axis=0)
+
+
+def _depthwise_weight_grad(e, x, ct, w_shape, strides, dilations, pads, m: int):
+    """Batch moved into channels: one depthwise convolution of x by ct per (image, channel), summed over images."""
+    _, kh, kw, cm = w_shape
+    n, oh, ow, _ = e.static_shape(ct)
+    extent = ((oh - 1) * strides[0] + (kh - 1) * dilations[0] + 1, (ow - 1) * strides[1] + (kw - 1) * dilations[1] + 1)
+    xp = _window_input(e, x, pads, extent)
+    c = cm // m
+    xs = e.reshape(e.transpose(xp, perm=(1, 2, 0, 3)), shape=(1, extent[0], extent[1], n * c))
+    ks = e.reshape(e.transpose(ct, perm=(1, 2, 0, 3)), shape=(1, oh, ow, n * cm))
+    k = e.depthwise_conv2d(xs, ks, strides=dilations, dilations=strides, depth_multiplier=m)
+    k = e.sum(e.reshape(k, shape=(kh, kw, n, cm)), axes=(2,))
+    return e.reshape(k, shape=w_shape)
+
+
+@conv2d.jvp
+def _conv2d_jvp(e, primals, outputs, tangents, **attrs):
+    return _layer_jvp(e, "conv2d", primals, outputs, tangents, attrs)
+
+
+@conv2d.vjp
+def _conv2d_vjp(e, primals, outputs, cotangents, *, strides, padding, pads, dilations, activation, groups):
+    x, w, b = primals
+    ct = e.activation_grad(cotangents[0], outputs[0], activation)
+    p = _resolved_pads(x, w, {"strides": strides, "dilations": dilations, "padding": padding, "pads": pads})
+    wt = _graph_transposed_kernel(e, w, groups)
+    dx = conv_input_grad(e, ct, wt, e.static_shape(x), strides, dilations, p, groups)
+    dw = _conv_weight_grad(e, x, ct, e.static_shape(w), strides, dilations, p, groups)
+    return [dx, dw, None if b is None else e.sum(ct, axes=(0, 1, 2))]
+
+
+@depthwise_conv2d.jvp
+def _dw_jvp(e, primals, outputs, tangents, **attrs):
+    return _layer_jvp(e, "depthwise_conv2d", primals, outputs, tangents, attrs)
+
+
+@depthwise_conv2d.vjp
+def _dw_vjp(e, primals, outputs, cotangents, *, strides, padding, pads, dilations, activation, depth_multiplier):
+    x, w, b = primals
+    ct = e.activation_grad(cotangents[0], outputs[0], activation)
+    p = _resolved_pads(x, w, {"strides": strides, "dilations": dilations, "padding": padding, "pads": pads})
+    c = e.static_shape(x)[3]
+    # a depthwise convolution is conv2d with one group per input channel and weight [C*M, KH, KW, 1]
+    wt = _graph_transposed_kernel(e, e.transpose(w, perm=(3, 1, 2, 0)), c)
+    dx = conv_input_grad(e, ct, wt, e.static_shape(x), strides, dilations, p, c)
+    dw = _depthwise_weight_grad(e, x, ct, e.static_shape(w), strides, dilations, p, depth_multiplier)
+    return [dx, dw, None if b is None else e.sum(ct, axes=(0, 1, 2))]
+
+
+@fully_connected.jvp
+def _fc_jvp(e, primals, outputs, tangents, **attrs):
+    return _layer_jvp(e, "fully_connected", primals, outputs, tangents, attrs)
+
+
+@fully_connected.vjp
+def _fc_vjp(e, primals, outputs, cotangents, *, activation):
+    x, w, b = primals
+    ct = e.activation_grad(cotangents[0], outputs[0], activation)
+    o, i = e.static_shape(w)
+    dx = e.fully_connected(ct, e.transpose(w, perm=(1, 0)))
+    ct2 = ct if len(ct.shape) == 2 else e.reshape(ct, shape=(-1, o))
+    x2 = x if len(x.shape) == 2 else e.reshape(x, shape=(-1, i))
+    dw = e.matmul(e.transpose(ct2, perm=(1, 0)), x2)
+    db = None if b is None else e.sum_to(ct, (o,))
+    return [dx, dw, db]
+
+
+def _swap_last(e, t):
+    r = len(t.shape)
+    return e.transpose(t, perm=tuple(range(r - 2)) + (r - 1, r - 2))
+
+
+@matmul.jvp
+def _matmul_jvp(e, primals, outputs, tangents):
+    a, b = primals
+    ta, tb = tangents
+    return [e.add_maybe(None if ta is None else e.matmul(ta, b), None if tb is None else e.matmul(a, tb))]
+
+
+@matmul.vjp
+def _matmul_vjp(e, primals, outputs, cotangents):
+    """Vectors become matrices ([k] -> [1, k] or [k, 1]) so that one pair of products covers every case."""
+    a, b = primals
+    ct = cotangents[0]
+    a2 = a if len(a.shape) > 1 else e.reshape(a, shape=(1, a.shape[0]))
+    b2 = b if len(b.shape) > 1 else e.reshape(b, shape=(b.shape[0], 1))
+    lead = e.static_shape(outputs[0])[: max(len(a2.shape), len(b2.shape)) - 2]
+    full = lead + (a2.shape[-2], b2.shape[-1])
+    ct2 = ct if tuple(ct.shape) == full else e.reshape(ct, shape=full)
+    da = e.sum_to(e.matmul(ct2, _swap_last(e, b2)), a2.shape)
+    db = e.sum_to(e.matmul(_swap_last(e, a2), ct2), b2.shape)
+    return [e.reshape(da, shape=a.shape) if da.shape != a.shape else da,
+            e.reshape(db, shape=b.shape) if db.shape != b.shape else db]  # fmt: skip
+
+
+# vmap: the batch folds into N (the weights shared); fully_connected maps over any leading dims
+for _op in (conv2d, depthwise_conv2d):
+    batch_into_leading(_op)
+
+
+@fully_connected.batch
+def _fc_batch(e, inputs, batched, **attrs):
+    return None if any(batched[1:]) else [e.fully_connected(*inputs, **attrs)]
+
+
+@matmul.batch
+def _matmul_batch(e, inputs, batched):
+    """Matrices broadcast over leading dims: the batched operand gets ones up to the other's rank."""
+    ranks = [len(t.shape) - bt for t, bt in zip(inputs, batched)]
+    if min(ranks) < 2:
+        return None  # a vector operand changes which axes multiply
+    rank = max(ranks)
+    args = []
+    for t, bt in zip(inputs, batched):
+        if bt and len(t.shape) - 1 < rank:
+            shape = e.static_shape(t)
+            t = e.reshape(t, shape=(shape[0],) + (1,) * (rank + 1 - len(shape)) + shape[1:])
+        args.append(t)
+    return [e.matmul(*args)]
+
+
 # samplers ----------------------------------------------------------------------
 def _pick_float(rng):
     return FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
@@ -318,8 +548,9 @@ def _mac_prepare(ctx: QContext, what: str, channels: int, activation: str) -> di
     lo, hi = activation_clamp(activation, yt.quant, yt.dtype.numpy)
     return {
         "in_zp": zp_x, "out_zp": zp_y, "mult": mult, "shift": shift, "act_min": lo, "act_max": hi,
-        # TFLite's 16x8 scheme: an int64 bias makes the accumulators and their requantization 64-bit
-        "wide": bt is not None and bt.dtype == DType.i64,
+        # TFLite's 16x8 scheme: an int64 bias makes the accumulators and their requantization 64-bit;
+        # without a bias TFLite Micro takes that path for any int16 input (checked against it)
+        "wide": bt.dtype == DType.i64 if bt is not None else xt.dtype == DType.i16,
         "dtype": yt.dtype.numpy.name,
     }  # fmt: skip
 
@@ -414,3 +645,165 @@ def _fc_prepare(ctx: QContext, *, activation: str) -> dict[str, Any]:
 def _fc_eval(p, x, w, b, *, activation):
     acc = _exact_int((x.astype(np.float64) - p.in_zp) @ (w.astype(np.float64) - p.w_zp).T)
     return finish_accumulators(p, acc, b)
+
+
+# numpy fast paths ------------------------------------------------------------------------
+# The reference interpreter binds each node once (OpDef.bind): the weights become the float
+# matrix of one BLAS product, the input zero point moves into the bias (folded_bias; padding
+# then holds the zero point, so a padded tap adds (zp - zp) * w = 0 as TFLite's skip does),
+# the requantization constants are laid out per channel (numpy_finish_acc). Each kernel
+# computes exactly what the op's eval computes; tests/ir/ops/test_conv_bind.py holds them equal.
+#
+# Why the float sums are exact: the inputs are taken raw, |x| <= X (the largest magnitude of
+# the input type; the padding value, the zero point, is one of its values), the weights as
+# integers, so each product is an integer and every partial sum, in whatever order and
+# blocking the BLAS adds them (fused multiply-adds included), is a sum of some products of
+# one output channel c: its magnitude is at most X * sum_k |w[c, k]| = B[c]. float32 holds
+# every integer of magnitude <= 2**24, float64 <= 2**53, and an IEEE operation whose exact
+# result is representable returns it; so while max B <= 2**24 (float32) or 2**53 (float64)
+# every step is exact and the result is the integer sum. A node beyond both keeps eval.
+_EXACT_FLOATS = ((np.dtype(np.float32), 24), (np.dtype(np.float64), 53))
+
+
+@dataclass(frozen=True)
+class _Accumulation:
+    """A bound node's float sums to its output: the folded bias added, then requantized."""
+
+    p: Prepared
+    ct: np.dtype  # the float type the sums are exact in
+    x_dtype: np.dtype  # the input type the bound was proved for
+    bias: np.ndarray  # int64 per output channel: b - in_zp * sum w (b: the constant bias, else 0)
+    finish_raw: Callable[[np.ndarray], np.ndarray]  # numpy_finish_acc: the requantization of raw + bias
+
+    def finish(self, sums: np.ndarray, runtime_bias: np.ndarray | None) -> np.ndarray:
+        raw = sums.astype(np.int64)
+        if runtime_bias is None:
+            return self.finish_raw(raw)
+        raw += self.bias
+        return finish_accumulators(self.p, raw, runtime_bias)
+
+
+def _accumulation(p: Prepared, w: np.ndarray, b: np.ndarray | None) -> _Accumulation | None:
+    """The constants of a bound node whose output channel ``c`` sums over ``w[c]`` (int64, [O, taps]).
+
+    ``b`` is the constant bias, if any. Activations keep their type through conv and FC
+    (int8 -> int8, int16 -> int16), so the input type is the output's; a kernel given
+    another input type runs eval instead.
+    """
+    x_dtype = np.dtype(p.dtype)
+    lo, hi = storage_range(x_dtype)
+    abs_sums = np.abs(w).sum(axis=1)
+    raw_bound = max(-lo, hi) * abs_sums
+    ct = next((t for t, bits in _EXACT_FLOATS if int(raw_bound.max(initial=0)) <= 2**bits), None)
+    if ct is None:
+        return None
+    bias = folded_bias(p, w.sum(axis=1), b)
+    # what TFLite accumulates, |sum (x - zp) * w + b|, bounds the accumulators
+    acc_bound = max(hi - p.in_zp, p.in_zp - lo) * abs_sums + np.abs(folded_bias(p, 0, b))
+    return _Accumulation(p, ct, x_dtype, bias, numpy_finish_acc(p, bias, raw_bound, acc_bound))
+
+
+def _zero_point_padded(x: np.ndarray, ct: np.dtype, pads: tuple, zp: int) -> np.ndarray:
+    """``x`` in the float type ``ct``, padded (top, bottom, left, right) with its zero point."""
+    pt, pb, pl, pr = pads
+    if not any(pads):
+        return x.astype(ct)
+    n, h, w, c = x.shape
+    out = np.full((n, h + pt + pb, w + pl + pr, c), zp, dtype=ct)
+    out[:, pt : pt + h, pl : pl + w] = x
+    return out
+
+
+def _bound_inputs(consts: tuple) -> tuple[np.ndarray | None, np.ndarray | None]:
+    return consts[1], consts[2]
+
+
+@conv2d.bind
+def _conv2d_bind(p, consts, *, strides, padding, pads, dilations, activation, groups):
+    """One matrix product per group over the (KH, KW, C)-ordered columns of the padded input."""
+    w, b = _bound_inputs(consts)
+    if w is None:
+        return None
+    o, kh, kw, ig = w.shape
+    wi = w.astype(np.int64).reshape(o, kh * kw * ig)  # taps in (KH, KW, C) order, as the columns
+    acc = _accumulation(p, wi, b)
+    if acc is None:
+        return None
+    og = o // groups
+    wm = np.ascontiguousarray(wi.reshape(groups, og, -1).transpose(0, 2, 1).astype(acc.ct))  # [G, K, O/G]
+    attrs = {"strides": strides, "padding": padding, "pads": pads, "dilations": dilations}
+
+    def kernel(x, w_in, b_in):
+        if x.dtype != acc.x_dtype:
+            return _conv2d_eval(p, x, w_in, b_in, **attrs, activation=activation, groups=groups)
+        padded = _zero_point_padded(x, acc.ct, p.pads, p.in_zp)
+        win = patches(padded, kh, kw, strides, dilations, (0, 0, 0, 0))  # N, OH, OW, C, KH, KW (a view)
+        n, oh, ow = win.shape[:3]
+        cols = win.transpose(0, 1, 2, 4, 5, 3)  # channels innermost: the copy below moves runs of C
+        if groups == 1:
+            sums = cols.reshape(n * oh * ow, -1) @ wm[0]
+        else:
+            g_cols = cols.reshape(n * oh * ow, kh * kw, groups, ig).transpose(2, 0, 1, 3)
+            sums = np.matmul(g_cols.reshape(groups, n * oh * ow, -1), wm).transpose(1, 0, 2)
+        return acc.finish(sums.reshape(n, oh, ow, o), b_in if b is None else None)
+
+    return kernel
+
+
+@depthwise_conv2d.bind
+def _dw_bind(p, consts, *, strides, padding, pads, dilations, activation, depth_multiplier):
+    """One multiply-add per tap over every output position, in the exact float type."""
+    w, b = _bound_inputs(consts)
+    if w is None:
+        return None
+    _, kh, kw, cm = w.shape
+    wi = w[0].astype(np.int64).reshape(kh * kw, cm)
+    acc = _accumulation(p, wi.T, b)
+    if acc is None:
+        return None
+    m = depth_multiplier
+    wt = wi.reshape(kh * kw, cm // m, m).astype(acc.ct)
+    (sh, sw), (dh, dw) = strides, dilations
+    attrs = {"strides": strides, "padding": padding, "pads": pads, "dilations": dilations}
+
+    def kernel(x, w_in, b_in):
+        if x.dtype != acc.x_dtype:
+            return _dw_eval(p, x, w_in, b_in, **attrs, activation=activation, depth_multiplier=m)
+        padded = _zero_point_padded(x, acc.ct, p.pads, p.in_zp)[..., None]  # N, H, W, C, 1
+        n, c = x.shape[0], x.shape[3]
+        oh = (padded.shape[1] - (kh - 1) * dh - 1) // sh + 1
+        ow = (padded.shape[2] - (kw - 1) * dw - 1) // sw + 1
+        sums = np.zeros((n, oh, ow, c, m), acc.ct)
+        product = np.empty_like(sums)
+        for t in range(kh * kw):
+            i, j = divmod(t, kw)
+            tap = padded[:, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+            np.multiply(tap, wt[t], out=product)
+            sums += product
+        return acc.finish(sums.reshape(n, oh, ow, c * m), b_in if b is None else None)
+
+    return kernel
+
+
+@fully_connected.bind
+def _fc_bind(p, consts, *, activation):
+    """One matrix product of the inputs (rows) with the transposed weights."""
+    w, b = _bound_inputs(consts)
+    if w is None:
+        return None
+    wi = w.astype(np.int64) - p.w_zp  # [O, I]
+    acc = _accumulation(p, wi, b)
+    if acc is None:
+        return None
+    wt = np.ascontiguousarray(wi.T.astype(acc.ct))  # [I, O]
+    finish_raw = acc.finish_raw
+
+    def kernel(x, w_in, b_in):
+        if x.dtype != acc.x_dtype:
+            return _fc_eval(p, x, w_in, b_in, activation=activation)
+        if x.ndim == 2 and b is not None:  # the usual case, without a call more than needed
+            return finish_raw((x.astype(acc.ct) @ wt).astype(np.int64))
+        sums = x.reshape(-1, wt.shape[0]).astype(acc.ct) @ wt
+        return acc.finish(sums, b_in if b is None else None).reshape(x.shape[:-1] + (wt.shape[1],))
+
+    return kernel

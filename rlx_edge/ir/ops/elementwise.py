@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,13 +16,21 @@ from rlx_edge.ir.ops._common import (
     apply_activation,
     broadcastable_pair,
     compute_dtype,
+    derivative,
     elementwise_dtype,
     fail,
     finish,
     rand_float,
     rand_shape,
 )
-from rlx_edge.ir.ops._quantized import activation_clamp, byte_table, clamp_cast, scalar_params, storage_range
+from rlx_edge.ir.ops._quantized import (
+    activation_clamp,
+    bind_byte_pairs,
+    byte_table,
+    clamp_cast,
+    scalar_params,
+    storage_range,
+)
 from rlx_edge.ir.ops._registry import OpDef, defop
 from rlx_edge.ir.shape import broadcast
 from rlx_edge.ir.types import TensorType
@@ -35,6 +44,7 @@ def _binary(name: str, fn, *, fused_activation: bool, doc: str) -> OpDef:
         inputs=("a", "b"),
         attrs={"activation": ACTIVATION} if fused_activation else {},
         inplace=True,
+        elementwise=True,
         doc=doc,
     )
 
@@ -95,7 +105,9 @@ def _unary(name: str, fn, *, ints: bool = False, domain: str = "real", int_dtype
     wrap to their type, as C does. ``domain`` is what the sampler draws:
     "real" or "positive" (sqrt, rsqrt, log).
     """
-    op = defop(name, family="elementwise", inputs=("x",), inplace=True, int_dtypes=int_dtypes, doc=doc)
+    op = defop(
+        name, family="elementwise", inputs=("x",), inplace=True, elementwise=True, int_dtypes=int_dtypes, doc=doc
+    )
 
     @op.infer
     def _infer(x):
@@ -144,6 +156,8 @@ floor = _unary("floor", np.floor, doc="largest integer <= x (TFLite FLOOR)")
 ceil = _unary("ceil", np.ceil, doc="smallest integer >= x (TFLite CEIL)")
 # np.round rounds half to even, as TFLite's ROUND (banker's rounding, like tf.round)
 round_ = _unary("round", np.round, doc="nearest integer, halves to even (TFLite ROUND)")
+# erf is gelu's derivative's building block (ONNX Erf; TFLite has no builtin)
+erf = _unary("erf", np.vectorize(math.erf, otypes=[np.float64]), doc="Gauss error function (ONNX Erf)")
 
 
 prelu = defop(
@@ -151,6 +165,7 @@ prelu = defop(
     family="elementwise",
     inputs=("x", "alpha"),
     inplace=True,
+    elementwise=True,
     doc="x if x >= 0 else alpha * x, alpha broadcast against x (TFLite PRELU, ONNX PRelu)",
 )
 
@@ -174,6 +189,104 @@ def _prelu_sample(rng):
     x_shape, a_shape = broadcastable_pair(rng, int(rng.integers(1, 5)))
     dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
     return [rand_float(rng, x_shape, dt), (rng.uniform(-0.5, 1.5, a_shape)).astype(dt)], {}
+
+
+# derivatives -------------------------------------------------------------------------
+# Broadcast operands take the sum of their cotangent over the broadcast axes (sum_to);
+# a fused activation masks the cotangent where it clamps (activation_grad).
+def _bcast_tangent(e, t, out):
+    return None if t is None else e.broadcast_to(t, out.shape)
+
+
+def _binary_jvp(op: OpDef, combine) -> None:
+    """``combine(e, a, b, y, ta, tb)`` is the tangent before the fused activation."""
+
+    @op.jvp
+    def _jvp(e, primals, outputs, tangents, activation="none"):
+        a, b = primals
+        t = combine(e, a, b, outputs[0], *tangents)
+        return [e.activation_grad(_bcast_tangent(e, t, outputs[0]), outputs[0], activation)]
+
+
+def _binary_vjp(op: OpDef, grads) -> None:
+    """``grads(e, a, b, y, ct) -> (ct_a, ct_b)`` at the output's shape, then summed to each operand's."""
+
+    @op.vjp
+    def _vjp(e, primals, outputs, cotangents, activation="none"):
+        a, b = primals
+        ct = e.activation_grad(cotangents[0], outputs[0], activation)
+        ga, gb = grads(e, a, b, outputs[0], ct)
+        return [e.sum_to(ga, a.shape), e.sum_to(gb, b.shape)]
+
+
+_binary_jvp(add, lambda e, a, b, y, ta, tb: e.add_maybe(ta, tb))
+_binary_vjp(add, lambda e, a, b, y, ct: (ct, ct))
+_binary_jvp(sub, lambda e, a, b, y, ta, tb: e.add_maybe(ta, None if tb is None else e.neg(tb)))
+_binary_vjp(sub, lambda e, a, b, y, ct: (ct, e.neg(ct)))
+_binary_jvp(
+    mul,
+    lambda e, a, b, y, ta, tb: e.add_maybe(None if ta is None else e.mul(ta, b), None if tb is None else e.mul(a, tb)),
+)
+_binary_vjp(mul, lambda e, a, b, y, ct: (e.mul(ct, b), e.mul(ct, a)))
+# d(a/b) = (da - y db) / b
+_binary_jvp(div, lambda e, a, b, y, ta, tb: e.div(e.add_maybe(ta, None if tb is None else e.neg(e.mul(tb, y))), b))
+_binary_vjp(div, lambda e, a, b, y, ct: (lambda q: (q, e.neg(e.mul(q, y))))(e.div(ct, b)))
+
+
+def _select_jvp(e, m, ta, tb):
+    """m * ta + (1 - m) * tb for a 0/1 mask m."""
+    if ta is None:
+        return e.sub(tb, e.mul(m, tb))
+    if tb is None:
+        return e.mul(m, ta)
+    return e.add(tb, e.mul(m, e.sub(ta, tb)))
+
+
+# the larger operand takes the derivative (ties, a set of measure zero, go to b)
+_binary_jvp(maximum, lambda e, a, b, y, ta, tb: _select_jvp(e, e.greater(e.sub(a, b), 0), ta, tb))
+_binary_vjp(maximum, lambda e, a, b, y, ct: (lambda m: (m, e.sub(ct, m)))(e.mul(ct, e.greater(e.sub(a, b), 0))))
+_binary_jvp(minimum, lambda e, a, b, y, ta, tb: _select_jvp(e, e.less(e.sub(a, b), 0), ta, tb))
+_binary_vjp(minimum, lambda e, a, b, y, ct: (lambda m: (m, e.sub(ct, m)))(e.mul(ct, e.less(e.sub(a, b), 0))))
+
+
+def _prelu_slope(e, x, alpha):
+    """1 where x > 0, alpha where x < 0 (output shape)."""
+    return e.add(e.greater(x, 0), e.mul(e.less(x, 0), alpha))
+
+
+@prelu.jvp
+def _prelu_jvp(e, primals, outputs, tangents):
+    x, alpha = primals
+    tx, ta = tangents
+    t = None if tx is None else e.mul(tx, _prelu_slope(e, x, alpha))
+    # x - relu(x) is x where x < 0, else 0
+    t = e.add_maybe(t, None if ta is None else e.mul(ta, e.sub(x, e.relu(x))))
+    return [_bcast_tangent(e, t, outputs[0])]
+
+
+@prelu.vjp
+def _prelu_vjp(e, primals, outputs, cotangents):
+    x, alpha = primals
+    ct = cotangents[0]
+    return [
+        e.sum_to(e.mul(ct, _prelu_slope(e, x, alpha)), x.shape),
+        e.sum_to(e.mul(ct, e.sub(x, e.relu(x))), alpha.shape),
+    ]
+
+
+derivative(abs_)(lambda e, x, y: e.sub(e.greater(x, 0), e.less(x, 0)))
+derivative(neg)(lambda e, x, y: e.const(-1, x))
+derivative(square)(lambda e, x, y: e.mul(x, e.const(2, x)))
+derivative(sqrt)(lambda e, x, y: e.div(e.const(0.5, y), y))
+derivative(rsqrt)(lambda e, x, y: e.div(e.mul(y, e.const(-0.5, y)), x))
+derivative(exp)(lambda e, x, y: y)
+derivative(log)(lambda e, x, y: e.div(e.const(1, x), x))
+derivative(sin)(lambda e, x, y: e.cos(x))
+derivative(cos)(lambda e, x, y: e.neg(e.sin(x)))
+derivative(erf)(lambda e, x, y: e.mul(e.exp(e.neg(e.square(x))), e.const(2 / math.sqrt(math.pi), x)))
+# piecewise constant: zero derivative (JAX's convention), not an error
+for _op in (floor, ceil, round_):
+    derivative(_op)(lambda e, x, y: None)
 
 
 # integer semantics ------------------------------------------------------------------
@@ -266,6 +379,20 @@ def _mul_eval(p, a, b, activation="none"):
     prod = fp.wrap_int32((a.astype(xp.int64) - p.a_zp) * (b.astype(xp.int64) - p.b_zp))
     y = fp.multiply_by_quantized_multiplier(prod, p.out_mult, p.out_shift) + p.out_zp
     return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+def _byte_pair_bind(eval_fn):
+    """The numpy fast path of add, sub and mul: byte inputs looked up in a table of ``eval_fn`` (the eval)."""
+
+    def bind(p, consts, **attrs):
+        return bind_byte_pairs(eval_fn, p, **attrs)
+
+    return bind
+
+
+add.bind(_byte_pair_bind(_add_sub_eval(subtract=False)))
+sub.bind(_byte_pair_bind(_add_sub_eval(subtract=True)))
+mul.bind(_byte_pair_bind(_mul_eval))
 
 
 @prelu.prepare

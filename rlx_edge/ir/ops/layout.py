@@ -397,6 +397,150 @@ def _unsqueeze_ref(x, *, axes):
     return np.expand_dims(x, axis=tuple(a % (x.ndim + len(axes)) for a in axes))
 
 
+# derivatives ------------------------------------------------------------------------
+# Every layout op is linear: a tangent goes through the op itself; a cotangent goes
+# back through the op that puts each element where it came from (zeros elsewhere).
+def _linear_jvp(op) -> None:
+    @op.jvp
+    def _jvp(e, primals, outputs, tangents, **attrs):
+        return [e.op(op.name, tangents[0], **attrs)]
+
+
+def _reshape_back_vjp(op) -> None:
+    @op.vjp
+    def _vjp(e, primals, outputs, cotangents, **attrs):
+        return [e.reshape(cotangents[0], shape=e.static_shape(primals[0]))]
+
+
+for _op in (reshape, squeeze, unsqueeze, transpose, slice_):
+    _linear_jvp(_op)
+for _op in (reshape, squeeze, unsqueeze):
+    _reshape_back_vjp(_op)
+
+
+@transpose.vjp
+def _transpose_vjp(e, primals, outputs, cotangents, *, perm):
+    return [e.transpose(cotangents[0], perm=tuple(int(i) for i in np.argsort(perm)))]
+
+
+@pad.jvp
+def _pad_jvp(e, primals, outputs, tangents, *, pads, value):
+    return [e.pad(tangents[0], pads=pads)]  # the fill is a constant: its tangent is 0
+
+
+@pad.vjp
+def _pad_vjp(e, primals, outputs, cotangents, *, pads, value):
+    shape = e.static_shape(primals[0])
+    begin = tuple(pads[0::2])
+    return [e.slice(cotangents[0], begin=begin, end=tuple(b + d for b, d in zip(begin, shape)))]
+
+
+@concat.jvp
+def _concat_jvp(e, primals, outputs, tangents, *, axis):
+    return [e.concat(*(e.zeros(x) if t is None else t for x, t in zip(primals, tangents)), axis=axis)]
+
+
+@concat.vjp
+def _concat_vjp(e, primals, outputs, cotangents, *, axis):
+    ct = cotangents[0]
+    rank = len(e.static_shape(ct))
+    a = norm_axis(axis, rank, "concat")
+    out, start = [], 0
+    for x in primals:
+        n = e.static_shape(x)[a]
+        begin, end = [0] * rank, list(e.static_shape(ct))
+        begin[a], end[a] = start, start + n
+        out.append(e.slice(ct, begin=tuple(begin), end=tuple(end)))
+        start += n
+    return out
+
+
+@split.jvp
+def _split_jvp(e, primals, outputs, tangents, *, axis, sizes):
+    got = e.split(tangents[0], axis=axis, sizes=sizes)
+    return list(got) if isinstance(got, tuple) else [got]
+
+
+@split.vjp
+def _split_vjp(e, primals, outputs, cotangents, *, axis, sizes):
+    parts = [e.zeros(y) if c is None else c for y, c in zip(outputs, cotangents)]
+    return [e.concat(*parts, axis=axis)]
+
+
+@slice_.vjp
+def _slice_vjp(e, primals, outputs, cotangents, *, begin, end, strides):
+    """Put each element back at its index: reverse the axes walked backwards, spread the strided ones
+    (zeros between), pad to the input's extent."""
+    x, ct = primals[0], cotangents[0]
+    shape = e.static_shape(x)
+    strides = strides if strides is not None else (1,) * len(shape)
+    picked = [range(*slice(b, en, st).indices(d)) for b, en, st, d in zip(begin, end, strides, shape)]
+    if not shape:
+        return [ct]
+    if any(len(r) == 0 for r in picked):
+        return [e.zeros(x)]
+    back = [i for i, st in enumerate(strides) if st < 0]
+    if back:
+        rev = [-1 if i in back else 1 for i in range(len(shape))]
+        ct = e.slice(ct, begin=tuple(-1 if s < 0 else 0 for s in rev),
+                     end=tuple(-_OPEN - 1 if s < 0 else _OPEN for s in rev), strides=tuple(rev))  # fmt: skip
+    pads = []
+    for i, (r, d) in enumerate(zip(picked, shape)):
+        step = abs(r.step)
+        ct = e.interior_pad(ct, i, step)
+        first = min(r[0], r[-1])
+        pads += [first, d - (first + (len(r) - 1) * step + 1)]
+    return [e.pad(ct, pads=tuple(pads)) if any(pads) else ct]
+
+
+# vmap: the batch axis goes first; attributes naming axes move up by one
+@reshape.batch
+def _reshape_batch(e, inputs, batched, *, shape):
+    b, *rest = e.static_shape(inputs[0])
+    return [e.reshape(inputs[0], shape=(b, *_reshape_target(tuple(rest), shape)))]
+
+
+@transpose.batch
+def _transpose_batch(e, inputs, batched, *, perm):
+    return [e.transpose(inputs[0], perm=(0, *(p + 1 for p in perm)))]
+
+
+@squeeze.batch
+def _squeeze_batch(e, inputs, batched, *, axes):
+    rank = len(inputs[0].shape) - 1
+    return [e.squeeze(inputs[0], axes=tuple(a % rank + 1 for a in axes))]
+
+
+@unsqueeze.batch
+def _unsqueeze_batch(e, inputs, batched, *, axes):
+    rank = len(inputs[0].shape) - 1 + len(axes)
+    return [e.unsqueeze(inputs[0], axes=tuple(a % rank + 1 for a in axes))]
+
+
+@slice_.batch
+def _slice_batch(e, inputs, batched, *, begin, end, strides):
+    strides = strides if strides is not None else (1,) * len(begin)
+    return [e.slice(inputs[0], begin=(0, *begin), end=(_OPEN, *end), strides=(1, *strides))]
+
+
+@pad.batch
+def _pad_batch(e, inputs, batched, *, pads, value):
+    return [e.pad(inputs[0], pads=(0, 0, *pads), value=value)]
+
+
+@concat.batch
+def _concat_batch(e, inputs, batched, *, axis):
+    size = next(e.static_shape(x)[0] for x, b in zip(inputs, batched) if b)
+    xs = [x if b else e.broadcast_to(x, (size, *e.static_shape(x))) for x, b in zip(inputs, batched)]
+    return [e.concat(*xs, axis=axis % (len(xs[0].shape) - 1) + 1)]
+
+
+@split.batch
+def _split_batch(e, inputs, batched, *, axis, sizes):
+    got = e.split(inputs[0], axis=axis % (len(inputs[0].shape) - 1) + 1, sizes=sizes)
+    return list(got) if isinstance(got, tuple) else [got]
+
+
 # samplers -------------------------------------------------------------------------
 _SAMPLE_DTYPES = (*FLOAT_SAMPLE_DTYPES, np.int8, np.int32)
 

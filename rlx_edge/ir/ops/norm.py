@@ -11,6 +11,7 @@ import numpy as np
 
 from rlx_edge.ir.ops._common import (
     FLOAT_SAMPLE_DTYPES,
+    batch_shifting_axes,
     compute_dtype,
     elementwise_dtype,
     fail,
@@ -192,3 +193,119 @@ def _rms_sample(rng):
     tail = shape[axis % len(shape) :]
     attrs = {"axis": axis, "epsilon": float(rng.choice([1e-6, 1e-5]))}
     return [rand_float(rng, shape, dt, scale=3.0), rand_float(rng, tail, dt)], attrs
+
+
+# derivatives ----------------------------------------------------------------------
+# Written in terms of the normalized input xhat and the inverse deviation r; the input's
+# cotangent is the projection r * (g - mean(g) - xhat * mean(g * xhat)) of g = ct * gamma
+# (layer norm; RMS norm has no mean to take out), and the tangent the same projection.
+def _along(e, p, axis: int, rank: int):
+    """A per-channel vector [C] shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
+    shape = [1] * rank
+    shape[axis] = e.static_shape(p)[0]
+    return p if rank == 1 else e.reshape(p, shape=tuple(shape))
+
+
+def _bn_parts(e, x, scale, mean, var, epsilon: float, axis: int):
+    rank = len(x.shape)
+    ax = _axis(axis, rank, "batch_norm")
+    inv = e.rsqrt(e.add(var, e.const(epsilon, var)))
+    xhat = e.mul(e.sub(x, _along(e, mean, ax, rank)), _along(e, inv, ax, rank))
+    return ax, rank, inv, xhat
+
+
+def _sum_but(e, t, ax: int, rank: int):
+    """``t`` summed over every axis but ``ax``."""
+    others = tuple(i for i in range(rank) if i != ax)
+    return e.sum(t, axes=others) if others else t
+
+
+@batch_norm.jvp
+def _bn_jvp(e, primals, outputs, tangents, *, epsilon, axis):
+    x, scale, _, mean, var = primals
+    tx, tscale, tbias, tmean, tvar = tangents
+    ax, rank, inv, xhat = _bn_parts(e, x, scale, mean, var, epsilon, axis)
+    t = None
+    tc = e.add_maybe(tx, None if tmean is None else e.neg(_along(e, tmean, ax, rank)))
+    if tc is not None:  # (tx - tmean) * inv * scale
+        t = e.mul(tc, _along(e, e.mul(inv, scale), ax, rank))
+    per_channel = e.add_maybe(tscale, None if tvar is None else e.mul(
+        tvar, e.mul(e.mul(scale, e.square(inv)), e.const(-0.5, inv))))  # fmt: skip
+    if per_channel is not None:  # xhat * (tscale - scale * inv^2 * tvar / 2)
+        t = e.add_maybe(t, e.mul(xhat, _along(e, per_channel, ax, rank)))
+    if tbias is not None:
+        t = e.add_maybe(t, e.broadcast_to(_along(e, tbias, ax, rank), e.static_shape(x)))
+    return [e.broadcast_to(t, e.static_shape(outputs[0]))]
+
+
+@batch_norm.vjp
+def _bn_vjp(e, primals, outputs, cotangents, *, epsilon, axis):
+    x, scale, _, mean, var = primals
+    ct = cotangents[0]
+    ax, rank, inv, xhat = _bn_parts(e, x, scale, mean, var, epsilon, axis)
+    gain = e.mul(inv, scale)
+    ct_scale = _sum_but(e, e.mul(ct, xhat), ax, rank)
+    ct_bias = _sum_but(e, ct, ax, rank)
+    ct_mean = e.neg(e.mul(ct_bias, gain))
+    ct_var = e.mul(e.mul(ct_scale, e.mul(scale, e.square(inv))), e.const(-0.5, inv))
+    return [e.mul(ct, _along(e, gain, ax, rank)), ct_scale, ct_bias, ct_mean, ct_var]
+
+
+def _normalized(e, x, axis: int, epsilon: float, centered: bool):
+    """(dims, r, xhat) of layer norm (``centered``) or RMS norm over dims axis..end."""
+    rank = len(x.shape)
+    dims = tuple(range(_axis(axis, rank, "norm"), rank))
+    xc = e.sub(x, e.mean(x, axes=dims, keepdims=True)) if centered else x
+    r = e.rsqrt(e.add(e.mean(e.square(xc), axes=dims, keepdims=True), e.const(epsilon, x)))
+    return dims, r, e.mul(xc, r)
+
+
+def _project(e, g, r, xhat, dims, centered: bool):
+    """r * (g - mean(g) - xhat * mean(g * xhat)); no mean(g) term for RMS norm."""
+    t = e.sub(g, e.mul(xhat, e.mean(e.mul(g, xhat), axes=dims, keepdims=True)))
+    if centered:
+        t = e.sub(t, e.mean(g, axes=dims, keepdims=True))
+    return e.mul(r, t)
+
+
+def _norm_jvp(e, x, gamma, beta, tx, tgamma, tbeta, axis, epsilon, centered, out):
+    dims, r, xhat = _normalized(e, x, axis, epsilon, centered)
+    t = None if tx is None else e.mul(_project(e, tx, r, xhat, dims, centered), gamma)
+    t = e.add_maybe(t, None if tgamma is None else e.mul(xhat, tgamma))
+    t = e.add_maybe(t, tbeta)
+    return [e.broadcast_to(t, e.static_shape(out))]
+
+
+def _norm_vjp(e, x, gamma, beta, ct, axis, epsilon, centered):
+    dims, r, xhat = _normalized(e, x, axis, epsilon, centered)
+    ct_x = _project(e, e.mul(ct, gamma), r, xhat, dims, centered)
+    ct_gamma = e.sum_to(e.mul(ct, xhat), e.static_shape(gamma))
+    ct_beta = None if beta is None else e.sum_to(ct, e.static_shape(beta))
+    return [ct_x, ct_gamma, ct_beta]
+
+
+@layer_norm.jvp
+def _ln_jvp(e, primals, outputs, tangents, *, axis, epsilon):
+    return _norm_jvp(e, *primals, *tangents, axis, epsilon, True, outputs[0])
+
+
+@layer_norm.vjp
+def _ln_vjp(e, primals, outputs, cotangents, *, axis, epsilon):
+    return _norm_vjp(e, *primals, cotangents[0], axis, epsilon, True)
+
+
+@rms_norm.jvp
+def _rms_jvp(e, primals, outputs, tangents, *, axis, epsilon):
+    x, gamma = primals
+    return _norm_jvp(e, x, gamma, None, *tangents, None, axis, epsilon, False, outputs[0])
+
+
+@rms_norm.vjp
+def _rms_vjp(e, primals, outputs, cotangents, *, axis, epsilon):
+    x, gamma = primals
+    return _norm_vjp(e, x, gamma, None, cotangents[0], axis, epsilon, False)[:2]
+
+
+# vmap of the input alone: the normalized axis moves up by one (parameters stay shared)
+for _op in (batch_norm, layer_norm, rms_norm):
+    batch_shifting_axes(_op, "axis")

@@ -18,6 +18,7 @@ from rlx_edge.ir.ops._common import (
     PADDING,
     PADS,
     apply_activation,
+    batch_into_leading,
     check_pair,
     compute_dtype,
     fail,
@@ -29,6 +30,7 @@ from rlx_edge.ir.ops._common import (
 )
 from rlx_edge.ir.ops._quantized import activation_clamp, clamp_cast, storage_range
 from rlx_edge.ir.ops._registry import Attr, QContext, defop
+from rlx_edge.ir.ops.conv import conv_input_grad, transposed_kernel
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import static_dim
 from rlx_edge.ir.types import TensorType
@@ -191,6 +193,102 @@ def _gap_sample(rng):
     dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
     shape = (int(rng.integers(1, 3)), int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 6)))
     return [rand_float(rng, shape, dt)], {}
+
+
+# derivatives ------------------------------------------------------------------------
+# A pool is a depthwise convolution with a fixed kernel: ones over the counts (average),
+# or a 0/1 kernel picking the maximum's tap (max). Cotangents go back through the
+# transposed convolution of the conv family.
+def _pool_window(e, x, kernel, strides, padding, pads):
+    _, _, p = window_shape(x.type, kernel[0], kernel[1], strides, _NO_DILATION, padding, pads)
+    return p
+
+
+@avg_pool2d.jvp
+def _avg_jvp(e, primals, outputs, tangents, **attrs):
+    t = e.avg_pool2d(tangents[0], **{**attrs, "activation": "none"})
+    return [e.activation_grad(t, outputs[0], attrs["activation"])]
+
+
+@avg_pool2d.vjp
+def _avg_vjp(e, primals, outputs, cotangents, *, kernel, strides, padding, pads, activation):
+    x = primals[0]
+    n, h, w, c = e.static_shape(x)
+    p = _pool_window(e, x, kernel, strides, padding, pads)
+    ct = e.activation_grad(cotangents[0], outputs[0], activation)
+    count = window_counts(h, w, kernel, strides, p)[None, :, :, None]
+    ct = e.mul(ct, e.const(1 / count, x, count.shape))
+    ones = e.const(1, x, (c, kernel[0], kernel[1], 1))
+    return [conv_input_grad(e, ct, ones, (n, h, w, c), strides, _NO_DILATION, p, c)]
+
+
+def _graph_taps(e, v, kernel, strides, pads, fill: float, out_hw):
+    """Every tap's pixels at each output position, [N, OH, OW, taps, C] (row-major taps)."""
+    n, _, _, c = e.static_shape(v)
+    (kh, kw), (sh, sw), (oh, ow) = kernel, strides, out_hw
+    if any(pads):
+        pt, pb, pl, pr = pads
+        v = e.pad(v, pads=(0, 0, pt, pb, pl, pr, 0, 0), value=fill)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            end = (n, i + (oh - 1) * sh + 1, j + (ow - 1) * sw + 1, c)
+            taps.append(e.unsqueeze(e.slice(v, begin=(0, i, j, 0), end=end, strides=(1, sh, sw, 1)), axes=(3,)))
+    return taps[0] if len(taps) == 1 else e.concat(*taps, axis=3)
+
+
+def _max_mask(e, x, y, attrs):
+    """1 at the taps holding their window's maximum (padding, -inf, never does), [N, OH, OW, taps, C]."""
+    a = attrs
+    p = _pool_window(e, x, a["kernel"], a["strides"], a["padding"], a["pads"])
+    m = y if a["activation"] == "none" else e.max_pool2d(x, **{**a, "activation": "none"})
+    out_hw = e.static_shape(y)[1:3]
+    taps = _graph_taps(e, x, a["kernel"], a["strides"], p, -np.inf, out_hw)
+    below = e.greater(e.sub(e.unsqueeze(m, axes=(3,)), taps), 0)
+    return e.sub(e.const(1, x), below), p
+
+
+@max_pool2d.jvp
+def _max_jvp(e, primals, outputs, tangents, **attrs):
+    x, y = primals[0], outputs[0]
+    mask, p = _max_mask(e, x, y, attrs)
+    t = _graph_taps(e, tangents[0], attrs["kernel"], attrs["strides"], p, 0.0, e.static_shape(y)[1:3])
+    t = e.sum(e.mul(mask, t), axes=(3,))
+    return [e.activation_grad(t, y, attrs["activation"])]
+
+
+@max_pool2d.vjp
+def _max_vjp(e, primals, outputs, cotangents, **attrs):
+    x, y = primals[0], outputs[0]
+    n, h, w, c = e.static_shape(x)
+    kh, kw = attrs["kernel"]
+    mask, p = _max_mask(e, x, y, attrs)
+    ct = e.activation_grad(cotangents[0], y, attrs["activation"])
+    per_tap = e.mul(mask, e.unsqueeze(ct, axes=(3,)))  # N, OH, OW, taps, C
+    _, oh, ow, _ = e.static_shape(y)
+    per_tap = e.reshape(e.transpose(per_tap, perm=(0, 1, 2, 4, 3)), shape=(n, oh, ow, c * kh * kw))
+    # depthwise weight [C*taps, KH, KW, 1] with a 1 at each tap's own position
+    pick = np.zeros((c, kh * kw, kh, kw, 1))
+    for t in range(kh * kw):
+        pick[:, t, t // kw, t % kw, 0] = 1
+    wt = transposed_kernel(pick.reshape(c * kh * kw, kh, kw, 1), c)
+    return [conv_input_grad(e, per_tap, e.const(wt, x, wt.shape), (n, h, w, c), attrs["strides"], _NO_DILATION, p, c)]
+
+
+@global_avg_pool.jvp
+def _gap_jvp(e, primals, outputs, tangents):
+    return [e.global_avg_pool(tangents[0])]
+
+
+@global_avg_pool.vjp
+def _gap_vjp(e, primals, outputs, cotangents):
+    x = primals[0]
+    _, h, w, _ = e.static_shape(x)
+    return [e.mul(e.expand(cotangents[0], x.shape, (1, 2)), e.const(1 / (h * w), x))]
+
+
+for _op in (avg_pool2d, max_pool2d, global_avg_pool):
+    batch_into_leading(_op)
 
 
 # integer semantics ------------------------------------------------------------------

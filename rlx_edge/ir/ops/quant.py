@@ -29,6 +29,7 @@ from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, fail, finish, rand_floa
 from rlx_edge.ir.ops._quantized import byte_table, channel_broadcast, clamp_cast
 from rlx_edge.ir.ops._registry import Attr, OpDef, QContext, defop
 from rlx_edge.ir.prepared import Prepared
+from rlx_edge.ir.shape import along_axis
 from rlx_edge.ir.types import QuantParams, TensorType
 
 _QUANT_DTYPES = (DType.i8, DType.i16, DType.u8, DType.i4, DType.i32)
@@ -159,6 +160,7 @@ quantize = defop(
     inputs=("x",),
     attrs={"dtype": Attr("dtype", DType.i8, doc="integer storage type of the output")},
     typed=True,
+    differentiable=False,
     doc="Float to quantized integer: clamp(round_half_away(x / scale) + zero_point), per tensor or channel.",
 )
 
@@ -199,6 +201,7 @@ dequantize = defop(
     inputs=("x",),
     attrs={"dtype": Attr("dtype", DType.f32, doc="float type of the output")},
     typed=True,
+    differentiable=False,
     doc="Quantized integer to float: scale * (q - zero_point), per tensor or channel.",
 )
 
@@ -245,6 +248,7 @@ requantize = defop(
     inputs=("x",),
     attrs={"dtype": Attr("dtype", DType.i8, doc="integer storage type of the output")},
     typed=True,
+    differentiable=False,
     doc="Quantized to quantized with new parameters (out_quant): quantize(dequantize(x)).",
 )
 
@@ -370,3 +374,181 @@ def _requantize_eval(p: Prepared, x: Any, **attrs: Any) -> Any:
     xp = fp.namespace(x)
     y = fp.multiply_by_quantized_multiplier(x.astype(xp.int64) - p.in_zp, p.mult, p.shift) + p.out_zp
     return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+# cast between float types is differentiable (the derivative casts back); a cast to an
+# integer type ends every derivative path (the transforms refuse integer values).
+@cast.jvp
+def _cast_jvp(e, primals, outputs, tangents, *, dtype):
+    return [e.cast(tangents[0], dtype=dtype)]
+
+
+@cast.vjp
+def _cast_vjp(e, primals, outputs, cotangents, *, dtype):
+    return [e.cast(cotangents[0], dtype=primals[0].dtype)]
+
+
+# fake_quant -------------------------------------------------------------------------------
+# Quantization-aware training simulates the integer model in float: values snap to the grid
+# they will be stored on. The division and rounding are those of PTQ's weight quantization
+# (ptq.quantize_weights_at: float64 quotient of the float32 scale, round half away from zero),
+# so trained weights quantized by PTQ at the same scales give the integers training saw.
+fake_quant = defop(
+    "fake_quant",
+    family="quant",
+    inputs=("x", "scale"),
+    attrs={
+        "zero_point": Attr("ints", (0,), doc="one zero point, or one per channel along axis"),
+        "qmin": Attr("int", -128, doc="smallest stored integer"),
+        "qmax": Attr("int", 127, doc="largest stored integer"),
+        "axis": Attr("int?", None, doc="channel axis of per-channel scales; None: per tensor"),
+    },
+    surrogate_grad=True,
+    doc=(
+        "Quantize then dequantize in float (quantization-aware training): (clamp(round_half_away(x / scale)"
+        " + zero_point, qmin, qmax) - zero_point) * scale; scale per tensor or per channel along axis."
+        " Its gradient is the straight-through estimator: the incoming gradient where x / scale + zero_point"
+        " rounds into [qmin, qmax], 0 where the clamp holds it; the scale is a constant."
+    ),
+)
+
+
+def _fake_quant_axis(x: TensorType, axis: int | None) -> int | None:
+    if axis is None:
+        return None
+    if not -x.rank <= axis < x.rank:
+        fail(f"fake_quant: axis {axis} is out of range for input shape {list(x.shape)}")
+    return axis % x.rank
+
+
+def fake_quant_check(x: TensorType, scale: TensorType, zero_point: tuple, qmin: int, qmax: int, axis: int | None):
+    """The checks fake_quant and its gradient share: float input, scale shape, zero points, range."""
+    if not x.dtype.is_float or x.quant is not None:
+        fail(f"fake_quant input must be a plain float tensor, got {x}")
+    if scale.dtype != DType.f32 or scale.quant is not None:
+        fail(f"fake_quant scale must be f32, got {scale}")
+    if not qmin < qmax:
+        fail(f"fake_quant: qmin {qmin} must be below qmax {qmax}")
+    ax = _fake_quant_axis(x, axis)
+    if ax is None:
+        if scale.rank > 1 or scale.shape not in ((), (1,)):
+            fail(f"fake_quant: a per-tensor scale has shape [] or [1], got {list(scale.shape)}; give axis=")
+        if len(zero_point) != 1:
+            fail(f"fake_quant: per tensor takes one zero point, got {len(zero_point)}")
+    else:
+        n = x.shape[ax]
+        if scale.rank != 1 or (isinstance(n, int) and isinstance(scale.shape[0], int) and scale.shape[0] != n):
+            fail(f"fake_quant: per-channel scale must have shape [{n}] (axis {axis}), got {list(scale.shape)}")
+        if len(zero_point) != 1 and len(zero_point) != n:
+            fail(f"fake_quant: {len(zero_point)} zero points for {n} channels (axis {axis})")
+    if any(not qmin <= z <= qmax for z in zero_point):
+        fail(f"fake_quant: zero points {list(zero_point)} must lie in [{qmin}, {qmax}]")
+
+
+@fake_quant.infer
+def _fake_quant_infer(x, scale, *, zero_point, qmin, qmax, axis):
+    fake_quant_check(x, scale, zero_point, qmin, qmax, axis)
+    return TensorType(x.shape, x.dtype)
+
+
+def fake_quant_grid(x: Any, scale: Any, zero_point: tuple, qmin: int, qmax: int, axis: int | None):
+    """``(v, s, zp)``: the unclamped grid index ``round_half_away(x / s) + zp`` and the broadcast s, zp (float64).
+
+    numpy or jax.numpy (under ``jax.enable_x64``), so the JAX target runs this very code.
+    """
+    xp = fp.namespace(x, scale)
+    s = xp.asarray(scale).astype(xp.float32).astype(xp.float64)
+    zp = np.asarray(zero_point, np.float64)
+    if axis is None:
+        s, zp = s.reshape(()), zp.reshape(())
+    else:
+        s = along_axis(s, axis, x.ndim)
+        zp = along_axis(zp, axis, x.ndim) if zp.size > 1 else zp.reshape(())
+    if xp is np and not (np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise OpError(f"fake_quant: scales must be positive and finite, got {np.ravel(s)[:4].tolist()}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = fp.round_half_away(x.astype(xp.float64) / s) + zp
+    return v, s, zp
+
+
+@fake_quant.reference
+def _fake_quant_ref(x, scale, *, zero_point, qmin, qmax, axis):
+    v, s, zp = fake_quant_grid(x, scale, zero_point, qmin, qmax, axis)
+    xp = fp.namespace(v)
+    return finish((xp.clip(v, qmin, qmax) - zp) * s, from_numpy(x.dtype))
+
+
+def _fake_quant_draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
+    """x, scale and attributes of fake_quant: per tensor or channel, ties and values past the range."""
+    shape = rand_shape(rng, int(rng.integers(1, 5)))
+    x = rand_float(rng, shape, FLOAT_SAMPLE_DTYPES[int(rng.integers(3))], scale=float(rng.choice([0.5, 4.0])))
+    qmin, qmax = ((-128, 127), (-127, 127), (-7, 7), (-8, 7), (0, 255), (-32768, 32767))[int(rng.integers(6))]
+    attrs: dict[str, Any] = {"qmin": qmin, "qmax": qmax}
+    if rng.random() < 0.5:
+        axis = int(rng.integers(-len(shape), len(shape)))
+        scale = rng.uniform(0.01, 0.5, shape[axis]).astype(np.float32)
+        attrs["axis"] = axis
+        if rng.random() < 0.5:
+            attrs["zero_point"] = tuple(int(z) for z in rng.integers(max(qmin, -3), min(qmax, 3) + 1, shape[axis]))
+        else:
+            attrs["zero_point"] = (0,) if qmin <= 0 else (qmin,)
+    else:
+        scale = np.asarray(rng.uniform(0.01, 0.5), np.float32).reshape(() if rng.random() < 0.5 else (1,))
+        attrs["zero_point"] = (int(rng.integers(max(qmin, -5), min(qmax, 5) + 1)),)
+    if x.size and rng.random() < 0.5:  # exact ties, where the rounding rule shows
+        s0 = float(np.ravel(scale)[0])
+        x.flat[0] = np.asarray(2.5 * s0, x.dtype)
+        x.flat[-1] = np.asarray(-2.5 * s0, x.dtype)
+    return x, scale, attrs
+
+
+@fake_quant.sample
+def _fake_quant_sample(rng):
+    x, scale, attrs = _fake_quant_draw(rng)
+    return [x, scale], attrs
+
+
+def _ste_mask(e, x, scale, zero_point: tuple, qmin: int, qmax: int, axis: int | None):
+    """1 where ``x`` lands inside [qmin, qmax] before the clamp, else 0: the straight-through estimator's gate.
+
+    round_half_away(u) + zp lies in [qmin, qmax] exactly when qmin - zp - 0.5 < u < qmax - zp + 0.5
+    (up to the half-integer bounds themselves). ``u = x / scale`` is computed in ``x``'s type here,
+    not in float64 as the forward pass does: the two can disagree only within one unit of the last
+    place of a bound, where the gradient is cut either way.
+    """
+    s = scale if x.dtype == DType.f32 else e.cast(scale, dtype=x.dtype)
+    rank = len(x.shape)
+    if axis is not None:
+        bshape = [1] * rank
+        bshape[axis % rank] = -1
+        s = e.reshape(s, shape=tuple(bshape))
+    elif len(s.shape):
+        s = e.reshape(s, shape=())
+    u = e.div(x, s)
+    zp = np.asarray(zero_point, np.float64)
+    if zp.size > 1:  # per-channel zero points: shift u, then the bounds are the same for every channel
+        bshape = [1] * rank
+        bshape[axis % rank] = zp.size
+        u = e.add(u, e.const(zp.reshape(bshape), like=x, shape=bshape))
+        z = 0.0
+    else:
+        z = float(zp[0])
+    return e.between(u, qmin - z - 0.5, qmax - z + 0.5)
+
+
+# The straight-through estimator (Bengio et al. 2013; TFLite's FakeQuantWithMinMaxVars gradient):
+# rounding counts as the identity, the clamp does not, so the gradient reaches x where x is inside
+# the quantization range and is 0 where the clamp holds it. The scale is a constant under
+# differentiation (ranges are fixed during training, or set from the weights outside the graph).
+@fake_quant.vjp
+def _fake_quant_vjp(e, primals, outputs, cotangents, *, zero_point, qmin, qmax, axis):
+    x, scale = primals
+    return [e.mul(cotangents[0], _ste_mask(e, x, scale, zero_point, qmin, qmax, axis)), None]
+
+
+@fake_quant.jvp
+def _fake_quant_jvp(e, primals, outputs, tangents, *, zero_point, qmin, qmax, axis):
+    x, scale = primals
+    if tangents[0] is None:
+        return [None]
+    return [e.mul(tangents[0], _ste_mask(e, x, scale, zero_point, qmin, qmax, axis))]

@@ -15,6 +15,7 @@ from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.ops._common import (
     FLOAT_SAMPLE_DTYPES,
+    batch_shifting_axes,
     compute_dtype,
     fail,
     finish,
@@ -118,6 +119,7 @@ argmax = defop(
         "keepdims": Attr("bool", False, doc="keep the axis as size 1"),
         "dtype": Attr("dtype", "i32", doc="index type, i32 or i64"),
     },
+    differentiable=False,
     doc="Index of the largest value along an axis; ties give the first index.",
 )
 
@@ -202,6 +204,68 @@ def _log_softmax_ref(x, *, axis):
     if z.size:
         z = z - z.max(axis=axis, keepdims=True)
     return finish(z - np.log(np.exp(z).sum(axis=axis, keepdims=True)), from_numpy(x.dtype))
+
+
+# derivatives ----------------------------------------------------------------------
+# sum and mean are linear (the tangent takes the op itself); their cotangent is spread back
+# over the reduced axes. softmax's Jacobian beta * (diag(y) - y y^T) is symmetric, so one
+# formula serves both modes.
+@sum_.jvp
+def _sum_jvp(e, primals, outputs, tangents, *, axes, keepdims):
+    return [e.sum(tangents[0], axes=axes, keepdims=keepdims)]
+
+
+@sum_.vjp
+def _sum_vjp(e, primals, outputs, cotangents, *, axes, keepdims):
+    x = primals[0]
+    return [e.expand(cotangents[0], x.shape, norm_axes(axes, x.type.rank, "sum"))]
+
+
+@mean.jvp
+def _mean_jvp(e, primals, outputs, tangents, *, axes, keepdims):
+    return [e.mean(tangents[0], axes=axes, keepdims=keepdims)]
+
+
+@mean.vjp
+def _mean_vjp(e, primals, outputs, cotangents, *, axes, keepdims):
+    x = primals[0]
+    ax = norm_axes(axes, x.type.rank, "mean")
+    count = math.prod(static_dim(x.shape[a], "mean axis") for a in ax)
+    return [e.mul(e.expand(cotangents[0], x.shape, ax), e.const(1 / count, x))]
+
+
+def _softmax_lin(e, y, t, axis: int, beta: float):
+    """beta * y * (t - sum(t * y)): softmax's Jacobian applied to t."""
+    s = e.sum(e.mul(t, y), axes=(axis,), keepdims=True)
+    out = e.mul(y, e.sub(t, s))
+    return out if beta == 1 else e.mul(out, e.const(beta, y))
+
+
+@softmax.jvp
+def _softmax_jvp(e, primals, outputs, tangents, *, axis, beta):
+    return [_softmax_lin(e, outputs[0], tangents[0], axis, beta)]
+
+
+@softmax.vjp
+def _softmax_vjp(e, primals, outputs, cotangents, *, axis, beta):
+    return [_softmax_lin(e, outputs[0], cotangents[0], axis, beta)]
+
+
+@log_softmax.jvp
+def _log_softmax_jvp(e, primals, outputs, tangents, *, axis):
+    t = tangents[0]
+    return [e.sub(t, e.sum(e.mul(t, e.exp(outputs[0])), axes=(axis,), keepdims=True))]
+
+
+@log_softmax.vjp
+def _log_softmax_vjp(e, primals, outputs, cotangents, *, axis):
+    ct = cotangents[0]
+    return [e.sub(ct, e.mul(e.exp(outputs[0]), e.sum(ct, axes=(axis,), keepdims=True)))]
+
+
+# vmap: the batch axis goes first, the reduced axes move up by one
+for _op, _attr in ((sum_, "axes"), (mean, "axes"), (softmax, "axis"), (log_softmax, "axis"), (argmax, "axis")):
+    batch_shifting_axes(_op, _attr)
 
 
 # samplers -----------------------------------------------------------------------
@@ -329,7 +393,9 @@ def _softmax_int8(p, x):
     xi = x.astype(xp.int64)
     diff = xi - xi.max(axis=-1, keepdims=True)
     use = diff >= p.diff_min
-    exps = _softmax_exps(diff, p.mult, p.left_shift)
+    # int8 differences lie in [-255, 0]: prepare's table holds _softmax_exps of each (0 below
+    # diff_min, where `use` masks every exp anyway), so looking it up is computing it
+    exps = xp.asarray(p.exp_table, dtype=xp.int64)[-diff]
     acc_terms = fp.rounding_divide_by_pot(exps, _ACCUMULATION_INTEGER_BITS)  # Q0.31 -> Q12.19
     sum_of_exps = xp.where(use, acc_terms, 0).sum(axis=-1, keepdims=True)
     shifted_scale, bits_over_unit = fp.get_reciprocal(sum_of_exps, _ACCUMULATION_INTEGER_BITS)

@@ -88,11 +88,16 @@ def get_pass(name: str) -> Pass:
     return Pass(name, PASSES[name], PASSES.metadata(name)["doc"])
 
 
-# The default pipeline. Folding first turns weight-only dequantize nodes into
-# float params, which the fusions below need; DCE and CSE clean up after each
-# rewrite. Fusing activations comes after BN folding, since a conv -> bn -> relu
-# chain only fuses once the batch norm is gone.
-DEFAULT_PIPELINE = ("fold", "simplify", "cse", "bn_fold", "bias_fold", "pad_fold", "fuse_activation", "dce")
+# The default pipeline. QDQ patterns (dequantize -> float op -> quantize) become
+# integer ops before folding, which would turn their weight dequantize nodes into
+# float params; the weight-only dequantize nodes left are what the fusions below
+# need as float params. Layout transposes fold once constants are folded; DCE and
+# CSE clean up after each rewrite. Fusing activations comes after BN folding,
+# since a conv -> bn -> relu chain only fuses once the batch norm is gone.
+DEFAULT_PIPELINE = (
+    "qdq_fold", "fold", "transpose_fold", "symmetric_weights", "simplify", "cse", "bn_fold", "bias_fold",
+    "pad_fold", "fuse_activation", "dce",
+)  # fmt: skip
 
 
 @dataclass

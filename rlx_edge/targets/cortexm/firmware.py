@@ -362,17 +362,23 @@ def _cache_root() -> Path:
 
 
 def build_model_firmware(
-    graph: Graph, board: str | Board, workdir: str | os.PathLike | None = None, *, opt: str = "-O2"
+    graph: Graph,
+    board: str | Board,
+    workdir: str | os.PathLike | None = None,
+    *,
+    opt: str = "-O2",
+    optimize: str = "balanced",
 ) -> tuple[Path, dict[str, Any]]:
     """Compile ``graph``'s C project for ``board`` and link the model-runner firmware.
 
-    Cached by the content of the generated project, the board and the flags.
+    ``optimize`` is the layout level of the C (``emit``). Cached by the
+    content of the generated project, the board and the flags.
     Returns the ELF and the project report of ``compile_project``.
     """
     b = get_board(board)
     root = Path(workdir) if workdir is not None else _cache_root()
     with tempfile.TemporaryDirectory(dir=_ensure(root)) as tmp:
-        info = compile_project(graph, Path(tmp) / "project", core=b.core)
+        info = compile_project(graph, Path(tmp) / "project", core=b.core, optimize=optimize)
         digest = hashlib.sha256()
         for f in sorted(info["files"]):
             p = Path(tmp) / "project" / f

@@ -129,14 +129,16 @@ def compile_host(
     *,
     dsp_emulate: bool = False,
     extra_flags: Sequence[str] = (),
+    optimize: str = "balanced",
 ) -> HostModel:
     """Build the generated C for this machine and load it.
 
     ``dsp_emulate`` compiles the Cortex-M DSP code path (SXTB16/SMLAD written
     in C) instead of the portable one, so both are testable on the host.
     Builds are cached under ``workdir`` by the hash of sources and flags.
+    ``optimize`` is the C's layout level (``emit``).
     """
-    em = emit(program_or_graph)
+    em = emit(program_or_graph, optimize)
     flags = [*BASE_FLAGS, "-fPIC", *(["-DRLX_DSP_EMULATE"] if dsp_emulate else []), *extra_flags]
     root = Path(workdir) if workdir is not None else Path(tempfile.gettempdir()) / "rlx-edge-cortexm-host"
     build = root / _digest(em, flags)

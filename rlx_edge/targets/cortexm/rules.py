@@ -13,6 +13,8 @@ reference computes with, so the C computes exactly what the reference computes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +31,24 @@ from rlx_edge.ir.plan import prepare_node
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
+from rlx_edge.targets.cortexm._gather import WALK_INTS, kernel_tables, source_maps, walk
 
 RULES = RuleTable.for_ops("cortexm")
 # Quantized storage types the kernels take (rlx_edge.targets.support reports them);
-# int4 weights are held one per byte, like the IR holds them.
+# int4 weights are packed two per byte in flash (the int4 rules, at the end of this file).
 ACTIVATION_DTYPES = frozenset({DType.i8})
 WEIGHT_DTYPES = frozenset({DType.i8, DType.i4})
 
-__all__ = ["RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
+__all__ = ["OPTIMIZE_LEVELS", "RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
+
+# What a layer's constant layouts trade: "size" int8 weights and the generic kernels only
+# (the least code), "balanced" int8 weights everywhere (every array once, shared by both
+# builds), "speed" also the layouts widened to int16 where a kernel runs faster on them
+# (the 3x3 depthwise DSP path), at about twice the flash of those layers.
+OPTIMIZE_LEVELS = ("size", "balanced", "speed")
+# The level of the layer_for call in progress: the rules read it, and the rule signature
+# (graph, node, params) stays the one every op's rule has.
+_OPTIMIZE: ContextVar[str] = ContextVar("cortexm_optimize", default="balanced")
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,8 @@ class Layer:
     parameter struct's initializer (ints, floats, :class:`Const`, lists,
     nested dicts); ``consts`` the arrays it points to; ``args`` the call's
     pointer arguments after the struct: ``("in", k)``, ``("out", k)``,
-    ``("scratch", ctype)``, ``("ins",)`` (an array of every input) or
-    ``("bytes", n)``.
+    ``("scratch", ctype)``, ``("ins",)`` (an array of every input),
+    ``("outs",)`` (an array of every output) or ``("bytes", n)``.
     """
 
     kernel: str | None
@@ -68,12 +80,16 @@ class Layer:
     """Constants only one build of the C reads: key -> "dsp" (SXTB16/SMLAD path) or "portable"."""
 
 
-def layer_for(graph: Graph, node: Node, params: Prepared | None = None) -> Layer:
+def layer_for(graph: Graph, node: Node, params: Prepared | None = None, optimize: str = "balanced") -> Layer:
     """What ``node`` becomes in model.c; ``params`` are its prepared integer parameters (``Program.quant``).
 
     Without ``params`` (the planner asking for scratch bytes before the
-    Program exists) the op's own ``prepare`` supplies them.
+    Program exists) the op's own ``prepare`` supplies them. ``optimize`` is
+    one of :data:`OPTIMIZE_LEVELS`; no level changes a layer's scratch bytes,
+    so one plan serves all three.
     """
+    if optimize not in OPTIMIZE_LEVELS:
+        raise UnsupportedOpError(f"unknown optimize level {optimize!r}; use one of {', '.join(OPTIMIZE_LEVELS)}")
     if node.op not in RULES:
         raise UnsupportedOpError(
             f"node {node.name!r}: op {node.op} has no cortexm kernel (cortexm supports: {', '.join(RULES)})"
@@ -82,7 +98,11 @@ def layer_for(graph: Graph, node: Node, params: Prepared | None = None) -> Layer
     try:
         if params is None:
             params = prepare_node(graph, node) or Prepared()
-        return RULES[node.op](graph, node, params)
+        token = _OPTIMIZE.set(optimize)
+        try:
+            return _rule_for(graph, node)(graph, node, params)
+        finally:
+            _OPTIMIZE.reset(token)
     except ValueError as e:  # the ops' checks of the types (per-tensor scales, representable multipliers)
         raise UnsupportedOpError(f"node {node.name!r} ({node.op}): the cortexm target cannot compile it: {e}") from e
 
@@ -212,9 +232,33 @@ def fast_requant(
     return mode, add.astype(np.int32), e.astype(np.int32)
 
 
-def _gemm(
-    graph: Graph, node: Node, params: Prepared, w2: np.ndarray, b: np.ndarray | None, gq_ok: bool = True
-) -> tuple[dict, dict, int]:
+def gemm_weight_layout(w2: np.ndarray) -> np.ndarray:
+    """Weights [O, K] (int8, O and K padded with zeros to multiples of 4) in the byte order both
+    builds of the GEMM read: per block of 4 rows and quad of 4 reduction elements, 16 bytes,
+
+        word 0: r0k0 r1k0 r0k2 r1k2   word 1: r2k0 r3k0 r2k2 r3k2
+        word 2: r0k1 r1k1 r0k3 r1k3   word 3: r2k1 r3k1 r2k3 r3k3
+
+    with the even rows' bytes stored + 128 (unsigned). A halfword of a word is then
+    ``w_even + 128 + 256 w_odd`` exactly, so one SMLAD of the input pair (k0, k2) or (k1, k3)
+    against the raw word sums ``x w_even + 128 x + 256 x w_odd``, and SXTB16 ROR 8 of the same
+    word gives the odd row's pair for a second SMLAD: 4 weights widened in registers with one
+    SXTB16, the kernel subtracting ``256 acc_odd`` and ``128 sum(x)`` once per block.
+    """
+    o, k = w2.shape
+    ob, kq = -(-o // 4), -(-k // 4)
+    wp = np.zeros((ob * 4, kq * 4), dtype=np.int16)
+    wp[:o, :k] = w2
+    wp[0::2] += 128  # even rows: unsigned bytes
+    blocks = wp.reshape(ob, 4, kq, 4).transpose(0, 2, 1, 3)  # [block][quad][row][k]
+    out = np.zeros((ob, kq, 16), dtype=np.int16)
+    for r in range(4):
+        for j in range(4):
+            out[:, :, 4 * (2 * (j & 1) + (r >> 1)) + 2 * (j >> 1) + (r & 1)] = blocks[:, :, r, j]
+    return out.astype(np.uint8).view(np.int8).reshape(-1)
+
+
+def _gemm(graph: Graph, node: Node, params: Prepared, w2: np.ndarray, b: np.ndarray | None) -> tuple[dict, dict, int]:
     """Fields and constants of an int8 GEMM: weights [O, K] re-laid out, folded bias, multipliers."""
     wt = _t(graph, node.inputs[1])
     zp_y = params.out_zp
@@ -223,14 +267,6 @@ def _gemm(
     o, k = w2.shape
     kq = -(-k // 4)
     ob = -(-o // 4)
-    wp = np.zeros((ob * 4, kq * 4), dtype=np.int8)
-    wp[:o, :k] = w2
-    # [block][quad][row][4]: one pointer walks forward through a 4-row block
-    relaid = wp.reshape(ob, 4, kq, 4).transpose(0, 2, 1, 3).reshape(-1)
-    # DSP path: the same weights widened to int16 at compile time, per block
-    # and quad [half][row][pair]: half 0 holds (k0, k2), half 1 (k1, k3), the
-    # pairs SXTB16 gives for the input, so the inner loop is LDR + SMLAD only
-    wide = wp.astype(np.int16).reshape(ob, 4, kq, 2, 2).transpose(0, 2, 4, 1, 3).reshape(-1)
     # the kernel accumulates the raw int8 input: the input offset goes into the bias
     folded = fp.wrap_int32(folded_bias(params, w2.astype(np.int64).sum(axis=1), b)).astype(np.int32)
     mult, shift, lo, hi = params.mult, params.shift, params.act_min, params.act_max
@@ -248,43 +284,23 @@ def _gemm(
         "act_max": hi,
         "rq_mode": mode,
         "weights": Const("weights"),
-        "weights16": Const("weights16"),
         "bias": Const("bias"),
         "mult": Const("mult"),
-        "shift": Const("shift"),
-        "rq_add": Const("rq_add"),
+        "shift": Const("shift") if mode == 0 else None,
+        "rq_add": Const("rq_add") if mode != 0 else None,
     }
     consts = {
-        "weights": relaid,
-        "weights16": wide,
+        "weights": gemm_weight_layout(w2),
         "bias": _pad4(folded, ob * 4),
         "mult": _pad4(mult.astype(np.int32), ob * 4),
-        "shift": _pad4(rshift, ob * 4),
-        "rq_add": _pad4(add, ob * 4),
     }
-    fields["gq"] = None
-    if gq_ok and mode != 0 and o % 4 == 0:
-        # DSP convolutions, per block of 4 rows: the folded bias, (mult,
-        # rq_add) pairs and the right shifts, one pointer for all of them.
-        # The accumulator runs doubled (the acc << 1 SMMLAR takes): weights
-        # and bias x 2; |2 acc| < 2**31 by fast_requant's bound (constant
-        # channels, multiplier 0, only use its sign), partial sums wrap
-        # like the core's.
-        fields["gq"] = Const("gq")
-        consts["weights16"] = np.ascontiguousarray(2 * wide.astype(np.int32)).astype(np.int16)
-        gq = np.concatenate(
-            [
-                fp.wrap_int32(2 * folded.astype(np.int64)).reshape(ob, 4),
-                np.stack([mult, add], axis=-1).astype(np.int64).reshape(ob, 8),
-                np.asarray(rshift, np.int64).reshape(ob, 4),
-            ],
-            axis=1,
-        )
-        consts["gq"] = np.ascontiguousarray(gq.astype(np.int32)).reshape(-1)
+    # one array per channel besides the multiplier: the fast form's rq_add holds its shift too
+    # (an odd multiple of 2**(e-1), see fast_requant), the reference form's shift
+    if mode == 0:
+        consts["shift"] = _pad4(rshift.astype(np.int32), ob * 4)
+    else:
+        consts["rq_add"] = _pad4(add.astype(np.int32), ob * 4)
     return fields, consts, 2 * kq * 4 * 2  # two pixels of int16
-
-
-_GEMM_GUARDS = {"weights": "portable", "weights16": "dsp", "gq": "dsp"}
 
 
 def _weighted(graph: Graph, node: Node) -> tuple[str, np.ndarray, np.ndarray | None]:
@@ -337,16 +353,9 @@ def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: 
         **_window_fields(node, kh, kw, pads),
         "in_zp": params.in_zp,
     }
-    kernel = "rlx_convolve_1x1_s8" if one_by_one else "rlx_convolve_s8"
-    return Layer(
-        kernel,
-        "rlx_conv_params",
-        fields,
-        consts,
-        [("in", 0), ("out", 0), ("scratch", "int16_t")],
-        scratch,
-        dict(_GEMM_GUARDS),
-    )
+    # size: the im2col kernel for every shape, so the 1x1 one is not linked
+    kernel = "rlx_convolve_1x1_s8" if one_by_one and _OPTIMIZE.get() != "size" else "rlx_convolve_s8"
+    return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
 
 
 @RULES.rule("depthwise_conv2d")
@@ -391,22 +400,20 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
         "bias": Const("bias"),
         "bias_full": None,
         "mult": Const("mult"),
-        "shift": Const("shift"),
-        "rq_add": Const("rq_add"),
+        "shift": Const("shift") if mode == 0 else None,
+        "rq_add": Const("rq_add") if mode != 0 else None,
         "weights16x2": None,
         "dwq": None,
         "pad3": None,
     }
-    consts = {
-        "weights": np.ascontiguousarray(wv.reshape(-1)),
-        "bias": bias,
-        "mult": mult.astype(np.int32),
-        "shift": rshift,
-        "rq_add": add,
-    }
+    # one array per channel besides the multiplier, as _gemm's
+    consts = {"weights": np.ascontiguousarray(wv.reshape(-1)), "bias": bias, "mult": mult.astype(np.int32)}
+    consts["shift" if mode == 0 else "rq_add"] = (rshift if mode == 0 else add).astype(np.int32)
     guards = {}
-    fast = kh == 3 and kw == 3 and m == 1 and tuple(node.attrs["dilations"]) == (1, 1)
-    if fast:
+    optimize = _OPTIMIZE.get()
+    # size: the generic kernel only; balanced: the 3x3 kernel on the same int8 arrays
+    fast = kh == 3 and kw == 3 and m == 1 and tuple(node.attrs["dilations"]) == (1, 1) and optimize != "size"
+    if fast and optimize == "speed":
         # portable path, pixels with all 9 taps inside: bias with the offset
         # folded in, and each channel's 9 weights together
         fields["bias_full"] = Const("bias_full")
@@ -445,22 +452,23 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
                 consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
                 consts["pad3"] = np.full(3 * c, zp_x, np.int8)
                 guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
-    kernel = "rlx_depthwise_conv_3x3_s8" if fast else "rlx_depthwise_conv_s8"
+    kernel = "rlx_depthwise_conv_s8"
+    if fast:
+        kernel = "rlx_depthwise_conv_3x3_wide_s8" if optimize == "speed" else "rlx_depthwise_conv_3x3_s8"
     return Layer(kernel, "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)], 0, guards)
 
 
 @RULES.rule("fully_connected")
 def _fc(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, wv, bv = _weighted(graph, node)
-    # rows are read in place (rlx_gemm_row_s8): no gq, weights as they are
-    gemm, consts, scratch = _gemm(graph, node, params, wv, bv, gq_ok=False)
+    gemm, consts, scratch = _gemm(graph, node, params, wv, bv)
     xs = _shape(_t(graph, x))
     fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
     # one row at a time, the int8 input read (and on DSP cores widened in
     # registers) directly: no scratch
     del scratch
     args = [("in", 0), ("out", 0)]
-    return Layer("rlx_fully_connected_s8", "rlx_fc_params", fields, consts, args, 0, dict(_GEMM_GUARDS))
+    return Layer("rlx_fully_connected_s8", "rlx_fc_params", fields, consts, args, 0)
 
 
 # pooling -----------------------------------------------------------------------------------
@@ -494,19 +502,23 @@ def _pool(graph: Graph, node: Node, params: Prepared) -> Layer:
 
 
 # elementwise ---------------------------------------------------------------------------------
+def _broadcast_strides(shape: tuple[int, ...], o4: tuple[int, ...]) -> list[int]:
+    """Element strides of an input of ``shape`` read at every index of the 4-d output ``o4`` (0: broadcast)."""
+    s4 = (1,) * (4 - len(shape)) + shape
+    st, acc = [0] * 4, 1
+    for d in range(3, -1, -1):
+        st[d] = 0 if s4[d] == 1 and o4[d] != 1 else acc
+        acc *= s4[d]
+    return st
+
+
 def _broadcast_fields(graph: Graph, node: Node) -> dict:
     out = _shape(_t(graph, node.outputs[0]))
     _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
     o4 = (1,) * (4 - len(out)) + out
 
     def strides(v: str) -> list[int]:
-        s = _shape(_t(graph, v))
-        s4 = (1,) * (4 - len(s)) + s
-        st, acc = [0] * 4, 1
-        for d in range(3, -1, -1):
-            st[d] = 0 if s4[d] == 1 and o4[d] != 1 else acc
-            acc *= s4[d]
-        return st
+        return _broadcast_strides(_shape(_t(graph, v)), o4)
 
     a, b = node.inputs
     same = _shape(_t(graph, a)) == out and _shape(_t(graph, b)) == out
@@ -564,6 +576,36 @@ def _prelu(graph: Graph, node: Node, params: Prepared) -> Layer:
     p = params
     rescale = dict(a_mult=p.id_mult, a_shift=p.id_shift, out_mult=p.alpha_mult, out_shift=p.alpha_shift)
     return _binary_layer(graph, node, "rlx_prelu_s8", p, p.x_zp, p.alpha_zp, rescale)
+
+
+_COMPARE_CODES = {"equal": 0, "not_equal": 1, "greater": 2, "greater_equal": 3, "less": 4, "less_equal": 5}
+
+
+@RULES.rule(*_COMPARE_CODES)
+def _compare(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates each input's rescaled value; the kernel compares two lookups (bool out)."""
+    _int8(graph, node, *node.inputs)
+    fields = {**_broadcast_fields(graph, node), "op": _COMPARE_CODES[node.op]}
+    fields.update(a_table=Const("a_table"), b_table=Const("b_table"))
+    consts = {"a_table": params.a_table, "b_table": params.b_table}
+    return Layer("rlx_compare_s8", "rlx_compare_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
+
+
+@RULES.rule("select_v2")
+def _select_v2(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The condition picks x or y, each mapped through its table (the stored values, or requantized)."""
+    cond, x, y = node.inputs
+    _int8(graph, node, x, y, node.outputs[0])
+    out = _shape(_t(graph, node.outputs[0]))
+    _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
+    o4 = (1,) * (4 - len(out)) + out
+    fields = {"size": math.prod(out), "out_shape": list(o4)}
+    for key, v in (("c", cond), ("x", x), ("y", y)):
+        fields[f"{key}_strides"] = _broadcast_strides(_shape(_t(graph, v)), o4)
+    fields.update(x_table=Const("x_table"), y_table=Const("y_table"))
+    consts = {"x_table": params.x_table, "y_table": params.y_table}
+    args = [("in", 0), ("in", 1), ("in", 2), ("out", 0)]
+    return Layer("rlx_select_s8", "rlx_select_params", fields, consts, args)
 
 
 @RULES.rule(
@@ -681,6 +723,48 @@ def _transpose(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_transpose", "rlx_transpose_params", fields, {}, [("in", 0), ("out", 0)])
 
 
+@RULES.rule(
+    "slice",
+    "split",
+    "unstack",
+    "mirror_pad",
+    "space_to_depth",
+    "depth_to_space",
+    "space_to_batch_nd",
+    "batch_to_space_nd",
+    "broadcast_to",
+)
+def _gather(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """Pure data movement: walks the op's own reference gives at compile time (``_gather``)."""
+    xt = _t(graph, node.inputs[0])
+    for v in (node.inputs[0], *node.outputs):
+        t = _t(graph, v)
+        _need(t.dtype in ACTIVATION_DTYPES and t.quant is not None, node, f"needs quantized int8 tensors ({v})")
+    eb = xt.dtype.storage_bytes
+    maps = source_maps(node.op, _shape(xt), node.attrs)
+    walks, rows = kernel_tables([walk(m, eb) for m in maps])
+    widest = max(int(w) for w in walks[0::WALK_INTS]) if len(walks) else eb
+    fill = np.array([params.fill if "fill" in params else 0], xt.dtype.numpy).view(np.uint8)
+    fields = {
+        "n_outputs": len(node.outputs),
+        "walks": Const("walks"),
+        "rows": Const("rows") if rows.size else None,
+        "fill": Const("fill"),
+    }
+    consts = {"walks": walks, "fill": np.tile(fill, widest // eb)}
+    if rows.size:
+        consts["rows"] = rows
+    return Layer("rlx_gather", "rlx_gather_params", fields, consts, [("in", 0), ("outs",)])
+
+
+@RULES.rule("stack")
+def _stack(graph: Graph, node: Node, params: Prepared) -> Layer:
+    # stack is concat along a new axis: the same bytes in the same order, the same prepared tables
+    for v in (*node.inputs, node.outputs[0]):
+        _need(_t(graph, v).dtype in ACTIVATION_DTYPES, node, f"needs quantized int8 tensors ({v})")
+    return _concat(graph, node, params)
+
+
 @RULES.rule("concat")
 def _concat(graph: Graph, node: Node, params: Prepared) -> Layer:
     yt = _t(graph, node.outputs[0])
@@ -746,3 +830,148 @@ def _quantize(graph: Graph, node: Node, params: Prepared) -> Layer:
         "out_max": params.qmax,
     }
     return Layer("rlx_quantize_f32_s8", "rlx_quantize_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+# int4 weights --------------------------------------------------------------------------------
+# Layers whose weights are int4 run kernels of their own (kernels/rlx_convolve_s4.c,
+# rlx_depthwise_conv_s4.c) that read the weights packed two per byte, as flash holds them:
+# ceil(n / 2) bytes for n weights, no padding. The numerics are the int8 layers': the same
+# prepared parameters, folded bias and requantization.
+
+# The DSP GEMM accumulates 16 x the dot product of whole chunks of 8 (nibbles unpacked in
+# place, see rlx_convolve_s4.c); it is exact while 16 * 128 * sum |w| stays below 2**31.
+_S4_ACC_LIMIT = 2**31
+
+
+def pack_nibbles(values: np.ndarray) -> np.ndarray:
+    """int4 values, in the order a kernel reads them, two per byte: element 2i in the low nibble
+    of byte i, 2i + 1 in its high nibble (an odd count's last high nibble 0)."""
+    flat = np.asarray(values, np.int64).reshape(-1)
+    if flat.size and (flat.min() < -8 or flat.max() > 7):
+        raise ValueError(f"int4 weights must be in [-8, 7], got [{flat.min()}, {flat.max()}]")
+    nib = np.zeros(flat.size + flat.size % 2, np.uint8)
+    nib[: flat.size] = flat & 0x0F
+    return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
+
+
+def gemm_s4_order(w2: np.ndarray) -> np.ndarray:
+    """Weights [O, K] in the order rlx_gemm_s4_params reads them (rlx_nn.h): per block of 4 rows
+    (the last block the rows left), each whole chunk of 8 reduction elements as one word per
+    row whose byte i holds elements i and 4 + i, then the K % 8 remaining elements row by row."""
+    o, k = w2.shape
+    k8 = k // 8
+    parts = []
+    for ob in range(0, o, 4):
+        rows = w2[ob : ob + 4]
+        chunks = rows[:, : 8 * k8].reshape(len(rows), k8, 2, 4).transpose(1, 0, 3, 2)  # [chunk][row][i][half]
+        parts += [chunks.reshape(-1), rows[:, 8 * k8 :].reshape(-1)]
+    return np.concatenate(parts) if parts else np.zeros(0, w2.dtype)
+
+
+def depthwise_s4_order(w_taps: np.ndarray) -> np.ndarray:
+    """Depthwise weights [taps, C] in the order rlx_dw_conv_s4_params reads them: per pair of
+    channels, tap after tap, the pair's two weights; an odd last channel's taps after them."""
+    taps, c = w_taps.shape
+    pairs = w_taps[:, : c - c % 2].reshape(taps, c // 2, 2).transpose(1, 0, 2).reshape(-1)
+    return np.concatenate([pairs, w_taps[:, c - 1]]) if c % 2 else pairs
+
+
+def _s4_requant(params: Prepared, fields: dict, consts: dict, bound, acc_lo, acc_hi) -> None:
+    """The requantization fields and constants of an int4 layer, as the int8 kernels take them:
+    mode 0 reads mult and shift, the fast modes mult and rq_add (the right shift is in it)."""
+    mode, mult, add, rshift = _requant(
+        params.mult, params.shift, bound, acc_lo, acc_hi, params.out_zp, params.act_min, params.act_max
+    )
+    fields.update(rq_mode=mode, mult=Const("mult"), shift=None, rq_add=None)
+    consts["mult"] = np.asarray(mult).astype(np.int32)
+    if mode == 0:
+        fields["shift"] = Const("shift")
+        consts["shift"] = np.asarray(rshift).astype(np.int32)
+    else:
+        fields["rq_add"] = Const("rq_add")
+        consts["rq_add"] = np.asarray(add).astype(np.int32)
+
+
+def _gemm_s4(graph: Graph, node: Node, params: Prepared, w2: np.ndarray, b: np.ndarray | None) -> tuple[dict, dict]:
+    """Fields and constants of an int4 GEMM (rlx_gemm_s4_params): packed weights [O, K], folded bias."""
+    wt = _t(graph, node.inputs[1])
+    _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
+    o, k = w2.shape
+    w64 = w2.astype(np.int64)
+    whole = np.abs(w64[:, : 8 * (k // 8)]).sum(axis=1)
+    _need(
+        int(16 * 128 * whole.max(initial=0)) < _S4_ACC_LIMIT,
+        node,
+        f"takes int4 layers with 16 * 128 * sum |w| < 2**31 per row (reduction of {k})",
+    )
+    folded = fp.wrap_int32(folded_bias(params, w64.sum(axis=1), b)).astype(np.int32)
+    # as the int8 GEMM: |acc| for any int8 input, and each channel's accumulator range
+    bound = np.abs(folded.astype(np.int64)) + 128 * np.abs(w64).sum(axis=1)
+    acc_lo = folded.astype(np.int64) + np.minimum(-128 * w64, 127 * w64).sum(axis=1)
+    acc_hi = folded.astype(np.int64) + np.maximum(-128 * w64, 127 * w64).sum(axis=1)
+    fields = {"out_c": o, "k": k, "out_zp": params.out_zp, "act_min": params.act_min, "act_max": params.act_max}
+    fields.update(weights=Const("weights"), bias=Const("bias"))
+    consts = {"weights": pack_nibbles(gemm_s4_order(w2)), "bias": folded}
+    _s4_requant(params, fields, consts, bound, acc_lo, acc_hi)
+    return fields, consts
+
+
+def _conv_s4(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: np.ndarray | None) -> Layer:
+    """An int4 convolution with weights ``wv`` [O, KH, KW, C]: 1x1 without padding reads its input
+    in place, others gather each pixel's receptive field into int8 scratch."""
+    o, kh, kw, c = wv.shape
+    gemm, consts = _gemm_s4(graph, node, params, wv.reshape(o, -1), bv)
+    fields = {"gemm": gemm, **_image_fields(graph, node), **_window_fields(node, kh, kw, params.pads)}
+    fields["in_zp"] = params.in_zp
+    if kh == 1 and kw == 1 and not any(params.pads):
+        return Layer("rlx_convolve_1x1_s4", "rlx_conv_s4_params", fields, consts, [("in", 0), ("out", 0)])
+    args = [("in", 0), ("out", 0), ("scratch", "int8_t")]
+    return Layer("rlx_convolve_s4", "rlx_conv_s4_params", fields, consts, args, -(-kh * kw * c // 4) * 4)
+
+
+def _conv2d_s4(graph: Graph, node: Node, params: Prepared) -> Layer:
+    _, wv, bv = _weighted(graph, node)
+    _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
+    return _conv_s4(graph, node, params, wv, bv)
+
+
+def _fc_s4(graph: Graph, node: Node, params: Prepared) -> Layer:
+    x, wv, bv = _weighted(graph, node)
+    gemm, consts = _gemm_s4(graph, node, params, wv, bv)
+    xs = _shape(_t(graph, x))
+    fields = {"gemm": gemm, "batches": math.prod(xs[:-1]), "in_features": xs[-1]}
+    return Layer("rlx_fully_connected_s4", "rlx_fc_s4_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+def _depthwise_s4(graph: Graph, node: Node, params: Prepared) -> Layer:
+    x, wv, bv = _weighted(graph, node)
+    _need(not np.any(_t(graph, node.inputs[1]).quant.zero_point), node, "needs symmetric weights (zero point 0)")
+    _, kh, kw, cm = wv.shape
+    m = node.attrs["depth_multiplier"]
+    if _shape(_t(graph, x))[3] == 1 and m > 1:  # one input channel to M outputs: a dense convolution
+        return _conv_s4(graph, node, params, np.ascontiguousarray(wv.transpose(3, 1, 2, 0)), bv)
+    zp_x = params.in_zp
+    bias = np.zeros(cm, np.int32) if bv is None else bv.astype(np.int32)
+    w_taps = wv.reshape(kh * kw, cm).astype(np.int64)
+    # as the int8 kernel: |acc| <= |bias| + 255 sum |w|; (x + in_offset) spans [-128 - zp_x, 127 - zp_x]
+    bound = np.abs(bias.astype(np.int64)) + 255 * np.abs(w_taps).sum(axis=0)
+    ends = np.stack([w_taps * (-128 - zp_x), w_taps * (127 - zp_x)])
+    acc_lo = bias.astype(np.int64) + ends.min(axis=0).sum(axis=0)
+    acc_hi = bias.astype(np.int64) + ends.max(axis=0).sum(axis=0)
+    fields = {**_image_fields(graph, node), "out_c": cm, "ch_mult": m, **_window_fields(node, kh, kw, params.pads)}
+    fields.update(in_offset=-zp_x, out_zp=params.out_zp, act_min=params.act_min, act_max=params.act_max)
+    fields.update(weights=Const("weights"), bias=Const("bias"))
+    consts = {"weights": pack_nibbles(depthwise_s4_order(w_taps)), "bias": bias}
+    _s4_requant(params, fields, consts, bound, acc_lo, acc_hi)
+    return Layer("rlx_depthwise_conv_s4", "rlx_dw_conv_s4_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+_S4_RULES = {"conv2d": _conv2d_s4, "depthwise_conv2d": _depthwise_s4, "fully_connected": _fc_s4}
+
+
+def _rule_for(graph: Graph, node: Node) -> Callable[[Graph, Node, Prepared], Layer]:
+    """The rule of ``node``: its op's, or the int4 one where its weights (input 1) are int4."""
+    w = node.inputs[1] if len(node.inputs) > 1 else None
+    if node.op in _S4_RULES and w is not None and _t(graph, w).dtype == DType.i4:
+        return _S4_RULES[node.op]
+    return RULES[node.op]

@@ -1,4 +1,4 @@
-"""FPGA target: Amaranth streaming datapaths, cocotb simulation, Yosys resource counts.
+"""FPGA target: Amaranth streaming datapaths, cocotb simulation, Yosys resource counts, nextpnr Fmax.
 
 >>> result = build_fpga(graph, "out/fpga", parallelism=64, simulate=True, synth="ice40")  # doctest: +SKIP
 >>> result["cycles"], result["resources"]["lut"], result["mismatches"]
@@ -8,13 +8,16 @@ files ``<top>_rom<N>.hex`` holding weights and constants (keep them next to
 the Verilog: simulators and Yosys read them from the working directory),
 ``<top>_axis.sv`` (a documented AXI-Stream wrapper) and ``layers.json``; with ``simulate`` it
 streams inputs through the RTL on Verilator (or Icarus) and compares every
-output with the integer reference bit-exactly; with ``synth`` it runs Yosys.
+output with the integer reference bit-exactly; with ``synth`` it runs Yosys;
+with ``pnr`` (a device of ``devices.DEVICES``) Yosys and nextpnr place and route
+it (``pnr.py``) and the result gains Fmax, utilization and latency in µs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,11 +110,24 @@ def verilog_cached(design: FpgaDesign, key: str) -> tuple[str, dict[str, str]]:
     return text, roms
 
 
-def _random_inputs(graph, count: int, seed: int) -> list[np.ndarray]:
+def _random_inputs(design: FpgaDesign, count: int, seed: int) -> list[np.ndarray]:
+    """Seeded model inputs: int8 over its whole range; a float one (quantized on the host) over a
+    quarter more than its int8 stream represents, so that the quantizer's saturation is exercised."""
+    from rlx_edge.targets.fpga.edges import float_range
+
+    graph = design.source_graph
     rng = np.random.default_rng(seed)
-    return [
-        rng.integers(-128, 128, (count, *[int(d) for d in graph.types[v].shape])).astype(np.int8) for v in graph.inputs
-    ]
+    out = []
+    for v in graph.inputs:
+        t = graph.types[v]
+        shape = (count, *[int(d) for d in t.shape])
+        if t.dtype.is_float:
+            lo, hi = float_range(design.edges, v)
+            margin = (hi - lo) / 8
+            out.append(rng.uniform(lo - margin, hi + margin, shape).astype(t.dtype.numpy))
+        else:
+            out.append(rng.integers(-128, 128, shape).astype(np.int8))
+    return out
 
 
 def build_fpga(
@@ -125,8 +141,12 @@ def build_fpga(
     simulator: str = "verilator",
     inferences: int = 5,
     seed: int = 0,
+    pnr: str | None = None,
+    clock_mhz: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    pnr_timeout: float = 3600,
 ) -> dict[str, Any]:
-    """Generate, and optionally simulate and synthesize, the datapath of a quantized graph.
+    """Generate, and optionally simulate, synthesize, place and route the datapath of a quantized graph.
 
     Parameters
     ----------
@@ -145,6 +165,17 @@ def build_fpga(
         ``inferences`` seeded random inputs.
     synth:
         ``ice40``, ``ecp5`` or ``xilinx``: Yosys resource counts.
+    pnr:
+        A device of ``devices.DEVICES`` (``ecp5-25k``, ``ecp5-85k``, ``up5k``):
+        Yosys and nextpnr for it (``pnr.place_and_route``, cached), its work
+        files in ``out_dir/pnr``.
+    clock_mhz:
+        With ``pnr``: nextpnr's timing target (default: the device's), and the
+        clock of ``latency_us_at_clock``.
+    progress:
+        Called with one line per stage of long runs (synthesis, place, route).
+    pnr_timeout:
+        Seconds each of Yosys and nextpnr may run for ``pnr``.
 
     Returns
     -------
@@ -152,7 +183,12 @@ def build_fpga(
     measured cycles), ``macs``, ``ideal_cycles``, and when simulated
     ``cycles`` (mean per inference, first input beat to last output beat),
     ``mismatches``, ``first_mismatch``, ``sim_wall_s``, ``outputs``; when
-    synthesized ``resources`` (lut, ff, bram, dsp, cells).
+    synthesized ``resources`` (lut, ff, bram, dsp, cells); when placed and
+    routed ``fmax_mhz``, ``utilization`` (lut/ff/bram/dsp/io used and available
+    in the routed design), ``latency_us`` = ``cycles`` / ``fmax_mhz`` (per layer
+    too, ``per_layer[i]["latency_us"]``), ``cycles_source`` (``simulation``, or
+    ``model`` without ``simulate``: each layer's loop steps plus the stream
+    beats) and ``pnr`` (nextpnr's clocks, critical path, caveats, wall times).
 
     ``out_dir`` is written whole: built under a temporary name beside it and
     renamed in (replacing an earlier one), so a failure or a kill never
@@ -161,12 +197,60 @@ def build_fpga(
     final = Path(out_dir)
     with atomic_dir(final) as work:
         result = _build_into(work, graph, parallelism, simulate, data, synth, simulator, inferences, seed)
+        if pnr:
+            _place_and_route(result, work, pnr, clock_mhz, progress, pnr_timeout)
     # Report where the files are now, not where they were built.
     files = result["files"]
     for key, value in files.items():
         moved = [str(final / Path(v).relative_to(work)) for v in (value if isinstance(value, list) else [value])]
         files[key] = moved if isinstance(value, list) else moved[0]
     return result
+
+
+def _place_and_route(
+    result: dict[str, Any],
+    out: Path,
+    device: str,
+    clock_mhz: float | None,
+    progress: Callable[[str], None] | None,
+    timeout: float,
+) -> None:
+    """Route the design in ``out`` for ``device``; add Fmax, utilization and latency in µs to ``result``."""
+    from rlx_edge.targets.fpga.pnr import place_and_route
+
+    table = result["per_layer"]
+    rep = place_and_route(
+        out / f"{result['top']}.v",
+        result["top"],
+        device,
+        out / "pnr",
+        clock_mhz=clock_mhz,
+        progress=progress,
+        timeout=timeout,
+    )
+    result["files"].update({f"pnr_{k}": v for k, v in rep.pop("files").items()})
+    simulated = result["cycles"] is not None
+    if not simulated:
+        # the cycle model: every layer's loop steps, plus the beats that stream the inputs in and the
+        # outputs out (simulation measures within a few percent of it: pipeline fill per layer)
+        streams = result["streams"]
+        beats = sum(s["beats"] for s in (*streams["inputs"], *streams["outputs"]))
+        for row in table:
+            row["cycles"] = row["steps"]
+        result["cycles"] = sum(r["steps"] for r in table) + beats
+    fmax = rep["fmax_mhz"]
+    for row in table:
+        row["latency_us"] = row["cycles"] / fmax if row.get("cycles") is not None else None
+    result.update(
+        cycles_source="simulation" if simulated else "model",
+        fmax_mhz=fmax,
+        latency_us=result["cycles"] / fmax,
+        utilization=rep["utilization"],
+        pnr=rep,
+    )
+    if clock_mhz is not None:
+        result.update(latency_us_at_clock=result["cycles"] / clock_mhz, timing_met=fmax >= clock_mhz)
+    (out / "layers.json").write_text(json.dumps(table, indent=1) + "\n")
 
 
 def as_program(graph) -> Any:
@@ -228,31 +312,39 @@ def _build_into(
     }
     if simulate:
         from rlx_edge.targets.fpga import sim
+        from rlx_edge.targets.fpga.edges import from_streams, model_mismatches, to_streams
         from rlx_edge.targets.reference import run as ref_run
 
         if data is None:
-            inputs = _random_inputs(g, inferences, seed)
+            inputs = _random_inputs(design, inferences, seed)
         else:
             inputs = [np.asarray(d) for d in (data if isinstance(data, (list, tuple)) else [data])]
         if len(inputs) != len(g.inputs):
             raise FpgaConfigError(f"graph {g.name!r} takes {len(g.inputs)} inputs, got {len(inputs)} arrays")
         for v, arr in zip(g.inputs, inputs):
             shape = tuple(int(d) for d in g.types[v].shape)
-            if arr.dtype != np.int8 or tuple(arr.shape[1:]) != shape:
+            want = g.types[v].dtype.numpy
+            if arr.dtype != want or tuple(arr.shape[1:]) != shape:
                 raise FpgaConfigError(
-                    f"input {v!r}: expected int8 [N, {', '.join(map(str, shape))}], got {arr.dtype} {list(arr.shape)}"
+                    f"input {v!r}: expected {want} [N, {', '.join(map(str, shape))}], got {arr.dtype} {list(arr.shape)}"
                 )
         n = inputs[0].shape[0]
-        expected = [[] for _ in g.outputs]
+        # the datapath's int8 streams: the model's inputs, quantized on the host where the model quantizes
+        d = design.graph
+        streams = to_streams(g, d, design.edges, inputs)
+        expected = [[] for _ in d.outputs]
         for i in range(n):
-            outs = ref_run(g, [a[i] for a in inputs])
-            for k, o in enumerate(g.outputs):
+            outs = ref_run(d, [a[i] for a in streams])
+            for k, o in enumerate(d.outputs):
                 expected[k].append(outs[o])
         expected = [np.stack(e) for e in expected]
         bdir = sim.build([vpath], design.top_name, simulator)
         res = sim.run_vectors(
-            bdir, design.top_name, design.stream_info(), inputs, expected, simulator=simulator, data_files=rom_paths
+            bdir, design.top_name, design.stream_info(), streams, expected, simulator=simulator, data_files=rom_paths
         )
+        outputs = from_streams(g, d, design.edges, [o.reshape(e.shape) for o, e in zip(res["outputs"], expected)])
+        if design.edges:  # the float interface end to end: against the reference run on the whole model
+            model_mismatches(g, inputs, outputs, res)
         phases = res["phase_cycles"]
         for i, row in enumerate(table):
             row["cycles"] = phases.get(str(i + 1))
@@ -266,7 +358,7 @@ def _build_into(
             simulator=simulator,
             sim_wall_s=res["sim_wall_s"],
             build_wall_s=sim.build_seconds(bdir),  # of the build that made the (possibly cached) model
-            outputs=[o.reshape(e.shape) for o, e in zip(res["outputs"], expected)],
+            outputs=outputs,
         )
     if synth:
         from rlx_edge.targets.fpga.synth import synthesize

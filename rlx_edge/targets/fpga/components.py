@@ -798,14 +798,19 @@ class Add(LayerComponent):
     larger input scale by Q31 multipliers (double rounding each), summed and
     rescaled to the output; six pipeline stages, constant multipliers.
 
-    See :class:`LayerComponent` for the ports (two inputs).
+    ``const`` makes one operand a constant: ``(side, words)``, side 0 (a) or
+    1 (b), its int8 values broadcast over the output in ``lanes``-lane words
+    of a ROM read in order and wrapping (one period of the broadcast); the
+    layer then has one input port, the other operand's.
+
+    See :class:`LayerComponent` for the ports (two inputs, or one with ``const``).
     """
 
     latency = 1 + 6
 
-    def __init__(self, size: int, q: AddQuant, *, lanes: int, in_a, in_b, out):
-        super().__init__([in_a, in_b], out)
-        self.size, self.q, self.lanes = size, q, lanes
+    def __init__(self, size: int, q: AddQuant, *, lanes: int, in_a, in_b, out, const=None):
+        super().__init__([port for port in (in_a, in_b) if port is not None], out)
+        self.size, self.q, self.lanes, self.const = size, q, lanes, const
 
     def steps(self) -> int:
         return self.size // self.lanes
@@ -824,9 +829,19 @@ class Add(LayerComponent):
             g1 = [Signal(range(max(r.ratio, 2)), name=f"g1_{k}") for k, r in enumerate(readers)]
             m.d.sync += [g1[k].eq(r.group) for k, r in enumerate(readers)]
             words = [
-                self.rd0_data.word_select(g1[0], 8 * lanes) if readers[0].ratio > 1 else self.rd0_data,
-                self.rd1_data.word_select(g1[1], 8 * lanes) if readers[1].ratio > 1 else self.rd1_data,
+                getattr(self, f"rd{k}_data").word_select(g1[k], 8 * lanes)
+                if r.ratio > 1
+                else getattr(self, f"rd{k}_data")
+                for k, r in enumerate(readers)
             ]
+            if self.const is not None:
+                side, cwords = self.const
+                cport = rom_port(m, self, "const", 8 * lanes, cwords)
+                caddr = Signal(range(max(len(cwords), 2)), name="const_addr")
+                with m.If(run):  # in step with the buffer reads: the word arrives in stage 1 as theirs do
+                    m.d.sync += caddr.eq(Mux(last | (caddr == len(cwords) - 1), 0, caddr + 1))
+                m.d.comb += cport.addr.eq(caddr)
+                words.insert(side, cport.data)
             outs = []
             for i in range(lanes):
                 a = (lane(words[0], i) - q.zp_a) << q.left_shift
@@ -1070,16 +1085,183 @@ class Softmax(LayerComponent):
             return m
 
 
+
+class Pad(LayerComponent):
+    """Constant padding (TFLite's PAD, PADV2), ``lanes`` elements per cycle.
+
+    Walks the output in element order: a lane group inside the input's region
+    takes the input's next group (the input is read in order, one group per
+    inside step), any other the fill, the prepared fill value (the zero point
+    for a real 0). ``lanes`` divides the innermost input size and both of its
+    pads, so a group is all inside or all outside.
+
+    See :class:`LayerComponent` for the ports.
+    """
+
+    latency = 1 + 1
+
+    def __init__(self, in_shape, pads, fill: int, *, lanes: int, inp, out):
+        super().__init__([inp], out)
+        self.in_shape = tuple(int(d) for d in in_shape) or (1,)  # a scalar is one element, never padded
+        self.pads = tuple(int(v) for v in pads) or (0, 0)
+        self.fill, self.lanes = int(fill), lanes
+        self.out_shape = tuple(d + self.pads[2 * i] + self.pads[2 * i + 1] for i, d in enumerate(self.in_shape))
+
+    def steps(self) -> int:
+        return int(np.prod(self.out_shape)) // self.lanes
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes, rank = self.lanes, len(self.out_shape)
+        dims = [(f"d{i}", d) for i, d in enumerate(self.out_shape[:-1])] + [("inner", self.out_shape[-1] // lanes)]
+        run = Signal()
+        step = Signal()
+        ctrs, all_max = _counters(m, run, dims)
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run & all_max):
+            m.d.sync += run.eq(0)
+        inside = Const(1, 1)
+        for i in range(rank):
+            before, size = self.pads[2 * i], self.in_shape[i]
+            pos = ctrs[dims[i][0]] * lanes if i == rank - 1 else ctrs[dims[i][0]]
+            if before:
+                inside = inside & (pos >= before)
+            if before + size < self.out_shape[i]:
+                inside = inside & (pos < before + size)
+        m.d.comb += step.eq(run & inside)
+        reader = _Reader(m, self.rd0_addr, lanes, self.in_ports[0], step, "r0")
+        with m.If(run & all_max):
+            reader.reset(m)
+        v1, f1, in1 = Signal(), Signal(), Signal()
+        g1 = Signal(range(max(reader.ratio, 2)))
+        m.d.sync += [v1.eq(run), f1.eq(run & all_max), in1.eq(inside), g1.eq(reader.group)]
+        word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+        fill = Const(self.fill & 0xFF, 8).replicate(lanes)
+        _Writer(m, self, lanes, self.out_port, v1, Mux(in1, word, fill), f1)
+        return m
+
+
+@dataclass
+class ConcatPart:
+    """One input's place in a concatenation: its read port, the lane groups of one slab, its table row."""
+
+    port: int
+    groups: int
+    row: int
+
+
+class Concat(LayerComponent):
+    """Concatenation (TFLite's CONCATENATION), ``lanes`` elements per cycle.
+
+    Walks the output in element order: for each index of the axes before the
+    joined one, each part's slab (its extent along the joined axis times the
+    axes after it) in turn. Each part reads its input in order through a
+    pointer of its own, so an input that appears twice is read twice. With
+    ``tables`` (one 256-entry row per input of the node: the prepared
+    requantization of each input onto the output's parameters, a copy for an
+    input that shares them) every element goes through a per-lane ROM
+    addressed by (row, byte); without, the bytes are copied.
+
+    See :class:`LayerComponent` for the ports (one per distinct input).
+    """
+
+    latency = 1 + 1 + 1
+
+    def __init__(self, outer: int, parts: list[ConcatPart], tables, *, lanes: int, inputs, out):
+        super().__init__(list(inputs), out)
+        self.outer, self.parts, self.lanes = outer, list(parts), lanes
+        self.tables = None if tables is None else np.asarray(tables, dtype=np.int64).reshape(-1, 256)
+
+    def steps(self) -> int:
+        return self.outer * sum(part.groups for part in self.parts)
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes, parts, n = self.lanes, self.parts, len(self.parts)
+        run = Signal()
+        outer = Signal(range(max(self.outer, 2)), name="outer")
+        k = Signal(range(max(n, 2)), name="part")
+        j = Signal(range(max(max(p.groups for p in parts), 2)), name="group_in_slab")
+        slab_end = Signal()
+        with m.Switch(k):
+            for i, part in enumerate(parts):
+                with m.Case(i):
+                    m.d.comb += slab_end.eq(j == part.groups - 1)
+        final = (outer == self.outer - 1) & (k == n - 1) & slab_end
+        with m.If(self.start):
+            m.d.sync += run.eq(1)
+        with m.Elif(run):
+            with m.If(slab_end):
+                m.d.sync += j.eq(0)
+                with m.If(k == n - 1):
+                    m.d.sync += [k.eq(0), outer.eq(Mux(outer == self.outer - 1, 0, outer + 1))]
+                with m.Else():
+                    m.d.sync += k.eq(k + 1)
+            with m.Else():
+                m.d.sync += j.eq(j + 1)
+            with m.If(final):
+                m.d.sync += run.eq(0)
+        # a read pointer (word, lane group) per part; the active part's drives its input's port
+        group_now = Signal(range(max(*(p.word_lanes // lanes for p in self.in_ports), 2)), name="group_now")
+        for i, part in enumerate(parts):
+            port = self.in_ports[part.port]
+            ratio = port.word_lanes // lanes
+            word = Signal(range(max(port.depth, 2)), name=f"p{i}_word")
+            group = Signal(range(max(ratio, 2)), name=f"p{i}_group")
+            active = k == i
+            with m.If(active):
+                m.d.comb += [getattr(self, f"rd{part.port}_addr").eq(word), group_now.eq(group)]
+            with m.If(run & active):
+                with m.If(group == ratio - 1):
+                    m.d.sync += [group.eq(0), word.eq(word + 1)]
+                with m.Else():
+                    m.d.sync += group.eq(group + 1)
+            with m.If(run & final):  # rewound for the next inference
+                m.d.sync += [word.eq(0), group.eq(0)]
+        # stage 1: the word read for the active part, its lane group selected
+        v1, f1 = Signal(), Signal()
+        k1 = Signal.like(k)
+        g1 = Signal.like(group_now)
+        m.d.sync += [v1.eq(run), f1.eq(run & final), k1.eq(k), g1.eq(group_now)]
+        sel = Signal(8 * lanes, name="sel")
+        row1 = Signal(range(max(len(self.tables) if self.tables is not None else 1, 2)), name="row1")
+        with m.Switch(k1):
+            for i, part in enumerate(parts):
+                data = getattr(self, f"rd{part.port}_data")
+                ratio = self.in_ports[part.port].word_lanes // lanes
+                with m.Case(i):
+                    m.d.comb += [sel.eq(data.word_select(g1, 8 * lanes) if ratio > 1 else data), row1.eq(part.row)]
+        # stage 2: the table lookup (a synchronous ROM per lane), or the bytes registered
+        v2, f2 = Signal(), Signal()
+        m.d.sync += [v2.eq(v1), f2.eq(f1)]
+        if self.tables is None:
+            out2 = Signal(8 * lanes, name="out2")
+            m.d.sync += out2.eq(sel)
+        else:
+            words = [int(v) & 0xFF for v in self.tables.reshape(-1)]
+            outs = []
+            for i in range(lanes):
+                port = rom_port(m, self, f"table_{i}", 8, words)
+                m.d.comb += port.addr.eq(Cat(sel[8 * i : 8 * i + 8], row1))
+                outs.append(port.data)
+            out2 = Cat(*outs)
+        _Writer(m, self, lanes, self.out_port, v2, out2, f2)
+        return m
+
 __all__ = [
     "INT32_MAX",
     "Add",
     "AddQuant",
     "BufferPort",
     "ChannelQuant",
+    "Concat",
+    "ConcatPart",
     "Conv2d",
     "DepthwiseConv2d",
     "FullyConnected",
     "LayerComponent",
+    "Pad",
     "Pool2d",
     "Requantize",
     "Requantizer",

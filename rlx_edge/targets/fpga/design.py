@@ -39,6 +39,7 @@ from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.fpga import components as hw
+from rlx_edge.targets.fpga.edges import EDGE_OPS, HostEdge, device_graph
 
 PRESETS = {"area": 1, "balanced": 16, "latency": 64}
 
@@ -249,29 +250,61 @@ def _inner(t: TensorType) -> int:
     return int(t.shape[-1]) if t.rank else 1
 
 
+def _broadcast_period(c: np.ndarray, shape: tuple[int, ...], lanes: int) -> np.ndarray:
+    """``c`` broadcast to ``shape`` and flattened, up to where it repeats, in whole words of ``lanes``.
+
+    Axes before the outermost one where ``c`` is not 1 do not change its values, so the
+    flattened broadcast repeats with the size of the axes from there on; lanes divide
+    that (they divide the innermost axis) unless ``c`` is a scalar.
+    """
+    full = np.broadcast_to(c, shape).reshape(-1)
+    dims = (1,) * (len(shape) - c.ndim) + tuple(c.shape)
+    k = next((i for i, d in enumerate(dims) if d != 1), len(shape))
+    period = int(np.prod(shape[k:], dtype=np.int64))
+    return np.resize(full[:period], math.lcm(period, lanes))
+
+
 @rules.rule("add")
 def _add_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """Two computed operands of the output's shape, or one computed and one constant broadcast against
+    it (a bias add, as ONNX models have them): the constant's int8 values, one period of its broadcast,
+    in a ROM the layer reads in step with the other operand."""
     a, b = node.inputs
     at, bt, yt = g.types[a], g.types[b], g.types[node.outputs[0]]
-    if at.shape != bt.shape:
-        raise FpgaConfigError(f"layer {node.name!r} (add): broadcasting is not supported ({at} + {bt})")
+    consts = [v in g.params for v in (a, b)]
+    if all(consts):
+        raise FpgaConfigError(f"layer {node.name!r} (add): both operands are constants; fold them first")
     if a == b:
         raise FpgaConfigError(f"layer {node.name!r} (add): both operands are the same tensor")
-    if a in g.params or b in g.params:
-        raise FpgaConfigError(f"layer {node.name!r} (add): a constant operand is not supported; both must be computed")
     _quant(at, "first input"), _quant(bt, "second input"), _quant(yt, "output")
+    computed = [v for v, c in zip((a, b), consts) if not c]
+    for v in computed:
+        if g.types[v].shape != yt.shape:
+            raise FpgaConfigError(
+                f"layer {node.name!r} (add): broadcasting a computed operand is not supported ({at} + {bt}); "
+                "only a constant one broadcasts"
+            )
     if params.left_shift != 20:
         raise FpgaConfigError(f"layer {node.name!r} (add): only int8 outputs are supported")
     pr = params
     q = hw.AddQuant(pr.a_zp, pr.b_zp, pr.a_mult, pr.a_shift, pr.b_mult, pr.b_shift, pr.out_mult, pr.out_shift,
                     pr.out_zp, pr.act_min, pr.act_max)  # fmt: skip
-    size = int(np.prod([int(d) for d in yt.shape]))
+    shape = tuple(int(d) for d in yt.shape)
+    size = int(np.prod(shape))
     pe, simd, lanes = _lane_split(node, _inner(yt), p, explicit, "innermost elements")
+    const = None
+    if any(consts):
+        side = consts.index(True)
+        values = _broadcast_period(g.params[(a, b)[side]], shape, lanes)
+        const = (side, hw.pack_words(values.reshape(-1, lanes), 8))
 
     def build(ins, out):
-        return hw.Add(size, q, lanes=lanes, in_a=ins[0], in_b=ins[1], out=out)
+        it = iter(ins)
+        in_a, in_b = (None if c else next(it) for c in consts)
+        return hw.Add(size, q, lanes=lanes, in_a=in_a, in_b=in_b, out=out, const=const)
 
-    return Layer(node, "add", [a, b], node.outputs[0], pe, simd, 0, [lanes, lanes], lanes, build, size // lanes)
+    lanes_in = [lanes] * len(computed)
+    return Layer(node, "add", computed, node.outputs[0], pe, simd, 0, lanes_in, lanes, build, size // lanes)
 
 
 @rules.rule("requantize", "relu", "relu6", "clamp")
@@ -331,6 +364,97 @@ def _softmax_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
 
     steps = rows * (3 * (length + 3) + 10)  # three passes and ten control states per row
     return Layer(node, "softmax", [node.inputs[0]], node.outputs[0], 1, 1, 0, [1], 1, build, steps)
+
+
+def _computed(g: Graph, node: Node, v: str) -> TensorType:
+    """The int8 type of computed operand ``v``; constants and empty tensors are refused."""
+    t = g.types[v]
+    if v in g.params:
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): a constant operand ({v!r}) is not supported")
+    _quant(t, f"layer {node.name!r} ({node.op}) input {v!r}")
+    if any(int(d) == 0 for d in t.shape):
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): the empty input {v!r} is not supported")
+    return t
+
+
+@rules.rule("pad")
+def _pad_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """Constant padding on any axes; the fill is the prepared one (a real value on the output's grid)."""
+    x, y = node.inputs[0], node.outputs[0]
+    xt, yt = _computed(g, node, x), g.types[y]
+    _quant(yt, "output")
+    shape = tuple(int(d) for d in xt.shape) or (1,)
+    pads = tuple(node.attrs["pads"]) or (0, 0)
+    # a lane group must be all inside or all outside the input: lanes divide the innermost size and its pads
+    n = math.gcd(shape[-1], pads[-2], pads[-1])
+    pe, simd, lanes = _lane_split(node, n, p, explicit, "innermost input elements and pads (their gcd)")
+    fill = int(params.fill)
+
+    def build(ins, out):
+        return hw.Pad(xt.shape, node.attrs["pads"], fill, lanes=lanes, inp=ins[0], out=out)
+
+    steps = int(np.prod([int(d) for d in yt.shape])) // lanes
+    return Layer(node, "pad", [x], y, pe, simd, 0, [lanes], lanes, build, steps)
+
+
+@rules.rule("concat")
+def _concat_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """Any axis; inputs on other parameters than the output's go through their prepared byte table
+    (TFLite's ConcatenationWithScaling), the others are copied."""
+    y = node.outputs[0]
+    yt = g.types[y]
+    _quant(yt, "output")
+    ins = [_computed(g, node, v) for v in node.inputs]
+    if params.get("tables") is None:
+        raise FpgaConfigError(f"layer {node.name!r} (concat): needs int8 inputs and output (byte tables)")
+    shape = [int(d) for d in yt.shape]
+    axis = node.attrs["axis"] % len(shape)
+    outer, after = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1 :]))
+    unique = list(dict.fromkeys(node.inputs))  # an input named twice is one port, read twice
+    n = math.gcd(_inner(yt), *(_inner(t) for t in ins))
+    pe, simd, lanes = _lane_split(node, n, p, explicit, "innermost elements of its inputs and output (their gcd)")
+    parts = [
+        hw.ConcatPart(unique.index(v), int(t.shape[axis]) * after // lanes, row)
+        for row, (v, t) in enumerate(zip(node.inputs, ins))
+    ]
+    tables = params.tables if any(params.rescale) else None
+
+    def build(in_ports, out):
+        return hw.Concat(outer, parts, tables, lanes=lanes, inputs=in_ports, out=out)
+
+    steps = outer * sum(part.groups for part in parts)
+    return Layer(node, "concat", unique, y, pe, simd, 0, [lanes] * len(unique), lanes, build, steps)
+
+
+@rules.rule(*EDGE_OPS)
+def _edge_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> HostEdge:
+    """quantize of a model input, dequantize of a model output: on the host with the node's prepared
+    parameters (:mod:`.edges`: float32 arithmetic no fixed-point circuit reproduces for every scale);
+    the datapath streams the int8 side."""
+    if node.op == "quantize":
+        x = node.inputs[0]
+        if x not in g.inputs:
+            raise FpgaConfigError(
+                f"node {node.name!r} (quantize): the fpga target quantizes model inputs only (on the host), "
+                f"not the computed value {x!r}"
+            )
+        others = [n for n in g.consumers(x) if n.op != "quantize"]
+        if others or x in g.outputs:
+            what = f"node {others[0].name!r} ({others[0].op})" if others else "the model's outputs"
+            raise FpgaConfigError(
+                f"model input {x!r} is float and also read by {what}; the fpga target takes float inputs into "
+                "quantize only"
+            )
+        _quant(g.types[node.outputs[0]], f"node {node.name!r} (quantize) output")
+    else:
+        y = node.outputs[0]
+        if y not in g.outputs or g.consumers(y):
+            raise FpgaConfigError(
+                f"node {node.name!r} (dequantize): the fpga target dequantizes model outputs only (on the host); "
+                f"{y!r} is read by other nodes"
+            )
+        _quant(g.types[node.inputs[0]], f"node {node.name!r} (dequantize) input")
+    return HostEdge(node, params)
 
 
 # View ops (their output is the input's bytes with another shape) need no layer: the design
@@ -398,9 +522,19 @@ class FpgaDesign(wiring.Component):
             g = graph
             order = [n.name for n in g.nodes]
             quant = {}
-        self.graph = g
+        self.source_graph = g
         self.top_name = name or _verilog_name(g.name)
         by_name = {n.name: n for n in g.nodes}
+        # quantize at the model's inputs and dequantize at its outputs run on the host (.edges); the
+        # datapath implements the device graph between them, which streams int8 only
+        self.edges: list[HostEdge] = [
+            rules[by_name[n].op](g, by_name[n], 1, None, quant.get(n) or prepare_node(g, by_name[n]))
+            for n in order
+            if by_name[n].op in EDGE_OPS
+        ]
+        g = device_graph(g, self.edges)
+        order = [n for n in order if by_name[n].op not in EDGE_OPS]
+        self.graph = g
         # The planner's liveness over the schedule, without in-place reuse (a layer streams its
         # input while it writes its output): a view's output shares its input's buffer (alias).
         self.liveness = analyze(g, [by_name[n] for n in order], inplace=False)
@@ -438,6 +572,10 @@ class FpgaDesign(wiring.Component):
             params = quant.get(node.name) or prepare_node(g, node) or Prepared()
             layer = rules[node.op](g, node, p, tuple(ex) if ex is not None else None, params)
             layer.inputs = [self._resolve(v) for v in layer.inputs]
+            if len(set(layer.inputs)) != len(layer.inputs):  # one buffer has one read port
+                raise FpgaConfigError(
+                    f"layer {node.name!r} ({node.op}) reads one buffer through two operands (views of one tensor)"
+                )
             self.layers.append(layer)
         if not self.layers:
             raise FpgaConfigError(f"graph {g.name!r} has no layers to implement")
@@ -554,6 +692,12 @@ class FpgaDesign(wiring.Component):
             return {"value": v, "shape": [int(d) for d in t.shape], "lanes": lanes, "beats": size // lanes}
 
         ins, outs = [info(v) for v in self.inputs], [info(v) for v in self.outputs]
+        # what the host computes on each side of a stream (a float interface), as the driver must
+        for streams, values, kind in ((ins, self.graph.inputs, "quantize"), (outs, self.graph.outputs, "dequantize")):
+            host = {e.stream_value: e.describe() for e in self.edges if e.kind == kind}
+            for s, v in zip(streams, values):
+                if v in host:
+                    s["host"] = host[v]
         # a watchdog for the bench: far above any real inference (loop steps, streaming, pipeline fill)
         work = sum(layer.steps for layer in self.layers) + sum(s["beats"] for s in (*ins, *outs))
         return {"inputs": ins, "outputs": outs, "cycle_budget": 20 * work + 20 * len(self.layers) + 10_000}

@@ -80,28 +80,52 @@ def _parse_stat(text: str) -> dict[str, int]:
     return cells
 
 
-def synthesize(verilog: str | Path, top: str, family: str = "ice40", *, timeout: float = 3600) -> dict[str, Any]:
-    """Synthesize ``verilog`` for ``family``; returns LUT/FF/BRAM/DSP counts, cells and wall time."""
+def yosys_version() -> str:
+    proc = subprocess.run([yosys_binary(), "-V"], capture_output=True, text=True, check=False)
+    return proc.stdout.strip()
+
+
+def run_yosys(
+    sources: list[Path],
+    top: str,
+    family: str,
+    *,
+    netlist: Path | None = None,
+    timeout: float = 3600,
+) -> tuple[dict[str, int], float]:
+    """Synthesize ``sources`` (the first one's folder is the working directory) for ``family``.
+
+    Returns the top module's mapped cell counts and the wall time; with ``netlist``
+    the mapped design is also written there as JSON (nextpnr's input).
+    """
     if family not in FAMILIES:
         raise RlxError(f"unknown FPGA family {family!r}; use {', '.join(FAMILIES)}")
+    files = " ".join(str(Path(f).resolve()) for f in sources)
+    flow = FAMILIES[family].format(top=top) + (f" -json {Path(netlist).resolve()}" if netlist is not None else "")
     with tempfile.TemporaryDirectory(prefix="rlx-yosys-") as td:
         stat = Path(td) / "stat.json"
         # plain-text stat: yosys 0.23's `stat -json` is malformed after synth_xilinx
-        script = (
-            f"read_verilog -sv {Path(verilog).resolve()}; {FAMILIES[family].format(top=top)}; tee -q -o {stat} stat"
-        )
+        script = f"read_verilog -sv {files}; {flow}; tee -q -o {stat} stat"
         t0 = time.perf_counter()
-        proc = subprocess.run(
-            [yosys_binary(), "-q", "-p", script],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            cwd=Path(verilog).resolve().parent,  # $readmemh files are named relative to the Verilog
-        )
+        try:
+            proc = subprocess.run(
+                [yosys_binary(), "-q", "-p", script],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                cwd=Path(sources[0]).resolve().parent,  # $readmemh files are named relative to the Verilog
+            )
+        except subprocess.TimeoutExpired:
+            raise RlxError(f"yosys {family} synthesis of {top} took over {timeout:.0f} s; stopped") from None
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not stat.is_file():
             raise RlxError(f"yosys {family} synthesis of {top} failed:\n{(proc.stderr or proc.stdout)[-2000:]}")
         text = stat.read_text()
-    cells = _parse_stat(text)
+    return _parse_stat(text), wall
+
+
+def synthesize(verilog: str | Path, top: str, family: str = "ice40", *, timeout: float = 3600) -> dict[str, Any]:
+    """Synthesize ``verilog`` for ``family``; returns LUT/FF/BRAM/DSP counts, cells and wall time."""
+    cells, wall = run_yosys([Path(verilog)], top, family, timeout=timeout)
     return {"family": family, **categorize(cells), "cells": cells, "synth_wall_s": wall}

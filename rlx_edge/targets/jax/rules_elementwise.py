@@ -72,6 +72,12 @@ def _gelu(x, approximate="none"):
     return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
+def _erf(x):
+    from jax.scipy.special import erf
+
+    return erf(x)
+
+
 _UNARY: dict[str, Callable] = {
     "relu": lambda x: jnp.maximum(x, 0),
     "relu6": lambda x: jnp.clip(x, 0, 6),
@@ -95,6 +101,7 @@ _UNARY: dict[str, Callable] = {
     "floor": lambda x: jnp.floor(x),
     "ceil": lambda x: jnp.ceil(x),
     "round": lambda x: jnp.round(x),  # halves to even, as the reference and TFLite
+    "erf": _erf,
 }
 
 

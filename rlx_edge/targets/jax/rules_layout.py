@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.ir.ops import get_op
 from rlx_edge.targets.jax._lazy import jnp
 from rlx_edge.targets.jax._table import RULES, LowerCtx
 
@@ -79,3 +80,24 @@ def _concat(ctx: LowerCtx):
         return ctx.shared_eval()
     axis = ctx.attrs["axis"]
     return lambda *xs: jnp.concatenate(xs, axis=axis)
+
+
+@RULES.rule(
+    "stack",
+    "unstack",
+    "mirror_pad",
+    "space_to_depth",
+    "depth_to_space",
+    "space_to_batch_nd",
+    "batch_to_space_nd",
+    "broadcast_to",
+)
+def _movement(ctx: LowerCtx):
+    # these ops' references are written against the array namespace (ir/ops/movement.py):
+    # traced, they are the very code the numpy reference runs. Quantized, an op that
+    # prepares parameters (stack's rescaling, space_to_batch_nd's fill) runs its eval on
+    # them; the others' eval is that same reference on stored integers.
+    opdef, attrs = get_op(ctx.node.op), ctx.attrs
+    if ctx.quantized and opdef.has_prepare:
+        return ctx.shared_eval()
+    return lambda *xs: opdef.run_reference(xs, attrs)

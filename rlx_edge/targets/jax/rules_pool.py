@@ -37,7 +37,8 @@ def _avg_float(ctx: LowerCtx, kernel: tuple, strides: tuple, padding: str, pads:
 
     def avg_float(x):
         ct = compute_dtype(x.dtype)
-        total = lax.reduce_window(x.astype(ct), jnp.asarray(0, ct), lax.add, dims, wstrides, wpads)
+        # a numpy init stays concrete under jit, so jax differentiates the window sum (reduce_window_sum)
+        total = lax.reduce_window(x.astype(ct), np.asarray(0, ct), lax.add, dims, wstrides, wpads)
         y = total / jnp.asarray(count[None, :, :, None], ct)
         return finish(apply_activation(y, act), xt.dtype)
 
@@ -75,7 +76,7 @@ def _max_pool2d(ctx: LowerCtx):
 
     def max_float(x):
         # the init value pads, so padding can never be the maximum; max is exact in any precision
-        y = lax.reduce_window(x, jnp.asarray(low, x.dtype), lax.max, dims, wstrides, wpads)
+        y = lax.reduce_window(x, np.asarray(low, x.dtype), lax.max, dims, wstrides, wpads)
         return apply_activation(y, a["activation"]).astype(x.dtype)
 
     return max_float

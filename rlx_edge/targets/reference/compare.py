@@ -150,7 +150,7 @@ def make_inputs(graph: Graph, n_inputs: int, seed: int, *, edge: bool = True) ->
 
     Integer inputs cover their whole storage range; float inputs (a model
     that quantizes its own input, or a float model) are uniform in [-8, 8],
-    edges -8, 8 and 0.
+    edges -8, 8 and 0; bool inputs are fair coins, edges False, True and False.
     """
     rng = np.random.default_rng(seed)
     out: list[dict[str, np.ndarray]] = []
@@ -163,6 +163,9 @@ def make_inputs(graph: Graph, n_inputs: int, seed: int, *, edge: bool = True) ->
         if dt.kind == "f":  # float inputs (models that start with QUANTIZE): a range that saturates int8
             lo_f, hi_f = -8.0, 8.0
             specs.append((name, shape, dt, lo_f, hi_f, 0))
+            continue
+        if dt.kind == "b":  # conditions and comparison results: edges False, True, False
+            specs.append((name, shape, dt, 0, 1, 0))
             continue
         info = np.iinfo(dt)
         specs.append((name, shape, dt, int(info.min), int(info.max), zp))

@@ -60,12 +60,13 @@ def wq(rng: np.random.Generator, n: int, axis: int) -> QuantParams:
     return QuantParams(rng.uniform(0.002, 0.02, n).astype(np.float32), np.zeros(n, np.int64), axis=axis)
 
 
-def check_host(graph: Graph, host_dir: Path, n_inputs: int = 6, seed: int = 0) -> int:
-    """Both host builds (portable C, emulated DSP path) against the reference; returns inputs compared."""
+def check_host(graph: Graph, host_dir: Path, n_inputs: int = 6, seed: int = 0, optimize: str = "balanced") -> int:
+    """Both host builds (portable C, emulated DSP path) of the C at layout level ``optimize`` against the
+    reference; returns inputs compared."""
     samples = make_inputs(graph, n_inputs, seed)
     refs = [run(graph, s) for s in samples]
     for dsp in (False, True):
-        model = compile_host(graph, host_dir, dsp_emulate=dsp)
+        model = compile_host(graph, host_dir, dsp_emulate=dsp, optimize=optimize)
         for k, (s, ref) in enumerate(zip(samples, refs)):
             got = model.run(s)
             for name, want in ref.items():
@@ -79,4 +80,4 @@ def check_host(graph: Graph, host_dir: Path, n_inputs: int = 6, seed: int = 0) -
 
 @pytest.fixture
 def check(host_dir):
-    return lambda graph, n_inputs=6, seed=0: check_host(graph, host_dir, n_inputs, seed)
+    return lambda graph, n_inputs=6, seed=0, optimize="balanced": check_host(graph, host_dir, n_inputs, seed, optimize)

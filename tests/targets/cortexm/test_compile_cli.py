@@ -130,3 +130,16 @@ def test_toycar_on_pico_keeps_weights_in_flash(capsys, tmp_path):
     boot2 = raw.read_bytes()
     assert len(boot2) == 256
     assert int.from_bytes(boot2[252:], "little") == _mpeg2_crc(boot2[:252])
+
+
+def test_optimize_level_is_reported(capsys, tmp_path):
+    assert _compile(capsys, tmp_path, HELLO)["optimize"] == "balanced"
+    assert _compile(capsys, tmp_path, HELLO, "--optimize", "size")["optimize"] == "size"
+
+
+def test_unknown_optimize_level_is_one_line_usage_error(capsys, tmp_path):
+    assert main(["compile", str(HELLO), "-o", str(tmp_path / "p"), "--optimize", "fast", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "--optimize" in captured.err and "'fast'" in captured.err

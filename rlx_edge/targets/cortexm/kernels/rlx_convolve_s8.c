@@ -31,16 +31,6 @@ RLX_INLINE int32_t rlx_slot(int32_t k, int32_t s)
 
 #define RLX_GEMM_RQ(g) {(g)->rq_mode, (g)->out_zp, (g)->act_min, (g)->act_max, (g)->mult, (g)->shift, (g)->rq_add}
 
-/* The weights the GEMM reads: DSP builds their int16 copy (SMLAD takes int16
- * pairs), portable builds the int8 rows. */
-#if RLX_USE_DSP
-typedef int16_t rlx_gemm_weight;
-#define RLX_GEMM_WEIGHTS(g) ((g)->weights16)
-#else
-typedef int8_t rlx_gemm_weight;
-#define RLX_GEMM_WEIGHTS(g) ((g)->weights)
-#endif
-
 /* Widen n int8 values of pixel slot s; the tail of the last quad is zero
  * (its weights are zero too, the value only has to be defined). */
 static void rlx_widen_row(const int8_t *src, int32_t n, int16_t *dst, int32_t k_quads, int32_t s)
@@ -190,38 +180,88 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
     }
 }
 
+/* The sum of the int16 values of pixel slot a (and b) over k_quads quads: the
+ * even rows' weight bytes are w + 128 (rlx_nn.h), so their accumulators start
+ * 128 sum(x) lower. */
+RLX_INLINE int32_t rlx_slot_sum(const int16_t *x, int32_t kq)
+{
+    int32_t a = 0;
+    for (int32_t q = 0; q < kq; q++, x += 8) {
+#if RLX_USE_DSP
+        a = rlx_smlad(rlx_rd32(x), 0x00010001u, rlx_smlad(rlx_rd32(x + 4), 0x00010001u, a));
+#else
+        a += x[0] + x[1] + x[4] + x[5];
+#endif
+    }
+    return a;
+}
+
+#if defined(__GNUC__)
+#define RLX_NOINLINE __attribute__((noinline))
+#else
+#define RLX_NOINLINE
+#endif
+
+/* 128 x the sums of pixel slots a and b (see rlx_slot_sum); out of line, so
+ * that its loop state does not compete with the MAC asm's registers. */
+static RLX_NOINLINE void rlx_slot_sums128(const int16_t *x, int32_t kq, uint32_t *ca, uint32_t *cb)
+{
+    int32_t sa = 0, sb = 0;
+    for (int32_t q = 0; q < kq; q++, x += 8) {
+#if RLX_USE_DSP
+        sa = rlx_smlad(rlx_rd32(x), 0x00010001u, rlx_smlad(rlx_rd32(x + 4), 0x00010001u, sa));
+        sb = rlx_smlad(rlx_rd32(x + 2), 0x00010001u, rlx_smlad(rlx_rd32(x + 6), 0x00010001u, sb));
+#else
+        sa += x[0] + x[1] + x[4] + x[5];
+        sb += x[2] + x[3] + x[6] + x[7];
+#endif
+    }
+    *ca = (uint32_t)sa << 7;
+    *cb = (uint32_t)sb << 7;
+}
+
+/* The start of an even row's accumulator for a pixel whose values sum to s
+ * (s128 = 128 s): 128 s lower (its bytes are w + 128) and, on DSP builds,
+ * 256 bias of the odd row higher: SMLAD of the raw word also sums 256 x w_odd,
+ * which rlx_even_end takes off with the odd row's accumulator. */
+RLX_INLINE int32_t rlx_even_start(const int32_t *bias, uint32_t s128)
+{
+#if RLX_USE_DSP
+    return (int32_t)((uint32_t)bias[0] + ((uint32_t)bias[1] << 8) - s128);
+#else
+    return (int32_t)((uint32_t)bias[0] - s128);
+#endif
+}
+
+RLX_INLINE int32_t rlx_even_end(int32_t even, int32_t odd)
+{
+#if RLX_USE_DSP
+    return (int32_t)((uint32_t)even - ((uint32_t)odd << 8));
+#else
+    (void)odd;
+    return even;
+#endif
+}
+
 #if RLX_USE_DSP
 /* The DSP MAC loop of one 4 x 2 block: a0..a3, b0..b3 += the block's
- * weights at w (advanced past them) times the two pixels at x. */
+ * weights at w (advanced past them) times the two pixels at x. A weight word
+ * serves two rows: SMLAD of the raw word into the even row, SXTB16 ROR 8 of
+ * it (the odd row's pair) into the odd row. */
 #if RLX_GEMM_ASM
-/* One quad of the 4 x 2 block: 2 LDRD, 8 LDR, 16 SMLAD for 32 MACs. */
+/* One quad of the 4 x 2 block: 2 LDRD, 4 LDR, 4 SXTB16, 16 SMLAD for 32 MACs. */
+#define RLX_GEMM_PAIR_ASM(E, O)                                                                                      \
+    "smlad  %[a" E "], %[xa], %[wv], %[a" E "]\n\t"                                                                  \
+    "smlad  %[b" E "], %[xb], %[wv], %[b" E "]\n\t"                                                                  \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"                                                                                \
+    "smlad  %[a" O "], %[xa], %[wv], %[a" O "]\n\t"                                                                  \
+    "smlad  %[b" O "], %[xb], %[wv], %[b" O "]\n\t"
 #define RLX_GEMM_QUAD_ASM                                                                                            \
     "ldrd   %[xa], %[xb], [%[px]], #8\n\t"                                                                           \
-    "ldr    %[wv], [%[pw]], #32\n\t"                                                                                 \
-    "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"                                                                          \
-    "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"                                                                          \
-    "ldr    %[wv], [%[pw], #-28]\n\t"                                                                                \
-    "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"                                                                          \
-    "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"                                                                          \
-    "ldr    %[wv], [%[pw], #-24]\n\t"                                                                                \
-    "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"                                                                          \
-    "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"                                                                          \
-    "ldr    %[wv], [%[pw], #-20]\n\t"                                                                                \
-    "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"                                                                          \
-    "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"                                                                          \
-    "ldrd   %[xa], %[xb], [%[px]], #8\n\t"                                                                           \
-    "ldr    %[wv], [%[pw], #-16]\n\t"                                                                                \
-    "smlad  %[a0], %[xa], %[wv], %[a0]\n\t"                                                                          \
-    "smlad  %[b0], %[xb], %[wv], %[b0]\n\t"                                                                          \
-    "ldr    %[wv], [%[pw], #-12]\n\t"                                                                                \
-    "smlad  %[a1], %[xa], %[wv], %[a1]\n\t"                                                                          \
-    "smlad  %[b1], %[xb], %[wv], %[b1]\n\t"                                                                          \
-    "ldr    %[wv], [%[pw], #-8]\n\t"                                                                                 \
-    "smlad  %[a2], %[xa], %[wv], %[a2]\n\t"                                                                          \
-    "smlad  %[b2], %[xb], %[wv], %[b2]\n\t"                                                                          \
-    "ldr    %[wv], [%[pw], #-4]\n\t"                                                                                 \
-    "smlad  %[a3], %[xa], %[wv], %[a3]\n\t"                                                                          \
-    "smlad  %[b3], %[xb], %[wv], %[b3]\n\t"
+    "ldr    %[wv], [%[pw]], #16\n\t" RLX_GEMM_PAIR_ASM("0", "1") "ldr    %[wv], [%[pw], #-12]\n\t"                   \
+        RLX_GEMM_PAIR_ASM("2", "3") "ldrd   %[xa], %[xb], [%[px]], #8\n\t"                                           \
+                                    "ldr    %[wv], [%[pw], #-8]\n\t" RLX_GEMM_PAIR_ASM("0", "1")                     \
+                                    "ldr    %[wv], [%[pw], #-4]\n\t" RLX_GEMM_PAIR_ASM("2", "3")
 #define RLX_GEMM_MAC_OPS                                                                                             \
     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),       \
       [b3] "+r"(b3), [px] "+r"(px), [pw] "+r"(w), [xa] "=&r"(xa), [xb] "=&r"(xb), [wv] "=&r"(wv)                     \
@@ -230,7 +270,7 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
 /* 8 accumulators, 2 input pairs, 1 weight word and 3 pointers: the 14
  * usable registers exactly, which C compilers do not manage without
  * spilling. Two quads per loop pass where k_quads is even (one CMP + BNE per
- * 64 MACs), else one. The weights are int16 pairs already (no SXTB16). */
+ * 64 MACs), else one. */
 #define RLX_GEMM_2PX_MAC()                                                                                           \
     do {                                                                                                             \
         const int16_t *end = x + 8 * kq;                                                                             \
@@ -244,132 +284,63 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
         }                                                                                                            \
     } while (0)
 #else
-/* One quad of pixels a and b (the int16 pairs xa, xb) into the 4 x 2 block
- * a0..a3, b0..b3, against the int16 weight pairs wk[0..7] of its 4 rows. */
-#define RLX_SMLAD_4X2(xa, xb, wk)                                                                                    \
+/* One weight word (rows e, o) against the input pairs xa, xb of pixels a and b. */
+#define RLX_SMLAD_PAIR(xa, xb, word, ae, be, ao, bo)                                                                 \
     do {                                                                                                             \
-        const uint32_t va = (xa), vb = (xb);                                                                         \
-        const int16_t *const wr = (wk);                                                                              \
-        a0 = rlx_smlad(va, rlx_rd32(wr), a0);                                                                        \
-        b0 = rlx_smlad(vb, rlx_rd32(wr), b0);                                                                        \
-        a1 = rlx_smlad(va, rlx_rd32(wr + 2), a1);                                                                    \
-        b1 = rlx_smlad(vb, rlx_rd32(wr + 2), b1);                                                                    \
-        a2 = rlx_smlad(va, rlx_rd32(wr + 4), a2);                                                                    \
-        b2 = rlx_smlad(vb, rlx_rd32(wr + 4), b2);                                                                    \
-        a3 = rlx_smlad(va, rlx_rd32(wr + 6), a3);                                                                    \
-        b3 = rlx_smlad(vb, rlx_rd32(wr + 6), b3);                                                                    \
+        const uint32_t wv_ = (word), wo_ = rlx_sxtb16_ror8(wv_);                                                     \
+        ae = rlx_smlad((xa), wv_, ae);                                                                               \
+        be = rlx_smlad((xb), wv_, be);                                                                               \
+        ao = rlx_smlad((xa), wo_, ao);                                                                               \
+        bo = rlx_smlad((xb), wo_, bo);                                                                               \
     } while (0)
 #define RLX_GEMM_2PX_MAC()                                                                                           \
     do {                                                                                                             \
         /* The same schedule in C (host emulation of the DSP path). */                                               \
         for (int32_t q = 0; q < kq; q++, px += 8, w += 16) {                                                         \
-            RLX_SMLAD_4X2(rlx_rd32(px), rlx_rd32(px + 2), w);                                                        \
-            RLX_SMLAD_4X2(rlx_rd32(px + 4), rlx_rd32(px + 6), w + 8);                                                \
+            const uint32_t xa = rlx_rd32(px), xb = rlx_rd32(px + 2), ya = rlx_rd32(px + 4), yb = rlx_rd32(px + 6);   \
+            RLX_SMLAD_PAIR(xa, xb, rlx_rd32(w), a0, b0, a1, b1);                                                     \
+            RLX_SMLAD_PAIR(xa, xb, rlx_rd32(w + 4), a2, b2, a3, b3);                                                 \
+            RLX_SMLAD_PAIR(ya, yb, rlx_rd32(w + 8), a0, b0, a1, b1);                                                 \
+            RLX_SMLAD_PAIR(ya, yb, rlx_rd32(w + 12), a2, b2, a3, b3);                                                \
         }                                                                                                            \
     } while (0)
 #endif
-#endif
-
-#if RLX_USE_DSP
-/* One channel of the two pixels through the fast requantization; the
- * accumulators are doubled already (gq layers' weights and bias are). */
-RLX_INLINE int32_t rlx_gq_rq(int32_t acc2, const int32_t *ma, int32_t e)
-{
-    return (rlx_smmlar(acc2, ma[0], ma[1]) + (acc2 >> 31)) >> e;
-}
-
-RLX_INLINE void rlx_gq_out2(int32_t a, int32_t b, const int32_t *ma, int32_t e, int32_t sat, int32_t lo, int32_t hi,
-                            int8_t *pa, int8_t *pb)
-{
-    int32_t va = rlx_gq_rq(a, ma, e);
-    int32_t vb = rlx_gq_rq(b, ma, e);
-    if (sat) {
-        va = rlx_sat8(va);
-        vb = rlx_sat8(vb);
-    } else {
-        va = rlx_clamp(va, lo, hi);
-        vb = rlx_clamp(vb, lo, hi);
-    }
-    *pa = (int8_t)va;
-    *pb = (int8_t)vb;
-}
-
-/* rlx_gemm_2px with the constants of a block in one gq record (whole
- * blocks only, fast requantization); sat: the activation range is int8's. */
-RLX_INLINE void rlx_gemm_2px_gq(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b, int32_t sat)
-{
-    const int32_t kq = g->k_quads;
-    const int32_t lo = g->act_min, hi = g->act_max;
-    const int16_t *w = g->weights16;
-    const int32_t *q = g->gq;
-    const int32_t *const q_end = q + 4 * g->out_c;
-    for (; q != q_end; q += 16, out_a += 4, out_b += 4) {
-        int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
-        int32_t b0 = a0, b1 = a1, b2 = a2, b3 = a3;
-        const int16_t *px = x;
-        RLX_GEMM_2PX_MAC();
-        rlx_gq_out2(a0, b0, q + 4, q[12], sat, lo, hi, out_a, out_b);
-        rlx_gq_out2(a1, b1, q + 6, q[13], sat, lo, hi, out_a + 1, out_b + 1);
-        rlx_gq_out2(a2, b2, q + 8, q[14], sat, lo, hi, out_a + 2, out_b + 2);
-        rlx_gq_out2(a3, b3, q + 10, q[15], sat, lo, hi, out_a + 3, out_b + 3);
-    }
-}
-
-#if defined(__GNUC__)
-#define RLX_NOINLINE __attribute__((noinline))
 #else
-#define RLX_NOINLINE
-#endif
-static RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
-{
-    rlx_gemm_2px_gq(g, x, out_a, out_b, 1);
-}
-
-static RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
-                                            int8_t *out_b)
-{
-    rlx_gemm_2px_gq(g, x, out_a, out_b, 0);
-}
-#endif
-
-#if !RLX_USE_DSP
 /* One reduction element of pixels a and b (values xa, xb) into the 4 x 2
- * block a0..a3, b0..b3, against the element's weights wk[0], wk[4], wk[8],
- * wk[12] of the block's 4 rows. */
+ * block a0..a3, b0..b3, against the element's weights of the block's 4 rows
+ * at wk[0], wk[1], wk[4], wk[5] (the even rows' bytes unsigned, w + 128). */
 #define RLX_MAC_4X2(xa, xb, wk)                                                                                      \
     do {                                                                                                             \
         const int32_t va = (xa), vb = (xb);                                                                          \
         const int8_t *const wr = (wk);                                                                               \
-        a0 += va * wr[0];                                                                                            \
-        b0 += vb * wr[0];                                                                                            \
-        a1 += va * wr[4];                                                                                            \
-        b1 += vb * wr[4];                                                                                            \
-        a2 += va * wr[8];                                                                                            \
-        b2 += vb * wr[8];                                                                                            \
-        a3 += va * wr[12];                                                                                           \
-        b3 += vb * wr[12];                                                                                           \
+        const int32_t w0 = (uint8_t)wr[0], w1 = wr[1], w2 = (uint8_t)wr[4], w3 = wr[5];                              \
+        a0 += va * w0;                                                                                               \
+        b0 += vb * w0;                                                                                               \
+        a1 += va * w1;                                                                                               \
+        b1 += vb * w1;                                                                                               \
+        a2 += va * w2;                                                                                               \
+        b2 += vb * w2;                                                                                               \
+        a3 += va * w3;                                                                                               \
+        b3 += vb * w3;                                                                                               \
     } while (0)
 #endif
 
-/* 4 output channels x 2 pixels per pass over the reduction. */
-static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
+/* 4 output channels x 2 pixels per pass over the reduction; MODE is the
+ * requantization's rq_mode, a constant in each instance below, so that its
+ * tests fold away. */
+RLX_INLINE void rlx_gemm_2px_mode(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                  int32_t mode)
 {
-#if RLX_USE_DSP
-    if (g->gq != NULL) {
-        if (g->rq_mode == 2) {
-            rlx_gemm_2px_sat(g, x, out_a, out_b);
-        } else {
-            rlx_gemm_2px_clamp(g, x, out_a, out_b);
-        }
-        return;
-    }
-#endif
     const int32_t kq = g->k_quads;
-    const rlx_rq_params rq = RLX_GEMM_RQ(g);
-    const rlx_gemm_weight *w = RLX_GEMM_WEIGHTS(g);
+    rlx_rq_params rq = RLX_GEMM_RQ(g);
+    rq.mode = mode;
+    const int8_t *w = g->weights;
+    uint32_t ca, cb;
+    rlx_slot_sums128(x, kq, &ca, &cb);
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
-        int32_t b0 = a0, b1 = a1, b2 = a2, b3 = a3;
+        const int32_t *bias = g->bias + ob;
+        int32_t a0 = rlx_even_start(bias, ca), b0 = rlx_even_start(bias, cb), a1 = bias[1], b1 = a1;
+        int32_t a2 = rlx_even_start(bias + 2, ca), b2 = rlx_even_start(bias + 2, cb), a3 = bias[3], b3 = a3;
         const int16_t *px = x;
 #if RLX_USE_DSP
         RLX_GEMM_2PX_MAC();
@@ -379,11 +350,15 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
         const int16_t *end = x + 8 * kq;
         for (; px != end; px += 8, w += 16) {
             RLX_MAC_4X2(px[0], px[2], w);
-            RLX_MAC_4X2(px[4], px[6], w + 1);
+            RLX_MAC_4X2(px[4], px[6], w + 8);
             RLX_MAC_4X2(px[1], px[3], w + 2);
-            RLX_MAC_4X2(px[5], px[7], w + 3);
+            RLX_MAC_4X2(px[5], px[7], w + 10);
         }
 #endif
+        a0 = rlx_even_end(a0, a1);
+        b0 = rlx_even_end(b0, b1);
+        a2 = rlx_even_end(a2, a3);
+        b2 = rlx_even_end(b2, b3);
         const int32_t rows = g->out_c - ob; /* rows of this block that exist */
         rlx_rq_out2(&rq, a0, b0, ob, out_a, out_b);
         if (rows > 1) {
@@ -398,31 +373,126 @@ static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
     }
 }
 
+/* Two outputs of one channel through the fast requantization (rq_mode 1, 2). */
+RLX_INLINE void rlx_fast_out2(int32_t a, int32_t b, int32_t m, int32_t add, int32_t sat, int32_t lo, int32_t hi,
+                              int8_t *pa, int8_t *pb)
+{
+    const int32_t e = rlx_rq_e(add);
+    int32_t va = rlx_rq_fast(a, m, add, e), vb = rlx_rq_fast(b, m, add, e);
+    if (sat) {
+        va = rlx_sat8(va);
+        vb = rlx_sat8(vb);
+    } else {
+        va = rlx_clamp(va, lo, hi);
+        vb = rlx_clamp(vb, lo, hi);
+    }
+    *pa = (int8_t)va;
+    *pb = (int8_t)vb;
+}
+
+/* rlx_gemm_2px_mode for the fast requantization and whole blocks (out_c % 4
+ * == 0): the per-channel constants and the outputs walked by pointers, no
+ * row tests; sat: the activation range is int8's. */
+RLX_INLINE void rlx_gemm_2px_fast(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                  int32_t sat)
+{
+    const int32_t kq = g->k_quads;
+    const int8_t *w = g->weights;
+    uint32_t ca, cb;
+    rlx_slot_sums128(x, kq, &ca, &cb);
+    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
+        const int32_t *bias = g->bias + ob;
+        int32_t a0 = rlx_even_start(bias, ca), b0 = rlx_even_start(bias, cb), a1 = bias[1], b1 = a1;
+        int32_t a2 = rlx_even_start(bias + 2, ca), b2 = rlx_even_start(bias + 2, cb), a3 = bias[3], b3 = a3;
+        const int16_t *px = x;
+#if RLX_USE_DSP
+        RLX_GEMM_2PX_MAC();
+#else
+        const int16_t *pend = x + 8 * kq;
+        for (; px != pend; px += 8, w += 16) {
+            RLX_MAC_4X2(px[0], px[2], w);
+            RLX_MAC_4X2(px[4], px[6], w + 8);
+            RLX_MAC_4X2(px[1], px[3], w + 2);
+            RLX_MAC_4X2(px[5], px[7], w + 10);
+        }
+#endif
+        const int32_t *m = g->mult + ob, *add = g->rq_add + ob;
+        const int32_t lo = g->act_min, hi = g->act_max;
+        int8_t *pa = out_a + ob, *pb = out_b + ob;
+        rlx_fast_out2(rlx_even_end(a0, a1), rlx_even_end(b0, b1), m[0], add[0], sat, lo, hi, pa, pb);
+        rlx_fast_out2(a1, b1, m[1], add[1], sat, lo, hi, pa + 1, pb + 1);
+        rlx_fast_out2(rlx_even_end(a2, a3), rlx_even_end(b2, b3), m[2], add[2], sat, lo, hi, pa + 2, pb + 2);
+        rlx_fast_out2(a3, b3, m[3], add[3], sat, lo, hi, pa + 3, pb + 3);
+    }
+}
+
+/* One instance per rq_mode, out of line: the MAC asm needs every register. */
+static RLX_NOINLINE void rlx_gemm_2px_ref(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
+{
+    rlx_gemm_2px_mode(g, x, out_a, out_b, 0);
+}
+
+static RLX_NOINLINE void rlx_gemm_2px_fast_mode(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
+                                                int8_t *out_b)
+{
+    rlx_gemm_2px_mode(g, x, out_a, out_b, 1); /* rq_mode 1 and 2 differ only in the clamp's bounds */
+}
+
+static RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
+                                            int8_t *out_b)
+{
+    rlx_gemm_2px_fast(g, x, out_a, out_b, 0);
+}
+
+static RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
+{
+    rlx_gemm_2px_fast(g, x, out_a, out_b, 1);
+}
+
+static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
+{
+    if (g->rq_mode == 0) {
+        rlx_gemm_2px_ref(g, x, out_a, out_b);
+    } else if ((g->out_c & 3) != 0) {
+        rlx_gemm_2px_fast_mode(g, x, out_a, out_b);
+    } else if (g->rq_mode == 2) {
+        rlx_gemm_2px_sat(g, x, out_a, out_b);
+    } else {
+        rlx_gemm_2px_clamp(g, x, out_a, out_b);
+    }
+}
+
 /* One quad (4 reduction elements) of one pixel into the accumulators of a
  * block of 4 output channels: DSP, the elements as the pairs (0, 2) and
- * (1, 3) that SXTB16 gives, against the block's int16 weight pairs at w;
- * portable, the elements against the block's 16 int8 weights. */
+ * (1, 3) that SXTB16 gives, against the block's 4 weight words (raw into the
+ * even rows, SXTB16 ROR 8 into the odd rows); portable, the elements
+ * against the block's 16 bytes. */
 #if RLX_USE_DSP
-RLX_INLINE void rlx_mac4_quad(uint32_t x02, uint32_t x13, const int16_t *w, int32_t *a0, int32_t *a1, int32_t *a2,
+RLX_INLINE void rlx_mac4_quad(uint32_t x02, uint32_t x13, const int8_t *w, int32_t *a0, int32_t *a1, int32_t *a2,
                               int32_t *a3)
 {
-    *a0 = rlx_smlad(x02, rlx_rd32(w), *a0);
-    *a1 = rlx_smlad(x02, rlx_rd32(w + 2), *a1);
-    *a2 = rlx_smlad(x02, rlx_rd32(w + 4), *a2);
-    *a3 = rlx_smlad(x02, rlx_rd32(w + 6), *a3);
-    *a0 = rlx_smlad(x13, rlx_rd32(w + 8), *a0);
-    *a1 = rlx_smlad(x13, rlx_rd32(w + 10), *a1);
-    *a2 = rlx_smlad(x13, rlx_rd32(w + 12), *a2);
-    *a3 = rlx_smlad(x13, rlx_rd32(w + 14), *a3);
+    uint32_t v = rlx_rd32(w);
+    *a0 = rlx_smlad(x02, v, *a0);
+    *a1 = rlx_smlad(x02, rlx_sxtb16_ror8(v), *a1);
+    v = rlx_rd32(w + 4);
+    *a2 = rlx_smlad(x02, v, *a2);
+    *a3 = rlx_smlad(x02, rlx_sxtb16_ror8(v), *a3);
+    v = rlx_rd32(w + 8);
+    *a0 = rlx_smlad(x13, v, *a0);
+    *a1 = rlx_smlad(x13, rlx_sxtb16_ror8(v), *a1);
+    v = rlx_rd32(w + 12);
+    *a2 = rlx_smlad(x13, v, *a2);
+    *a3 = rlx_smlad(x13, rlx_sxtb16_ror8(v), *a3);
 }
 #else
 RLX_INLINE void rlx_mac4_quad(int32_t x0, int32_t x1, int32_t x2, int32_t x3, const int8_t *w, int32_t *a0,
                               int32_t *a1, int32_t *a2, int32_t *a3)
 {
-    *a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
-    *a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
-    *a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
-    *a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
+    const uint8_t *u = (const uint8_t *)w; /* the even rows: w + 128 */
+    *a0 += x0 * u[0] + x1 * u[8] + x2 * u[2] + x3 * u[10];
+    *a1 += x0 * w[1] + x1 * w[9] + x2 * w[3] + x3 * w[11];
+    *a2 += x0 * u[4] + x1 * u[12] + x2 * u[6] + x3 * u[14];
+    *a3 += x0 * w[5] + x1 * w[13] + x2 * w[7] + x3 * w[15];
 }
 #endif
 
@@ -431,12 +501,12 @@ RLX_INLINE void rlx_mac4_quad(int32_t x0, int32_t x1, int32_t x2, int32_t x3, co
 RLX_INLINE void rlx_store4(const rlx_rq_params *rq, int32_t rows, int32_t ob, int32_t a0, int32_t a1, int32_t a2,
                            int32_t a3, int8_t *out)
 {
-    out[ob] = (int8_t)rlx_rq_out(rq, a0, ob);
+    out[ob] = (int8_t)rlx_rq_out(rq, rlx_even_end(a0, a1), ob);
     if (rows > 1) {
         out[ob + 1] = (int8_t)rlx_rq_out(rq, a1, ob + 1);
     }
     if (rows > 2) {
-        out[ob + 2] = (int8_t)rlx_rq_out(rq, a2, ob + 2);
+        out[ob + 2] = (int8_t)rlx_rq_out(rq, rlx_even_end(a2, a3), ob + 2);
     }
     if (rows > 3) {
         out[ob + 3] = (int8_t)rlx_rq_out(rq, a3, ob + 3);
@@ -448,18 +518,11 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
 {
     const int32_t kq = g->k_quads;
     const rlx_rq_params rq = RLX_GEMM_RQ(g);
-    const rlx_gemm_weight *w = RLX_GEMM_WEIGHTS(g);
+    const int8_t *w = g->weights;
+    const uint32_t c128 = (uint32_t)rlx_slot_sum(x, kq) << 7;
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
-#if RLX_USE_DSP
-        const int32_t *gq = g->gq != NULL ? g->gq + 4 * ob : NULL;
-        if (gq != NULL) {
-            a0 = gq[0];
-            a1 = gq[1];
-            a2 = gq[2];
-            a3 = gq[3];
-        }
-#endif
+        const int32_t *bias = g->bias + ob;
+        int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
         const int16_t *px = x;
         for (int32_t q = 0; q < kq; q++) {
 #if RLX_USE_DSP
@@ -470,17 +533,6 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
             px += 8;
             w += 16;
         }
-#if RLX_USE_DSP
-        if (gq != NULL) {
-            /* doubled accumulators (see rlx_gemm_2px_gq); whole blocks */
-            const int32_t acc[4] = {a0, a1, a2, a3};
-            for (int32_t r = 0; r < 4; r++) {
-                const int32_t v = rlx_gq_rq(acc[r], gq + 4 + 2 * r, gq[12 + r]);
-                out[ob + r] = (int8_t)(rq.mode == 2 ? rlx_sat8(v) : rlx_clamp(v, rq.act_min, rq.act_max));
-            }
-            continue;
-        }
-#endif
         rlx_store4(&rq, g->out_c - ob, ob, a0, a1, a2, a3, out);
     }
 }
@@ -495,12 +547,18 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
     const int32_t full = n >> 2;
     const rlx_rq_params rq = RLX_GEMM_RQ(g);
     uint32_t tail = 0;
+    int32_t sum = 0;
+    for (int32_t k = 0; k < n; k++) {
+        sum += x[k];
+    }
     for (int32_t k = 4 * full; k < n; k++) {
         tail |= ((uint32_t)(uint8_t)x[k]) << (8 * (k - 4 * full));
     }
-    const rlx_gemm_weight *w = RLX_GEMM_WEIGHTS(g);
+    const uint32_t c128 = (uint32_t)sum << 7;
+    const int8_t *w = g->weights;
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        int32_t a0 = g->bias[ob], a1 = g->bias[ob + 1], a2 = g->bias[ob + 2], a3 = g->bias[ob + 3];
+        const int32_t *bias = g->bias + ob;
+        int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
         for (int32_t q = 0; q < kq; q++) {
             const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
 #if RLX_USE_DSP

@@ -345,14 +345,14 @@ static RLX_NOINLINE void rlx_dw3x3_dsp(const rlx_dw_conv_params *p, const int8_t
  * range. DSP cores (channels a multiple of 4): four channels per input word,
  * int16 weights from flash. Portable: the input offset of an interior pixel
  * is folded into its bias at compile time (bias_full). */
-void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+RLX_INLINE void rlx_dw3x3_body(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, const int32_t wide)
 {
 #if RLX_USE_DSP
-    if (p->dwq != NULL) {
+    if (wide && p->dwq != NULL) {
         rlx_dw3x3_dsp(p, in, out);
         return;
     }
-    if (p->weights16 == NULL) {
+    if (!wide || p->weights16 == NULL) {
         /* channels not a multiple of 4: the general kernel's blocks of 4 and a scalar tail
          * beat this kernel's scalar path on DSP cores */
         rlx_depthwise_conv_s8(p, in, out);
@@ -362,10 +362,10 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
     const int32_t ch = p->in_c;
     const int32_t row = p->in_w * ch;
     const rlx_rq_params rq = RLX_DW_RQ(p);
-    const int8_t *const weights9 = p->weights9;
-    const int32_t *const bias_full = p->bias_full;
+    const int8_t *const weights9 = wide ? p->weights9 : NULL;
+    const int32_t *const bias_full = wide ? p->bias_full : NULL;
 #if RLX_USE_DSP
-    const int16_t *const weights16 = p->weights16;
+    const int16_t *const weights16 = wide ? p->weights16 : NULL;
     const int32_t *const bias = p->bias;
 #endif
 #if RLX_USE_DSP
@@ -485,6 +485,19 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
             }
         }
     }
+}
+
+/* --optimize speed: the int16 layouts (weights16, weights16x2 with dwq and
+ * pad3 on DSP builds, weights9 and bias_full on portable ones). */
+void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+{
+    rlx_dw3x3_body(p, in, out, 1);
+}
+
+/* int8 weights only (size, balanced): none of the int16 paths is linked. */
+void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+{
+    rlx_dw3x3_body(p, in, out, 0);
 }
 
 #ifdef RLX_DW_ASM_TAP

@@ -8,17 +8,23 @@
  *
  * Layout conventions:
  *  - activations are NHWC int8;
- *  - convolution / fully connected weights are re-laid out at compile time
- *    into blocks of 4 output channels: for block b, quad q (4 consecutive
- *    reduction elements) and row r in 0..3, the 4 bytes w[4b+r][4q..4q+3]
- *    follow each other (rows and reduction padded with zeros), so the inner
- *    loop walks one pointer forward;
+ *  - convolution / fully connected weights are int8, re-laid out at compile
+ *    time into blocks of 4 output channels and quads q of 4 reduction
+ *    elements (rows and reduction padded with zeros), 16 bytes each, so the
+ *    inner loop walks one pointer forward. Within a block and quad, word
+ *    2 (k & 1) + (r >> 1) holds rows r = 2i, 2i+1 at elements k = 0, 2 or
+ *    1, 3 as bytes [even k, odd row k, even k+2, odd row k+2], the even row's
+ *    bytes + 128 (unsigned): a halfword is w_even + 128 + 256 w_odd, so the
+ *    DSP build multiplies the raw word and SXTB16 ROR 8 of it (the odd row)
+ *    and subtracts 256 acc_odd and 128 sum(x) once per block (see
+ *    rules.gemm_weight_layout); the portable build reads the bytes;
  *  - their bias already holds bias - input_zero_point * sum(weights), so the
  *    inner loop multiplies raw input bytes and never adds the offset;
  *  - the reduction buffer (im2col / expanded input) is int16 and, per quad,
  *    ordered x0, x2, x1, x3: the halves SXTB16 gives for a word of input;
- *  - on DSP cores the weights come widened to int16 at compile time in the
- *    same pair order, so the inner loop is loads and SMLADs only.
+ *  - per-channel constants are one array each, read by both builds: folded
+ *    bias, multiplier and either the shift (rq_mode 0) or rq_add (modes 1,
+ *    2; its shift e is read off it, see rlx_rq_e).
  */
 #ifndef RLX_NN_H
 #define RLX_NN_H
@@ -37,14 +43,11 @@ typedef struct {
     int32_t act_min;         /* fused activation clamp, in output units */
     int32_t act_max;
     int32_t rq_mode;         /* 0: reference requantization; 1, 2: the fast exact form (rlx_rq_fast) */
-    const int8_t *weights;   /* portable build: [ceil(out_c/4)][k_quads][4][4]; else NULL */
-    const int16_t *weights16; /* DSP build: [ceil(out_c/4)][k_quads][2][4][2]; else NULL */
+    const int8_t *weights;   /* [ceil(out_c/4)][k_quads][16], the order above */
     const int32_t *bias;     /* [ceil(out_c/4)*4], zero point folded in */
     const int32_t *mult;     /* [ceil(out_c/4)*4] Q31 multipliers */
-    const int32_t *shift;    /* mode 0: shifts (positive: left); modes 1, 2: right shifts e >= 1 */
-    const int32_t *rq_add;   /* modes 1, 2: 2**(e-1) + out_zp * 2**e */
-    const int32_t *gq;       /* DSP convolutions, modes 1, 2, out_c % 4 == 0: per block of 4 rows
-                              * 16 words, bias[4], (mult, rq_add)[4], shift[4]; else NULL */
+    const int32_t *shift;    /* mode 0: shifts (positive: left); else NULL */
+    const int32_t *rq_add;   /* modes 1, 2: 2**(e-1) + out_zp * 2**e (right shift e = rlx_rq_e); else NULL */
 } rlx_gemm_params;
 
 typedef struct {
@@ -76,14 +79,14 @@ typedef struct {
     int32_t out_zp, act_min, act_max;
     int32_t rq_mode;         /* as rlx_gemm_params */
     const int8_t *weights;   /* TFLite layout [k_h][k_w][out_c] */
-    const int16_t *weights16; /* 3x3 on the DSP build: [out_c/4][9][c0 c2 c1 c3]; else NULL */
-    const int8_t *weights9;  /* 3x3 portable build: [out_c][9]; else NULL */
+    const int16_t *weights16; /* 3x3, --optimize speed, DSP build: [out_c/4][9][c0 c2 c1 c3]; else NULL */
+    const int8_t *weights9;  /* 3x3, --optimize speed, portable build: [out_c][9]; else NULL */
     const int32_t *bias;     /* [out_c] */
     const int32_t *bias_full; /* 3x3 portable build: bias + in_offset * sum of the 9 taps; else NULL */
     const int32_t *mult;
     const int32_t *shift;    /* as rlx_gemm_params */
     const int32_t *rq_add;
-    /* 3x3 on the DSP build with the fast requantization (rq_mode 1, 2);
+    /* 3x3, --optimize speed, on the DSP build with the fast requantization (rq_mode 1, 2);
      * else NULL. Accumulators run doubled (acc << 1 is what SMMLAR takes). */
     const int16_t *weights16x2; /* 2 x weights, laid out as weights16 */
     const int32_t *dwq;      /* per group of 4 channels, 24 words: [3][4] 2 x (bias + in_offset x sum
@@ -173,6 +176,7 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
+void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
 void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);
 void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
@@ -184,6 +188,70 @@ void rlx_concat(const rlx_concat_params *p, const void *const *ins, void *out);
 void rlx_mean_s8(const rlx_mean_params *p, const int8_t *in, int8_t *out);
 void rlx_quantize_f32_s8(const rlx_quantize_params *p, const float *in, int8_t *out);
 void rlx_copy(const void *in, void *out, int32_t bytes);
+
+/* ---- int4 weights (rlx_convolve_s4.c, rlx_depthwise_conv_s4.c) -------------------------
+ * Weights in [-8, 7] packed two per byte in flash (ceil(n / 2) bytes for n weights, no padding)
+ * and unpacked in registers; activations int8 as above. */
+
+/* The matrix product of int4 conv / fully connected layers: rows in blocks of 4 (the last
+ * block has out_c % 4 rows, if any). Per block of r rows, for each whole chunk of 8
+ * reduction elements 8j..8j+7, r words, one per row, byte i holding element 8j+i in its low
+ * nibble and 8j+4+i in its high one; then the k % 8 remaining elements of its r rows, row
+ * after row, two per byte (low nibble first). Block b starts at byte 2 * b * k. */
+typedef struct {
+    int32_t out_c;           /* rows */
+    int32_t k;               /* reduction length */
+    int32_t out_zp, act_min, act_max;
+    int32_t rq_mode;         /* as rlx_gemm_params */
+    const uint8_t *weights;  /* ceil(out_c * k / 2) bytes, laid out as above */
+    const int32_t *bias;     /* [out_c], bias - input zero point * sum of the row */
+    const int32_t *mult;     /* [out_c] */
+    const int32_t *shift;
+    const int32_t *rq_add;
+} rlx_gemm_s4_params;
+
+typedef struct {
+    rlx_gemm_s4_params gemm;
+    int32_t batches, in_h, in_w, in_c;
+    int32_t out_h, out_w;
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;
+    int32_t pad_top, pad_left;
+    int32_t in_zp;           /* written into padded taps: (x - zp) is then 0 */
+} rlx_conv_s4_params;
+
+typedef struct {
+    rlx_gemm_s4_params gemm;
+    int32_t batches;         /* rows of the input */
+    int32_t in_features;
+} rlx_fc_s4_params;
+
+typedef struct {
+    int32_t batches, in_h, in_w, in_c;
+    int32_t out_h, out_w, out_c;
+    int32_t ch_mult;         /* depth multiplier */
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;
+    int32_t pad_top, pad_left;
+    int32_t in_offset;       /* -input zero point; padded taps are skipped */
+    int32_t out_zp, act_min, act_max;
+    int32_t rq_mode;         /* as rlx_gemm_params */
+    /* per pair of output channels (2j, 2j+1), k_h * k_w bytes, tap t's byte holding channel
+     * 2j's weight in its low nibble and 2j+1's in its high one; an odd last channel's taps
+     * two per byte (low nibble first) */
+    const uint8_t *weights;
+    const int32_t *bias;     /* [out_c] */
+    const int32_t *mult;
+    const int32_t *shift;
+    const int32_t *rq_add;
+} rlx_dw_conv_s4_params;
+
+void rlx_convolve_s4(const rlx_conv_s4_params *p, const int8_t *in, int8_t *out, int8_t *scratch);
+void rlx_convolve_1x1_s4(const rlx_conv_s4_params *p, const int8_t *in, int8_t *out);
+void rlx_fully_connected_s4(const rlx_fc_s4_params *p, const int8_t *in, int8_t *out);
+void rlx_depthwise_conv_s4(const rlx_dw_conv_s4_params *p, const int8_t *in, int8_t *out);
 
 #ifdef __cplusplus
 }

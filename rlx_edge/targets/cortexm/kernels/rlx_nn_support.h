@@ -199,8 +199,25 @@ RLX_INLINE int32_t rlx_clamp(int32_t v, int32_t lo, int32_t hi)
     return v > hi ? hi : v;
 }
 
+/* The right shift e of the fast form, read off its rq_add: 2**(e-1) + zp * 2**e
+ * is an odd multiple of 2**(e-1) (rules.fast_requant), so the per-channel
+ * constants need no separate shift array. */
+RLX_INLINE int32_t rlx_rq_e(int32_t add)
+{
+#if defined(__GNUC__)
+    return __builtin_ctz((uint32_t)add) + 1;
+#else
+    int32_t e = 1;
+    for (uint32_t a = (uint32_t)add; (a & 1u) == 0u; a >>= 1) {
+        e++;
+    }
+    return e;
+#endif
+}
+
 /* A kernel's requantization, copied into a local at entry: int8 stores may
- * alias the parameter struct, a local cannot, so nothing is re-read. */
+ * alias the parameter struct, a local cannot, so nothing is re-read.
+ * mode 0 reads mult and shift; modes 1 and 2 mult and add (shift NULL). */
 typedef struct {
     int32_t mode, out_zp, act_min, act_max;
     const int32_t *mult, *shift, *add;
@@ -212,22 +229,24 @@ RLX_INLINE int32_t rlx_rq_out(const rlx_rq_params *q, int32_t acc, int32_t c)
     if (q->mode == 0) {
         return rlx_clamp(rlx_requantize(acc, q->mult[c], q->shift[c]) + q->out_zp, q->act_min, q->act_max);
     }
-    const int32_t v = rlx_rq_fast(acc, q->mult[c], q->add[c], q->shift[c]);
+    const int32_t add = q->add[c];
+    const int32_t v = rlx_rq_fast(acc, q->mult[c], add, rlx_rq_e(add));
     return q->mode == 2 ? rlx_sat8(v) : rlx_clamp(v, q->act_min, q->act_max);
 }
 
 /* Two accumulators of channel c: its constants loaded once. */
 RLX_INLINE void rlx_rq_out2(const rlx_rq_params *q, int32_t a, int32_t b, int32_t c, int8_t *out_a, int8_t *out_b)
 {
-    const int32_t m = q->mult[c], s = q->shift[c];
+    const int32_t m = q->mult[c];
     int32_t va, vb;
     if (q->mode == 0) {
+        const int32_t s = q->shift[c];
         va = rlx_clamp(rlx_requantize(a, m, s) + q->out_zp, q->act_min, q->act_max);
         vb = rlx_clamp(rlx_requantize(b, m, s) + q->out_zp, q->act_min, q->act_max);
     } else {
-        const int32_t add = q->add[c];
-        va = rlx_rq_fast(a, m, add, s);
-        vb = rlx_rq_fast(b, m, add, s);
+        const int32_t add = q->add[c], e = rlx_rq_e(add);
+        va = rlx_rq_fast(a, m, add, e);
+        vb = rlx_rq_fast(b, m, add, e);
         if (q->mode == 2) {
             va = rlx_sat8(va);
             vb = rlx_sat8(vb);

@@ -1,4 +1,5 @@
-"""rlx_depthwise_conv_3x3_s8 and rlx_depthwise_conv_s8 against the integer reference."""
+"""rlx_depthwise_conv_3x3_s8 (int8 layouts), rlx_depthwise_conv_3x3_wide_s8 (--optimize speed's int16
+layouts) and rlx_depthwise_conv_s8 against the integer reference."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from rlx_edge.targets.cortexm import emit
 
 from ..conftest import rand_q, wq
 
+_KERNEL_3X3 = {"balanced": "rlx_depthwise_conv_3x3_s8(", "speed": "rlx_depthwise_conv_3x3_wide_s8("}
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_depthwise_random(check, fast):
+
+@pytest.mark.parametrize(("fast", "optimize"), [(True, "balanced"), (True, "speed"), (False, "balanced")])
+def test_depthwise_random(check, fast, optimize):
     rng = np.random.default_rng(21 + fast)
     g = Graph("dw")
     for k in range(8):
@@ -33,13 +36,37 @@ def test_depthwise_random(check, fast):
         wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, c * m)).astype(np.int8), quant=wq(rng, c * m, 3))
         b = g.param(f"b{k}", rng.integers(-3000, 3000, c * m).astype(np.int32))
         g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
-    model_c = emit(g).files["model.c"]
-    want = "rlx_depthwise_conv_3x3_s8(" if fast else "rlx_depthwise_conv_s8("
+    model_c = emit(g, optimize).files["model.c"]
+    want = _KERNEL_3X3[optimize] if fast else "rlx_depthwise_conv_s8("
     assert model_c.count(want) == 8
-    assert check(g, n_inputs=5) == 8
+    assert check(g, n_inputs=5, optimize=optimize) == 8
 
 
-def test_depthwise_3x3_thin_inputs(check):
+def test_size_runs_3x3_on_the_generic_kernel():
+    g = Graph("dw_size")
+    x = g.input("x", (1, 5, 5, 8), "i8", quant=rand_q(np.random.default_rng(1), 0.01, 0.1))
+    wt = g.param("w", np.ones((1, 3, 3, 8), np.int8), quant=wq(np.random.default_rng(2), 8, 3))
+    y = g.depthwise_conv2d(
+        x,
+        wt,
+        None,
+        name="dw",
+        out_quant=rand_q(np.random.default_rng(3), 0.02, 0.3),
+        strides=(1, 1),
+        dilations=(1, 1),
+        padding="same",
+        activation="none",
+        depth_multiplier=1,
+    )
+    g.output(y)
+    calls = {lv: emit(g, lv).files["model.c"] for lv in ("size", "balanced", "speed")}
+    assert "rlx_depthwise_conv_s8(" in calls["size"] and "3x3" not in calls["size"]
+    assert "rlx_depthwise_conv_3x3_s8(" in calls["balanced"]
+    assert "rlx_depthwise_conv_3x3_wide_s8(" in calls["speed"]
+
+
+@pytest.mark.parametrize("optimize", ["balanced", "speed"])
+def test_depthwise_3x3_thin_inputs(check, optimize):
     """Inputs one or two pixels wide or high: pixels with a single column of
     taps inside (the DSP path's reference loop), rows all padding, both edges
     clipped at once; channels a multiple of 4 so the DSP path runs."""
@@ -58,8 +85,8 @@ def test_depthwise_3x3_thin_inputs(check):
         wt = g.param(f"w{k}", rng.integers(-127, 128, (1, 3, 3, c)).astype(np.int8), quant=wq(rng, c, 3))
         b = g.param(f"b{k}", rng.integers(-3000, 3000, c).astype(np.int32))
         g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
-    assert emit(g).files["model.c"].count("rlx_depthwise_conv_3x3_s8(") == len(shapes)
-    assert check(g, n_inputs=5) >= 5  # inputs compared, bit-exact on both builds
+    assert emit(g, optimize).files["model.c"].count(_KERNEL_3X3[optimize]) == len(shapes)
+    assert check(g, n_inputs=5, optimize=optimize) >= 5  # inputs compared, bit-exact on both builds
 
 
 def test_depth_multiplier_on_one_channel_runs_as_a_convolution(check):
