@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             res = qat(
                 g, xtr, ytr, scheme=scheme, epochs=args.epochs, lr=args.lr, batch=args.batch, device=args.device,
-                seed=seed, progress=False,
+                seed=seed, progress=False, optimize=False,
             )  # fmt: skip
             run[scheme] = {
                 "accuracy": round(accuracy(res.graph, test, yte, args.device), 5),

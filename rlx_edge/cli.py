@@ -670,7 +670,15 @@ def cmd_hil(args: argparse.Namespace) -> int:
     """A HIL campaign: every input through the board (or QEMU), each output checked bit-exactly."""
     from rlx_edge.hil.campaign import run_campaign
 
-    graph = _float_mir(args.model)
+    if args.places or args.farm or args.env:
+        return _hil_farm(args)
+    if args.board is None:
+        raise UsageError("hil needs --board (one board), or --places/--farm/--env (a labgrid farm)")
+    if len(args.model) != 1:
+        raise UsageError(f"{len(args.model)} models on one board: run them one by one, or across a farm (--places)")
+    if args.junit:
+        raise UsageError("--junit reports a farm campaign (--places/--farm/--env)")
+    graph = _float_mir(args.model[0])
     report = run_campaign(
         graph,
         args.board,
@@ -701,6 +709,45 @@ def cmd_hil(args: argparse.Namespace) -> int:
             print(f"first mismatch: input {m['input_index']} element {m['element_index']}: "
                   f"board {m['got']}, reference {m['expected']}")  # fmt: skip
     return 1 if rep["mismatches"] or rep["errors"] else 0
+
+
+def _hil_farm(args: argparse.Namespace) -> int:
+    """hil --places/--farm/--env: the models x inputs matrix across labgrid places."""
+    from rlx_edge.hil.farm import require_labgrid
+
+    require_labgrid()
+    from rlx_edge.hil.farm import run_farm_campaign
+
+    if args.places and args.farm:
+        raise UsageError("--places names the places, --farm takes every idle one: give one of them")
+    if args.board or args.port or args.faults is not None:
+        raise UsageError("--board, --port and --faults are for one board; a farm place names its own board and port")
+    places = [p.strip() for p in args.places.split(",") if p.strip()] if args.places else None
+    report = run_farm_campaign(
+        [_float_mir(m) for m in args.model],
+        places,
+        coordinator=args.coordinator,
+        env=args.env,
+        data=args.data,
+        count=args.count,
+        seed=args.seed,
+        timeout=args.timeout,
+        stream=None if args.json else sys.stderr,
+    )
+    if args.junit:
+        report.write_junit(args.junit)
+    rep = report.to_json()
+    if args.json:
+        _emit_json(rep)
+    else:
+        for m in rep["models"]:
+            print(f"{m['model']}: {m['count'] - m['mismatches']}/{m['requested']} bit-exact, {m['errors']} errors "
+                  f"({', '.join(f'{p} {n}' for p, n in m['by_place'].items())})")  # fmt: skip
+        for p in rep["places"]:
+            ticks = (p["latency"]["ticks"] or {}).get("p50")
+            print(f"place {p['place']} ({p['board']}): {p['inputs']} inputs, {p['flashes']} flashes, "
+                  f"p50 {ticks} ticks" + (f", dropped: {p['dropped']}" if p["dropped"] else ""))  # fmt: skip
+    return 0 if rep["ok"] else 1
 
 
 def _link_test(rep: dict[str, Any], args: argparse.Namespace) -> int:
@@ -958,9 +1005,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_fpga)
 
-    s = sub.add_parser("hil", help="hardware-in-the-loop campaign on a board or QEMU")
-    s.add_argument("model", metavar="MODEL")
-    s.add_argument("--board", required=True, help=f"{', '.join(BOARDS)}, or a board definition (.toml)")
+    s = sub.add_parser("hil", help="hardware-in-the-loop campaign on a board or QEMU, or across a labgrid farm")
+    s.add_argument("model", metavar="MODEL", nargs="+", help="one model on --board; any number across a farm")
+    s.add_argument("--board", help=f"{', '.join(BOARDS)}, or a board definition (.toml)")
     s.add_argument("--port", metavar="URL", help="pyserial URL of a real board (default: boot QEMU)")
     s.add_argument("--data", metavar="D.npz|X.npy", help="inputs (and labels); default: seeded random inputs")
     s.add_argument("--count", type=_at_least(1), help="how many inputs (default: all of --data, else 20)")
@@ -974,6 +1021,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RATE",
         help="test the link: corrupt, drop, delay or reset each message with probability RATE (QEMU or socket://)",
     )
+    farm = s.add_argument_group("labgrid farm (pip install 'rlx-edge[farm]')")
+    farm.add_argument("--places", metavar="P1,P2", help="run across these labgrid places (comma-separated)")
+    farm.add_argument("--farm", action="store_true", help="run across every idle place of the coordinator")
+    farm.add_argument("--env", metavar="ENV.yaml", help="labgrid environment: its RemotePlaces and coordinator")
+    farm.add_argument("--coordinator", metavar="HOST:PORT", help="labgrid coordinator (default: $LG_COORDINATOR)")
+    farm.add_argument("--junit", metavar="F.xml", type=_output_file, help="also write a JUnit XML report")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_hil)
 

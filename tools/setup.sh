@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # g++: Verilator compiles its simulation models as C++
 APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys perl make gcc g++
               python3 python3-venv python3-dev)
-EXTRAS="onnx,tflite,fpga,hil,jax,plot,dev"
+EXTRAS="onnx,tflite,fpga,hil,farm,jax,plot,dev"
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

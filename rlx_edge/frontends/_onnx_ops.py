@@ -384,7 +384,10 @@ def _axes_of(imp: Importer, node: onnx.NodeProto, a: dict[str, Any], input_index
     return None
 
 
-@HANDLERS.rule("ReduceMean", "ReduceSum")
+_REDUCE_OPS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min"}
+
+
+@HANDLERS.rule(*_REDUCE_OPS)
 def _reduce(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     r = imp.rank(x)
@@ -396,14 +399,14 @@ def _reduce(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             return
         axes = list(range(r))
     axes = sorted({_axis(v, r) for v in axes})
-    op = "mean" if node.op_type == "ReduceMean" else "sum"
+    op = _REDUCE_OPS[node.op_type]
     iaxes = tuple(internal_axis(x.perm, v) for v in axes)
     perm = x.perm if keep else drop_axes(x.perm, axes)
     out = imp.emit(op, [imp.rt(x, x.perm)], {"axes": iaxes, "keepdims": keep}, base=imp.out_base(node, 0, perm))
     imp.set_out(node, 0, out, perm)
 
 
-@HANDLERS.rule("ArgMax")
+@HANDLERS.rule("ArgMax", "ArgMin")
 def _argmax(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     if a.get("select_last_index", 0):
@@ -412,7 +415,7 @@ def _argmax(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     keep = bool(a.get("keepdims", 1))
     perm = x.perm if keep else drop_axes(x.perm, [axis])
     attrs = {"axis": internal_axis(x.perm, axis), "keepdims": keep, "dtype": "i64"}
-    out = imp.emit("argmax", [imp.rt(x, x.perm)], attrs, base=imp.out_base(node, 0, perm))
+    out = imp.emit(node.op_type.lower(), [imp.rt(x, x.perm)], attrs, base=imp.out_base(node, 0, perm))
     imp.set_out(node, 0, out, perm)
 
 

@@ -394,7 +394,15 @@ def _pad(w: _Writer, node: Node) -> _OpOut | str:
     return _op_out(w, node, BUILTINS["PADV2"], ins)
 
 
-@_RULES.rule("mean")
+@_RULES.rule("argmax", "argmin")
+def _arg_reduce(w: _Writer, node: Node) -> _OpOut | str:
+    if node.attrs["keepdims"]:
+        return f"{node.op} keeping the searched axis (TFLite's ARG_MAX / ARG_MIN drop it)"
+    ins = _ins(w, node) + [w.const_i32(f"{node.name}/axis", [node.attrs["axis"]])]
+    return _op_out(w, node, _builtin(node), ins, OutputType=DTYPE_TO_TFL[w.g.types[node.outputs[0]].dtype])
+
+
+@_RULES.rule("mean", "sum", "reduce_max", "reduce_min")
 def _mean(w: _Writer, node: Node) -> _OpOut:
     axes = node.attrs.get("axes")
     if axes is None:  # all axes

@@ -57,6 +57,9 @@ class Builtin:
     # missing, so a file without them is refused rather than given our defaults.
     options_required: bool = False
     write_options: bool = True  # False: exported without its table (it has no fields)
+    # Shape-only: the importer folds its output to a constant (it has no IR op, and the
+    # exporter never writes it).
+    folded: bool = False
     int8_version: int = 1  # op versions for quantized kernels (TFLite's op_version rules)
     int16_version: int | None = None  # None: the int8 version
 
@@ -237,6 +240,19 @@ _declare(
     int8_version=2,
     int16_version=3,
 )
+# Reductions over constant axes (an input tensor, read by their converters and rules)
+for _name, _op in (("SUM", "sum"), ("REDUCE_MAX", "reduce_max"), ("REDUCE_MIN", "reduce_min")):
+    _declare(
+        _name,
+        _op,
+        options="ReducerOptions",
+        fields=(OptionField("KeepDims", "keepdims", default=False, to_ir=bool, to_tfl=bool),),
+        int8_version=2,
+        int16_version=3,
+    )
+# ARG_MAX / ARG_MIN: the axis is an input tensor; OutputType follows the output's dtype
+_declare("ARG_MAX", "argmax", options="ArgMaxOptions", fields=(OptionField("OutputType"),), int8_version=2)
+_declare("ARG_MIN", "argmin", options="ArgMinOptions", fields=(OptionField("OutputType"),), int8_version=2)
 _declare("TRANSPOSE", "transpose", options="TransposeOptions", int8_version=2, int16_version=5)
 _declare("STRIDED_SLICE", "slice", options="StridedSliceOptions", int8_version=2, int16_version=4)
 # Data movement (ir/ops/movement.py and the layout ops they map to). Options tables without
@@ -307,6 +323,19 @@ _declare(
     int16_version=4,
 )
 _declare("BROADCAST_TO", "broadcast_to", options="BroadcastToOptions", write_options=False, int8_version=2)
+_declare(
+    "GATHER",
+    "gather",
+    options="GatherOptions",
+    fields=(OptionField("Axis", "axis"), OptionField("BatchDims", "batch_dims")),
+    int8_version=2,
+)
+_declare("GATHER_ND", "gather_nd", options="GatherNdOptions", write_options=False)
+# Shape-only builtins: folded to constants at import (tflite.py)
+_declare("SHAPE", options="ShapeOptions", write_options=False, folded=True)
+_declare("ZEROS_LIKE", options="ZerosLikeOptions", write_options=False, folded=True)
+_declare("FILL", options="FillOptions", write_options=False, folded=True)
+_declare("BROADCAST_ARGS", folded=True)
 
 
 # the inverse, derived -------------------------------------------------------------------------

@@ -211,6 +211,7 @@ class _Importer:
         self.index_of: dict[str, int] = {}  # IR value -> tensor index (metadata)
         self.used: set[str] = set()
         self.dequantized: dict[str, str] = {}  # int8 weight -> its float copy (hybrid models)
+        self.folded: dict[int, np.ndarray] = {}  # tensor index -> value of a shape-only op, folded at import
 
     # tensors --------------------------------------------------------------
     def read_tensors(self) -> None:
@@ -278,6 +279,8 @@ class _Importer:
 
     def const(self, index: int) -> np.ndarray | None:
         """The constant value of tensor ``index`` (``None`` for activations)."""
+        if index in self.folded:
+            return self.folded[index]
         info = self.tensors[index]
         raw = self.r.buffer_bytes(info.buffer, f"tensor {index} ({info.raw_name!r})")
         if raw is None:
@@ -680,16 +683,31 @@ def _check_concat(imp: _Importer, op: _Op) -> str | None:
     return f"CONCATENATION with fused {ACT_NAMES.get(act, act)}" if act else None
 
 
-@_CHECKS.rule("MEAN")
+@_CHECKS.rule("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
 def _check_mean(imp: _Importer, op: _Op) -> str | None:
     imp.const_input(op, 1, "axes")
     return None
 
 
-@_CONVERTERS.rule("MEAN")
+@_CONVERTERS.rule("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
 def _mean(imp: _Importer, op: _Op) -> None:
     axes = tuple(int(v) for v in imp.const_input(op, 1, "axes").reshape(-1))
-    imp.emit(op, "mean", [imp.x(op, 0)], {"axes": axes, **op.attrs()})
+    imp.emit(op, op.builtin.ir_ops[0], [imp.x(op, 0)], {"axes": axes, **op.attrs()})
+
+
+@_CHECKS.rule("ARG_MAX", "ARG_MIN")
+def _check_arg(imp: _Importer, op: _Op) -> str | None:
+    axis = imp.const_input(op, 1, "axis")
+    if axis.size != 1:
+        return f"{op.opname} with {axis.size} axes (TFLite Micro takes one)"
+    return None
+
+
+@_CONVERTERS.rule("ARG_MAX", "ARG_MIN")
+def _arg_reduce(imp: _Importer, op: _Op) -> None:
+    (axis,) = _const_ints(imp, op, 1, "axis")
+    dtype = imp.tensors[op.outputs[0]].dtype  # OutputType repeats it
+    imp.emit(op, op.builtin.ir_ops[0], [imp.x(op, 0)], {"axis": axis, "keepdims": False, "dtype": dtype})
 
 
 @_CHECKS.rule("TRANSPOSE")
@@ -827,6 +845,15 @@ def _squeeze(imp: _Importer, op: _Op) -> None:
     imp.emit(op, "squeeze", [x], {"axes": tuple(axes)})
 
 
+@_CHECKS.rule("PACK")
+def _check_pack(imp: _Importer, op: _Op) -> str | None:
+    # TFLite Micro's PACK copies bytes whatever the parameters say; the IR's stack would rescale
+    q = imp.tensors[op.outputs[0]].quant
+    if any(j != -1 and imp.tensors[j].quant != q for j in op.inputs):
+        return "PACK of inputs quantized unlike its output"
+    return None
+
+
 @_CONVERTERS.rule("PACK")
 def _pack(imp: _Importer, op: _Op) -> None:
     xs = [imp.x(op, j) for j in range(len(op.inputs))]
@@ -950,3 +977,60 @@ def _batch_to_space(imp: _Importer, op: _Op) -> None:
 @_CONVERTERS.rule("BROADCAST_TO")
 def _broadcast_to(imp: _Importer, op: _Op) -> None:
     imp.emit(op, "broadcast_to", [imp.x(op, 0)], {"shape": tuple(_const_ints(imp, op, 1, "shape"))})
+
+
+# shape-only ops ---------------------------------------------------------------------------
+# SHAPE, FILL, ZEROS_LIKE and BROADCAST_ARGS compute nothing a static graph does not know at
+# import: their checks (which run in operator order, before any conversion) fold each output
+# to a constant that later operators and the outputs read like any constant tensor.
+def _fold(imp: _Importer, op: _Op, value: np.ndarray) -> None:
+    info = imp.tensors[op.outputs[0]]
+    value = np.asarray(value)
+    if value.shape != info.shape:
+        what = f"operator {op.index} ({op.opname})"
+        raise _Bad(f"{what}: output {list(info.shape)} in the file, {list(value.shape)} folded")
+    imp.folded[op.outputs[0]] = value.astype(info.dtype.numpy)
+
+
+def _folded(imp: _Importer, op: _Op) -> None:
+    """The converter of a folded op: nothing to add; readers of its output get the constant."""
+
+
+@_CHECKS.rule("SHAPE")
+def _shape(imp: _Importer, op: _Op) -> str | None:
+    _fold(imp, op, np.array(imp.shape_of(op, 0)))
+    return None
+
+
+@_CHECKS.rule("ZEROS_LIKE")
+def _zeros_like(imp: _Importer, op: _Op) -> str | None:
+    _fold(imp, op, np.zeros(imp.shape_of(op, 0)))  # quantized too: TFLite Micro writes stored zeros
+    return None
+
+
+@_CHECKS.rule("FILL")
+def _fill(imp: _Importer, op: _Op) -> str | None:
+    dims = [int(d) for d in imp.const_input(op, 0, "dims").reshape(-1)]
+    value = imp.const_input(op, 1, "value").reshape(-1)
+    if value.size != 1 or any(d < 0 for d in dims):
+        raise _Bad(f"FILL {op.name!r}: a value of {value.size} elements for dims {dims}")
+    q_in, q_out = imp.tensors[op.inputs[1]].quant, imp.tensors[op.outputs[0]].quant
+    if q_in != q_out:
+        return "FILL with a value quantized unlike its output"
+    _fold(imp, op, np.full(dims, value[0]))
+    return None
+
+
+@_CHECKS.rule("BROADCAST_ARGS")
+def _broadcast_args(imp: _Importer, op: _Op) -> str | None:
+    a, b = (tuple(int(d) for d in imp.const_input(op, j, "shape").reshape(-1)) for j in (0, 1))
+    try:
+        shape = np.broadcast_shapes(a, b)
+    except ValueError:
+        raise _Bad(f"BROADCAST_ARGS {op.name!r}: shapes {list(a)} and {list(b)} do not broadcast") from None
+    _fold(imp, op, np.array(shape))
+    return None
+
+
+for _name in ("SHAPE", "ZEROS_LIKE", "FILL", "BROADCAST_ARGS"):
+    _CONVERTERS.add(_name, _folded)

@@ -173,6 +173,23 @@ def _as_model_input(x: np.ndarray, graph: Graph, k: int) -> np.ndarray:
     return np.ascontiguousarray(x.astype(dt).reshape(shape))
 
 
+def campaign_inputs(
+    graph: Graph, data: Any, labels: Any = None, count: int | None = None, seed: int = 0
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """A campaign's inputs in the model's input shape and dtype, and its labels (see :func:`run_campaign`)."""
+    from rlx_edge.targets.reference.compare import make_inputs
+
+    samples, label_arr = load_data(data, labels)
+    if samples is None:
+        n = DEFAULT_COUNT if count is None else int(count)
+        gen = make_inputs(graph, max(n - 3, 0), seed=seed)
+        # make_inputs appends the three edge inputs after the random ones.
+        samples = [s[graph.inputs[0]] for s in (gen if n >= 3 else gen[:0] + gen[-3:][:n])]
+    elif count is not None:
+        samples = samples[: int(count)]
+    return [_as_model_input(x, graph, k) for k, x in enumerate(samples)], label_arr
+
+
 def _progress(stream: TextIO, board: str, k: int, n: int, bad: int, errors: int) -> None:
     width = 30
     done = int(width * k / n) if n else width
@@ -223,7 +240,6 @@ def run_campaign(
     from rlx_edge.hil.qemu import open_uart
     from rlx_edge.targets.cortexm import QemuBoard, build_model_firmware
     from rlx_edge.targets.reference import run as reference_run
-    from rlx_edge.targets.reference.compare import make_inputs
 
     t_start = time.monotonic()
     if count is not None and int(count) < 1:
@@ -239,15 +255,7 @@ def run_campaign(
     out_shape = tuple(int(d) for d in out_t.shape)
     out_dtype = np.dtype(out_t.dtype.numpy)
 
-    samples, label_arr = load_data(data, labels)
-    if samples is None:
-        n = DEFAULT_COUNT if count is None else int(count)
-        gen = make_inputs(graph, max(n - 3, 0), seed=seed)
-        # make_inputs appends the three edge inputs after the random ones.
-        samples = [s[in_name] for s in (gen if n >= 3 else gen[:0] + gen[-3:][:n])]
-    elif count is not None:
-        samples = samples[: int(count)]
-    xs = [_as_model_input(x, graph, k) for k, x in enumerate(samples)]
+    xs, label_arr = campaign_inputs(graph, data, labels, count, seed)
     if label_arr is not None:
         if len(label_arr) < len(xs):
             raise RlxError(f"{len(label_arr)} labels for {len(xs)} inputs")

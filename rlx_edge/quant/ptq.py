@@ -369,10 +369,12 @@ class _Quantizer:
         if self.scheme_of(node).act not in opdef.int_dtypes:
             return f"{node.op} has an integer kernel for {', '.join(map(str, opdef.int_dtypes))} only"
         out_dtypes = {self.g.types[o].dtype for o in node.outputs}
-        # a bool result (a comparison) is exact on either path: it stays bool, unquantized
-        if out_dtypes - {DType.f32, DType.bool}:
+        # a bool result (a comparison) or an index (argmax) is exact on either path: it stays as it
+        # is, unquantized
+        exact = {d for d in out_dtypes if d == DType.bool or d.is_int}
+        if out_dtypes - {DType.f32} - exact:
             return "its output is not f32"
-        if DType.bool in out_dtypes and not any(v is not None and self.is_float(v) for v in node.inputs):
+        if exact and not any(v is not None and self.is_float(v) for v in node.inputs):
             return "it reads no float values"
         if node.op in WEIGHTED:
             w = node.inputs[1]
@@ -430,7 +432,7 @@ class _Quantizer:
         value made quantized in another type is requantized, once per type.
         """
         if not self.is_float(v):
-            return self.fv[v]
+            return self.fname(v)  # integer data (indices, an integer parameter) is used as it is
         act = (scheme or self.value_scheme(v)).act
         have = self.qv.get(v)
         if have is not None and self.out.types[have].dtype == act:
@@ -561,10 +563,10 @@ class _Quantizer:
             sch = self.scheme_of(node)
             ins = [None if v is None else self.qname(v, sch) for v in node.inputs]
         outs = [self._fresh(o) for o in node.outputs]
-        quants = [None if self.g.types[o].dtype == DType.bool else self.aq(o) for o in node.outputs]
+        quants = [None if not self.g.types[o].dtype.is_float else self.aq(o) for o in node.outputs]
         self.out.add_node(node.op, ins, node.attrs, name=self._fresh(node.name), out_names=outs, out_quant=quants)
         for o, name, q in zip(node.outputs, outs, quants):
-            # a bool result is no quantized version of a float: readers take it as it is (fname)
+            # a bool or index result is no quantized version of a float: readers take it as it is (fname)
             (self.qv if q is not None else self.fv)[o] = name
 
     def _weighted_inputs(self, node: Node) -> list[str | None]:

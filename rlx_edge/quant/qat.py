@@ -46,7 +46,7 @@ from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import get_op
 from rlx_edge.ir.types import QuantParams
-from rlx_edge.pipeline import optimize_graph, traced
+from rlx_edge.pipeline import PipelineOptions, optimize_graph, traced
 from rlx_edge.quant.calibrate import Progress, _as_batch, calibrate
 from rlx_edge.quant.ptq import F32_TINY, SCHEMES, WEIGHTED, quantize, quantize_weights_at
 from rlx_edge.quant.record import CalibrationRecord
@@ -137,7 +137,6 @@ def training_graph(g: Graph, q: Graph) -> TrainingGraph:
         raise QatError(f"graph {g.name!r} has {len(g.outputs)} outputs; QAT trains a classifier with one output")
     t = Graph(f"{g.name}/qat", "mir")
     cur: dict[str, str] = {}  # value of g -> its (fake-quantized) version in t
-    consts: dict[str, np.ndarray] = {}
     weighted = {n.name: n for n in g.nodes if n.op in WEIGHTED and n.name not in float_nodes}
     trainable = []
     for n in g.nodes:
@@ -165,17 +164,22 @@ def training_graph(g: Graph, q: Graph) -> TrainingGraph:
         cur[v] = t.input(v, ty.shape, ty.dtype).name
     for v, arr in g.params.items():
         if v not in trainable:
-            consts[v] = arr
             cur[v] = t.param(v, arr, g.types[v].quant, dtype=g.types[v].dtype).name
     weights: list[WeightQuant] = []
+    shared: dict[tuple[str, int], str] = {}  # (weight, qmax) -> its fake-quantized version, for weights used twice
     for n in g.nodes:
         ins = [None if v is None else cur[v] for v in n.inputs]
         if n.name in weighted:
             w = n.inputs[1]
             wq = _weight_quant(n.name, w, WEIGHTED[n.op], q, qvalues, n.outputs[0])
-            if wq is not None:
+            if wq is not None and (w, wq.qmax) in shared:
+                ins[1] = shared[(w, wq.qmax)]
+            elif wq is not None and any(o.param == w for o in weights):
+                raise QatError(f"weight {w!r} is quantized to two types by different layers; QAT cannot train it")
+            elif wq is not None:
                 scale = t.input(wq.scale_input, (g.types[w].shape[wq.axis],), DType.f32)
                 ins[1] = t.fake_quant(ins[1], scale, axis=wq.axis, qmin=-wq.qmax, qmax=wq.qmax, name=f"qat/fq/{w}").name
+                shared[(w, wq.qmax)] = ins[1]
                 weights.append(wq)
         t.add_node(n.op, ins, n.attrs, name=n.name, out_names=n.outputs)
         for o in n.outputs:
@@ -392,6 +396,7 @@ def qat(
     record: CalibrationRecord | None = None,
     target_sqnr: float | None = None,
     mixed_schemes: Sequence[str] | None = None,
+    optimize: bool = True,
     progress: bool | None = None,
     log: Callable[[str], None] | None = None,
 ) -> QatResult:
@@ -421,6 +426,9 @@ def qat(
         each epoch; they are neither trained nor calibrated on.
     record:
         Calibration ranges to use instead of calibrating on the training samples.
+    optimize:
+        Run the optimizer first (:func:`rlx_edge.pipeline.optimize_graph`), as
+        PTQ does; ``False`` for a graph that came out of it already.
     progress:
         Show a progress bar on stderr (default: when stderr is a terminal).
     log:
@@ -434,10 +442,10 @@ def qat(
     if epochs < 1 or batch < 1 or not lr > 0 or not math.isfinite(lr):
         raise QatError(f"epochs and batch must be >= 1 and lr positive, got {epochs}, {batch}, {lr}")
     jax_device = _require_jax(device)
-    g, _ = optimize_graph(graph)
+    g, _ = optimize_graph(graph, PipelineOptions(optimize=optimize))
     g = _bind_batch_one(g)
-    floats = [v for v in g.inputs if not g.types[v].dtype.is_float or g.types[v].quant is not None]
-    if floats or any(t.quant is not None for t in g.types.values()):
+    not_float = [v for v in g.inputs if not g.types[v].dtype.is_float]
+    if not_float or any(t.quant is not None for t in g.types.values()):
         raise QatError(f"graph {g.name!r} is quantized already; QAT starts from the float model")
     inputs, y = labeled_samples(g, data, labels)
     train_idx, val_idx = split(len(y), val_split, seed)
@@ -612,10 +620,10 @@ def cli_qat(
                 raise QatError(f"{labels}: holds {len(loaded)} arrays; give the labels as one .npy or use --labels-key")
             loaded = next(iter(loaded.values()))
         y = loaded
-    g, _ = optimize_graph(graph)
+    g, _ = optimize_graph(graph)  # once: training, PTQ and the accuracies below all see this graph
     x = _pick_inputs(g, store, labels_key, data)
     log = (lambda line: print(line, file=sys.stderr)) if progress else None
-    res = qat(g, x, y, progress=progress, log=log, **options)
+    res = qat(g, x, y, progress=progress, log=log, optimize=False, **options)
     save(res.graph, out)
     summary: dict[str, Any] = {
         "output": str(out), "scheme": options.get("scheme", "int8"), "device": res.device,

@@ -253,14 +253,15 @@ def _chain(op: str) -> Graph:
 @pytest.mark.parametrize("name", NOT_DIFFERENTIABLE)
 def test_non_differentiable_ops_are_clear_errors(name: str) -> None:
     g = _chain(name)
-    wrt = [g.inputs[0]]
+    direct = [n for n in g.inputs if any(n in node.inputs for node in g.nodes if node.name == "under_test")]
+    wrt = direct[:1] or [g.inputs[0]]
     # forward mode meets the first non-differentiable node of the path, reverse mode the last
     any_op = r"^node '[^']+' \((quantize|dequantize|requantize)\): \1 is not differentiable"
     ours = rf"^node 'under_test' \({name}\): {name} is not differentiable"
     quant = name in ("quantize", "dequantize", "requantize")
     with pytest.raises(OpError, match=any_op if quant and name != "dequantize" else ours):
         grad(g, "loss", wrt)
-    if any(n.op == "cast" and n.name.startswith("to_") for n in g.nodes):
+    if not direct:
         # forward, the derivative is lost first at the cast that feeds the op: that node is named
         ours = r"^node 'to_[^']+' \(cast\): value 'to_[^']+' is (bool|[iu]\d+); derivatives flow"
     with pytest.raises(OpError, match=any_op if quant and name != "quantize" else ours):
@@ -354,7 +355,7 @@ def test_small_cnn_grad_matches_jax() -> None:
     got = _run(grad(g, "loss", wrt), {"x": xv, **ps})
     # value_and_grad's graph is the loss as a function of every wrt input (params lifted)
     fn = _fn(_loss_of(value_and_grad(g, "loss", wrt)))
-    want = jax.grad(lambda *a: fn(*a)[0], argnums=tuple(range(len(wrt))))(xv, *ps.values())
+    want = jax.jit(jax.grad(lambda *a: fn(*a)[0], argnums=tuple(range(len(wrt)))))(xv, *ps.values())
     for k, j in zip(wrt, want):
         assert_close(got[f"grad/{k}"], j, f"cnn grad/{k}")
 

@@ -302,3 +302,20 @@ def test_corrupt_and_truncated_files(tmp_path: Path) -> None:
         load_onnx(empty)
     with pytest.raises(ModelFileError, match=r"missing\.onnx"):
         load_onnx(tmp_path / "missing.onnx")
+
+
+def test_reduce_max_min_and_argmin_on_nhwc_values(tmp_path: Path) -> None:
+    """ReduceMax / ReduceMin / ArgMin over NCHW axes of a conv's (NHWC inside) output, as onnxruntime has them."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("ReduceMax", ["c"], ["mx"], axes=[1, 3], keepdims=1),
+        helper.make_node("ReduceMin", ["mx"], ["mn"], axes=[2], keepdims=0),
+    ]
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    _compare(tmp_path, _model(nodes, [_f32("x", [2, 3, 5, 6])], [_f32("mn", None)], [_init("w", w)]), x)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("ArgMin", ["c"], ["am"], axis=1, keepdims=0)]
+    out = [helper.make_tensor_value_info("am", TensorProto.INT64, None)]
+    g = _compare(tmp_path, _model(nodes, [_f32("x", [2, 3, 5, 6])], out, [_init("w", w)]), x)
+    assert [n.op for n in g.nodes].count("argmin") == 1

@@ -38,50 +38,20 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper, version_converter
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnx import TensorProto, helper, numpy_helper
 
-from modelfiles import ONNX
+from qdqmodels import X, images, quantized_mnist
 from rlx_edge.frontends import load_model
 from rlx_edge.runners import prepare
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import compare_with_target
 
-MNIST = ONNX / "mnist-8_onnx-model-zoo.onnx"
-X = "Input3"
 OUT_SCALE = "Plus214_Output_0_scale"
-
-
-class _Reader(CalibrationDataReader):
-    def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
-        self._it = iter(feeds)
-
-    def get_next(self):
-        return next(self._it, None)
-
-
-def _images(rng: np.random.Generator, n: int) -> list[np.ndarray]:
-    return [(rng.random((1, 1, 28, 28)) * 255).astype(np.float32) for _ in range(n)]
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("qdq")
-    src = tmp / "mnist13.onnx"
-    onnx.save(version_converter.convert_version(onnx.load(MNIST), 13), src)
-    out = {}
-    for name, fmt, per_channel in (
-        ("qdq_pc", QuantFormat.QDQ, True),
-        ("qdq_pt", QuantFormat.QDQ, False),
-        ("qop_pc", QuantFormat.QOperator, True),
-    ):
-        feeds = [{X: x} for x in _images(np.random.default_rng(0), 8)]
-        out[name] = tmp / f"{name}.onnx"
-        quantize_static(
-            src, out[name], _Reader(feeds), quant_format=fmt, per_channel=per_channel,
-            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-        )  # fmt: skip
-    return out
+    return quantized_mnist(tmp_path_factory.mktemp("qdq"))
 
 
 def _session(path: Path, exact_u8s8: bool = True) -> ort.InferenceSession:
@@ -123,7 +93,7 @@ def test_mnist_against_onnxruntime_integer_output(models, name: str, differ: int
     sess = _session(path, exact_u8s8=name.startswith("qdq"))
     scale = _scale(path, OUT_SCALE)
     diffs = []
-    for x in _images(np.random.default_rng(5), 40):
+    for x in images(np.random.default_rng(5), 40):
         (want,) = sess.run(None, {X: x})
         (got,) = run(g, [x]).values()
         diffs.append(np.rint((got.astype(np.float64) - want) / scale).astype(np.int64))

@@ -46,7 +46,6 @@ for _op in ("equal", "not_equal"):
     CASES[f"{_op}_bool"] = lambda op=_op: g_compare(op, "bool", b_shape=(3, 1))
 
 
-
 def g_logical(op: str, b_shape=(2, 3, 10)) -> Graph:
     g = Graph(op)
     a = g.input("a", (2, 3, 10), "bool")
@@ -59,7 +58,6 @@ CASES["logical_not"] = lambda: g_logical("logical_not")
 for _op in ("logical_and", "logical_or"):
     CASES[_op] = lambda op=_op: g_logical(op)
     CASES[f"{_op}_broadcast"] = lambda op=_op: g_logical(op, (3, 1))
-
 
 
 def g_select(dtype: str, q=None) -> Graph:

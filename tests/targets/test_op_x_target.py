@@ -24,6 +24,7 @@ import pytest
 
 from opgraphs import single_node_graph
 from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.plan import node_context, plan
@@ -62,13 +63,13 @@ def test_every_rule_is_a_case():
 
 # draws -------------------------------------------------------------------------------------------
 def _constants(op: str, inputs: list, rng: np.random.Generator) -> tuple[int, ...]:
-    """Input positions held as constants: weights and biases always, a second operand ("b") now and then."""
+    """Input positions held as constants: weights, biases and indices always, a second operand ("b") now and then."""
     names = REGISTRY[op].input_names(len(inputs))
     weighted = "w" in names
     return tuple(
         i
         for i, n in enumerate(names)
-        if inputs[i] is not None and (n == "w" or (n == "b" and (weighted or rng.random() < 0.3)))
+        if inputs[i] is not None and (n in ("w", "indices") or (n == "b" and (weighted or rng.random() < 0.3)))
     )
 
 
@@ -93,9 +94,11 @@ def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[
     if opdef.typed or any(q is not None for q in (in_q or [])):
         g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
     else:
-        # bool inputs (conditions, comparison results) are exact as they are: only numbers are quantized
+        # bool inputs (conditions, comparison results) and indices are exact as they are: only numbers
+        # are quantized
+        names = opdef.input_names(len(inputs))
         floats = [None if a is None else np.asarray(a, np.float32 if np.asarray(a).dtype != bool else bool)
-                  for a in inputs]  # fmt: skip
+                  if n != "indices" else np.asarray(a) for n, a in zip(names, inputs)]  # fmt: skip
         if not any(a is not None and a.dtype != bool for a in floats):
             return None  # nothing to quantize: such a draw runs in the float kind
         fg = single_node_graph(op, floats, attrs, constants=consts)
@@ -103,9 +106,11 @@ def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[
             n: np.asarray(fg_in)[None]
             for n, fg_in in zip(fg.inputs, [a for i, a in enumerate(floats) if a is not None and i not in consts])
         }
+        if any(a.size == 0 for a in data.values()):
+            return None  # nor has an empty input (a concat's)
         if any(a.size == 0 for a in run(fg, {k: v[0] for k, v in data.items()}).values()):
             return None  # an empty result has no range to calibrate; models do not compute them
-        g = quantize(fg, calibrate(fg, data, optimize=False), scheme="int8")
+        g = quantize(fg, calibrate(fg, data, optimize=False), scheme="int8", optimize=False)  # the op itself, not what the optimizer makes of it
     node = next(n for n in g.nodes if n.op == op)
     assert node_context(g, node).quantized, f"{op}: PTQ left the node float"
     feeds = [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
@@ -120,7 +125,7 @@ def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, 
         if t.dtype.is_float:
             out[name] = rng.standard_normal(shape).astype(t.dtype.numpy)
             continue
-        if t.dtype.numpy == bool:  # a condition: both values, or all of one ("low", "high")
+        if t.dtype == DType.bool:  # a condition: both values, or all of one ("low", "high")
             out[name] = np.full(shape, mode == "high") if mode in ("low", "high") else rng.random(shape) < 0.5
             continue
         info = np.iinfo(t.dtype.numpy)
@@ -203,10 +208,26 @@ def _accepts(target: str, g: Graph) -> bool:
 
 
 def _fpga_graph(op: str, g: Graph) -> Graph:
-    """A view op alone is no FPGA layer: follow it with a clamp-only relu so the design has one."""
+    """A view op alone is no FPGA layer: follow it with a clamp-only relu so the design has one. So is
+    quantize or dequantize at a model edge (the host computes them): a relu after or before it, where
+    its int8 side is quantized per tensor as relu needs (else the lone edge, which the FPGA refuses)."""
     from rlx_edge.targets.fpga.design import ALIAS_OPS
 
-    if op not in ALIAS_OPS:
+    def per_tensor(v: str) -> bool:
+        return g.types[v].quant is not None and g.types[v].quant.scale.size == 1
+
+    if op in ("quantize", "dequantize") and not per_tensor(g.nodes[0].outputs[0] if op == "quantize" else g.inputs[0]):
+        return g
+    if op == "dequantize":
+        (node,) = g.nodes
+        x = node.inputs[0]
+        t = g.types[x]
+        h = Graph(g.name)
+        h.input(x, t.shape, t.dtype, t.quant)
+        (r,) = h.add_node("relu", [x], {}, name="before_edge", out_quant=t.quant)
+        h.output(*h.add_node("dequantize", [r], node.attrs, name=node.name, out_names=node.outputs))
+        return h
+    if op not in (*ALIAS_OPS, "quantize"):
         return g
     y = g.outputs[0]
     g.outputs.clear()

@@ -30,12 +30,12 @@ def test_cortexm_row_matches_what_its_rules_accept():
     from rlx_edge.targets.cortexm import layer_for
 
     cortexm = next(f for f in targets_support() if f.name == "cortexm")
-    assert cortexm.schemes == ("int8", "int4w")
-    for act, weight in (("i8", "i8"), ("i8", "i4")):
+    assert cortexm.schemes == ("int8", "int16x8", "int4w")
+    for act, weight in (("i8", "i8"), ("i8", "i4"), ("i16", "i8")):
         g = _conv(act, weight)
         layer_for(g, g.nodes[0])
-    g = _conv("i16", "i8")
-    with pytest.raises(UnsupportedOpError, match="int8"):
+    g = _conv("i16", "i4")  # int4 weights take int8 activations only
+    with pytest.raises(UnsupportedOpError, match="int8 weights with int16 activations"):
         layer_for(g, g.nodes[0])
 
 

@@ -21,6 +21,10 @@ MAC count and, for HIR block ops, its lowering to MIR::
     @conv2d.eval
     def _(p: Prepared, x, w, b, *, strides, ...): -> np.ndarray
 
+Differentiable ops also declare ``jvp`` and ``vjp`` rules (and, where
+numpy broadcasting does not batch them, ``batch``), which build graph nodes
+for :mod:`rlx_edge.autodiff`; see :meth:`OpDef.vjp`.
+
 Inputs marked ``name?`` are optional (``None`` when absent); ``*name`` is
 variadic (any number, at least one). Targets never touch this table; they
 keep their own rule tables keyed by op name (see ``rlx_edge.targets``).

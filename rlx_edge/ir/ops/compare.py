@@ -30,7 +30,6 @@ from rlx_edge.ir.ops._common import (
     broadcastable_pair,
     elementwise_dtype,
     fail,
-    rand_shape,
 )
 from rlx_edge.ir.ops._quantized import bind_byte_pairs, clamp_cast, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import OpDef, defop

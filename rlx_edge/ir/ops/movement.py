@@ -19,7 +19,9 @@ import math
 
 import numpy as np
 
+from rlx_edge.errors import OpError
 from rlx_edge.ir import fixedpoint as fp
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.ops._common import fail, norm_axis, rand_shape
 from rlx_edge.ir.ops._registry import Attr, defop
 from rlx_edge.ir.ops.layout import (
@@ -394,6 +396,110 @@ def _broadcast_to_ref(x, *, shape):
     return xp.array(xp.broadcast_to(x, tuple(shape)))
 
 
+# gather / gather_nd ------------------------------------------------------------------------
+_INDEX_DTYPES = (DType.i32, DType.i64)
+
+gather = defop(
+    "gather",
+    family="layout",
+    inputs=("x", "indices"),
+    passthrough_quant=True,
+    # a gradient needs a scatter-add, which the IR does not have
+    differentiable=False,
+    attrs={
+        "axis": Attr("int", 0, doc="the axis indexed (negative counts from the end)"),
+        "batch_dims": Attr("int", 0, doc="leading dimensions x and indices share (one gather per batch)"),
+    },
+    doc="Pick slices of x along an axis by integer indices (TFLite GATHER, numpy take); negatives count from the end.",
+)
+gather_nd = defop(
+    "gather_nd",
+    family="layout",
+    inputs=("x", "indices"),
+    passthrough_quant=True,
+    differentiable=False,  # as gather
+    doc="Pick slices of x by index tuples: the last axis of indices indexes x's leading axes (TFLite GATHER_ND).",
+)
+
+
+def _index_type(op: str, indices: TensorType) -> None:
+    if indices.dtype not in _INDEX_DTYPES or indices.quant is not None:
+        fail(f"{op}: indices must be int32 or int64 (not quantized), got {indices.dtype}")
+
+
+def _batch_dims(batch_dims: int, rank: int) -> int:
+    return batch_dims + rank if batch_dims < 0 else batch_dims
+
+
+@gather.infer
+def _gather_infer(x, indices, *, axis, batch_dims):
+    _index_type("gather", indices)
+    if x.rank == 0:
+        fail("gather needs an input of rank >= 1")
+    a = norm_axis(axis, x.rank, "gather")
+    bd = _batch_dims(batch_dims, indices.rank)
+    if not 0 <= bd <= min(a, indices.rank):
+        fail(f"gather: batch_dims {batch_dims} must be in [0, {min(a, indices.rank)}] for axis {a}")
+    if x.shape[:bd] != indices.shape[:bd]:
+        fail(
+            f"gather: the batch dimensions of {format_shape(x.shape)} and indices {format_shape(indices.shape)} differ"
+        )
+    q = x.quant
+    ch = _channel_axis(x)
+    if ch is not None:
+        if ch == a:
+            _lost_channels("gather", x, "is the axis gathered")
+        q = q if ch < a else _moved(x.quant, ch + indices.rank - bd - 1)
+    return TensorType(x.shape[:a] + indices.shape[bd:] + x.shape[a + 1 :], x.dtype, q)
+
+
+def _check_range(indices, n: int, op: str, where: str) -> None:
+    """Indices in [-n, n): numpy raises for others; a traced (JAX) gather cannot, and clamps."""
+    if isinstance(indices, np.ndarray) and indices.size and (indices.min() < -n or indices.max() >= n):
+        bad = int(indices[(indices < -n) | (indices >= n)].reshape(-1)[0])
+        raise OpError(f"{op}: index {bad} is out of range for {where} of size {n}")
+
+
+@gather.reference
+def _gather_ref(x, indices, *, axis, batch_dims):
+    xp = fp.namespace(x, indices)
+    a = axis % x.ndim
+    bd = _batch_dims(batch_dims, indices.ndim)
+    _check_range(indices, x.shape[a], "gather", f"axis {a}")
+    if bd == 0:
+        return xp.take(x, indices, axis=a)
+    lead = x.shape[:bd]
+    xb = x.reshape((-1, *x.shape[bd:]))
+    ib = indices.reshape((-1, *indices.shape[bd:]))
+    out = xp.stack([xp.take(xb[b], ib[b], axis=a - bd) for b in range(xb.shape[0])])
+    return out.reshape((*lead, *out.shape[1:]))
+
+
+@gather_nd.infer
+def _gather_nd_infer(x, indices):
+    _index_type("gather_nd", indices)
+    if indices.rank < 1:
+        fail("gather_nd: indices need rank >= 1 (the last axis holds the index tuples)")
+    k = indices.shape[-1]
+    if not isinstance(k, int) or not 1 <= k <= x.rank:
+        fail(f"gather_nd: index tuples of length {k} do not index {format_shape(x.shape)}")
+    q = x.quant
+    ch = _channel_axis(x)
+    if ch is not None:
+        if ch < k:
+            _lost_channels("gather_nd", x, "is indexed")
+        q = _moved(x.quant, ch - k + indices.rank - 1)
+    return TensorType(indices.shape[:-1] + x.shape[k:], x.dtype, q)
+
+
+@gather_nd.reference
+def _gather_nd_ref(x, indices):
+    k = indices.shape[-1]
+    for j in range(k):
+        _check_range(indices[..., j], x.shape[j], "gather_nd", f"dimension {j}")
+    return x[tuple(indices[..., j] for j in range(k))]
+
+
 # integer semantics: the same data movement on stored integers (module docstring)
 def _moves(op) -> None:
     ref = op._reference
@@ -403,7 +509,10 @@ def _moves(op) -> None:
         return ref(*xs, **attrs)
 
 
-for _op in (unstack, mirror_pad, space_to_depth, depth_to_space, space_to_batch_nd, batch_to_space_nd, broadcast_to):
+for _op in (
+    unstack, mirror_pad, space_to_depth, depth_to_space, space_to_batch_nd, batch_to_space_nd, broadcast_to, gather,
+    gather_nd,
+):  # fmt: skip
     _moves(_op)
 
 
@@ -589,3 +698,32 @@ def _broadcast_to_sample(rng):
     have = tuple(1 if rng.random() < 0.5 else d for d in target[len(target) - rank :])
     x, q = _draw_x(rng, have)
     return _single(x, q, {"shape": tuple(target)})
+
+
+def _indices(rng: np.random.Generator, shape: tuple[int, ...], n: int) -> np.ndarray:
+    """Valid indices into a dimension of ``n``, now and then counted from the end."""
+    idx = rng.integers(0, n, shape)
+    idx = np.where(rng.random(shape) < 0.2, idx - n, idx)
+    return np.asarray(idx, dtype=np.int32 if rng.random() < 0.7 else np.int64)
+
+
+@gather.sample
+def _gather_sample(rng):
+    shape = rand_shape(rng, int(rng.integers(1, 4)))
+    axis = int(rng.integers(len(shape)))
+    bd = int(rng.integers(0, axis + 1)) if rng.random() < 0.3 else 0
+    idx_shape = shape[:bd] + rand_shape(rng, int(rng.integers(0, 3)))
+    x, q = _draw_x(rng, shape)
+    attrs = {"axis": _maybe_negative(rng, axis, len(shape)), "batch_dims": bd}
+    idx = _indices(rng, idx_shape, shape[axis])
+    return ([x, idx], attrs) if q is None else ([x, idx], attrs, [q], [q, None])
+
+
+@gather_nd.sample
+def _gather_nd_sample(rng):
+    shape = rand_shape(rng, int(rng.integers(1, 4)))
+    k = int(rng.integers(1, len(shape) + 1))
+    lead = rand_shape(rng, int(rng.integers(0, 3)))
+    idx = np.stack([_indices(rng, lead, shape[j]).astype(np.int32) for j in range(k)], axis=-1)
+    x, q = _draw_x(rng, shape)
+    return ([x, idx], {}) if q is None else ([x, idx], {}, [q], [q, None])

@@ -25,7 +25,7 @@ from rlx_edge.ir.ops._common import (
     rand_shape,
 )
 from rlx_edge.ir.ops._quantized import clamp_cast, scalar_params, storage_range
-from rlx_edge.ir.ops._registry import Attr, defop
+from rlx_edge.ir.ops._registry import Attr, OpDef, defop
 from rlx_edge.ir.shape import Dim, static_dim
 from rlx_edge.ir.types import TensorType
 
@@ -109,40 +109,116 @@ def _sum_ref(x, *, axes, keepdims):
     return finish(y, from_numpy(x.dtype))
 
 
-# argmax -------------------------------------------------------------------------
-argmax = defop(
-    "argmax",
-    family="reduce",
-    inputs=("x",),
-    attrs={
-        "axis": Attr("int", -1, doc="axis to search (negative counts from the end)"),
-        "keepdims": Attr("bool", False, doc="keep the axis as size 1"),
-        "dtype": Attr("dtype", "i32", doc="index type, i32 or i64"),
-    },
-    differentiable=False,
-    doc="Index of the largest value along an axis; ties give the first index.",
-)
+# argmax / argmin ------------------------------------------------------------------
+def _arg_reduce(name: str, largest: bool) -> OpDef:
+    """Declare argmax (``largest``) or argmin: TFLite's ARG_MAX / ARG_MIN, first index on ties."""
+    op = defop(
+        name,
+        family="reduce",
+        inputs=("x",),
+        attrs={
+            "axis": Attr("int", -1, doc="axis to search (negative counts from the end)"),
+            "keepdims": Attr("bool", False, doc="keep the axis as size 1"),
+            "dtype": Attr("dtype", "i32", doc="index type, i32 or i64"),
+        },
+        differentiable=False,
+        int_dtypes=("i8",),  # TFLite Micro's ARG_MAX / ARG_MIN: float32 or int8 in, int32 out
+        doc=f"Index of the {'largest' if largest else 'smallest'} value along an axis; ties give the first index.",
+    )
+
+    @op.infer
+    def _infer(x, *, axis, keepdims, dtype):
+        dtype = DType(dtype)  # defaults reach here uncoerced, as the string "i32"
+        if x.rank == 0:
+            fail(f"{name} needs an input of rank >= 1")
+        if dtype not in (DType.i32, DType.i64):
+            fail(f"{name}: dtype must be i32 or i64, got {dtype}")
+        if x.dtype == DType.bool:
+            fail(f"{name} needs a numeric input, got bool")
+        a = norm_axis(axis, x.rank, name)
+        if x.shape[a] == 0:
+            fail(f"{name}: axis {a} of shape {list(x.shape)} is empty")
+        return TensorType(_reduced_shape(x.shape, (a,), keepdims), dtype)
+
+    def _search(x, *, axis, keepdims, dtype):
+        # stored quantized values order like their real values (scale > 0), so one rule serves
+        # both: the integer eval (numpy or jax.numpy) is the reference on stored values
+        xp = fp.namespace(x)
+        fn = xp.argmax if largest else xp.argmin
+        return xp.asarray(fn(x, axis=axis, keepdims=keepdims)).astype(DType(dtype).numpy)
+
+    op.reference(_search)
+    op.eval(lambda p, x, **attrs: _search(x, **attrs))
+    return op
 
 
-@argmax.infer
-def _argmax_infer(x, *, axis, keepdims, dtype):
-    dtype = DType(dtype)  # defaults reach here uncoerced, as the string "i32"
-    if x.rank == 0:
-        fail("argmax needs an input of rank >= 1")
-    if dtype not in (DType.i32, DType.i64):
-        fail(f"argmax: dtype must be i32 or i64, got {dtype}")
-    if x.dtype == DType.bool:
-        fail("argmax needs a numeric input, got bool")
-    a = norm_axis(axis, x.rank, "argmax")
-    if x.shape[a] == 0:
-        fail(f"argmax: axis {a} of shape {list(x.shape)} is empty")
-    return TensorType(_reduced_shape(x.shape, (a,), keepdims), dtype)
+argmax = _arg_reduce("argmax", largest=True)
+argmin = _arg_reduce("argmin", largest=False)
 
 
-@argmax.reference
-def _argmax_ref(x, *, axis, keepdims, dtype):
-    # stored quantized values order like their real values (scale > 0), so one rule serves both
-    return np.asarray(np.argmax(x, axis=axis, keepdims=keepdims)).astype(DType(dtype).numpy)
+# reduce_max / reduce_min ------------------------------------------------------------
+def _extreme_reduce(name: str, largest: bool) -> OpDef:
+    """Declare reduce_max or reduce_min: TFLite's REDUCE_MAX / REDUCE_MIN.
+
+    Quantized, the output keeps the input's parameters (TFLite Micro requires
+    equal scales and zero points) and the kernel picks stored values.
+    """
+    op = defop(
+        name,
+        family="reduce",
+        inputs=("x",),
+        attrs=dict(_REDUCE_ATTRS),
+        passthrough_quant=True,
+        int_dtypes=("i8",),  # TFLite Micro's REDUCE_MAX / REDUCE_MIN: float32 or int8
+        doc=f"{'Largest' if largest else 'Smallest'} value over axes.",
+    )
+
+    @op.infer
+    def _infer(x, *, axes, keepdims):
+        if x.dtype == DType.bool:
+            fail(f"{name} needs a numeric input, got bool")
+        ax = norm_axes(axes, x.rank, name)
+        for a in ax:
+            if x.shape[a] == 0:
+                fail(f"{name}: axis {a} of shape {list(x.shape)} is empty; it has no {name[7:]}imum")
+        return TensorType(_reduced_shape(x.shape, ax, keepdims), x.dtype, _per_tensor(x))
+
+    def _pick(x, *, axes, keepdims):
+        xp = fp.namespace(x)
+        ax = norm_axes(axes, x.ndim, name)
+        fn = xp.max if largest else xp.min
+        return xp.asarray(fn(x, axis=ax, keepdims=keepdims))
+
+    op.reference(_pick)
+    op.eval(lambda p, x, **attrs: _pick(x, **attrs))
+
+    # derivatives as JAX takes them: ties share the tangent / cotangent equally
+    def _ties(e, x, y, axes):
+        """1 where x holds its reduction's extreme, else 0, and how many do, per reduced slice."""
+        shape = e.static_shape(x)
+        ax = norm_axes(axes, len(shape), name)
+        ye = e.expand(y, shape, ax)
+        mask = e.sub(e.const(1, x), e.greater(e.sub(ye, x) if largest else e.sub(x, ye), 0))
+        return mask, e.sum(mask, axes=ax, keepdims=True), ax
+
+    @op.jvp
+    def _jvp(e, primals, outputs, tangents, *, axes, keepdims):
+        mask, count, ax = _ties(e, primals[0], outputs[0], axes)
+        picked = e.div(e.sum(e.mul(tangents[0], mask), axes=ax, keepdims=True), count)
+        return [picked if keepdims else e.reshape(picked, shape=e.static_shape(outputs[0]))]
+
+    @op.vjp
+    def _vjp(e, primals, outputs, cotangents, *, axes, keepdims):
+        x = primals[0]
+        mask, count, ax = _ties(e, x, outputs[0], axes)
+        kept = e.reshape(cotangents[0], shape=e.static_shape(count))
+        return [e.mul(e.expand(e.div(kept, count), e.static_shape(x), ax), mask)]
+
+    return op
+
+
+reduce_max = _extreme_reduce("reduce_max", largest=True)
+reduce_min = _extreme_reduce("reduce_min", largest=False)
 
 
 # softmax / log_softmax ------------------------------------------------------------
@@ -264,7 +340,8 @@ def _log_softmax_vjp(e, primals, outputs, cotangents, *, axis):
 
 
 # vmap: the batch axis goes first, the reduced axes move up by one
-for _op, _attr in ((sum_, "axes"), (mean, "axes"), (softmax, "axis"), (log_softmax, "axis"), (argmax, "axis")):
+for _op, _attr in ((sum_, "axes"), (mean, "axes"), (softmax, "axis"), (log_softmax, "axis"), (argmax, "axis"),
+                   (argmin, "axis"), (reduce_max, "axes"), (reduce_min, "axes")):  # fmt: skip
     batch_shifting_axes(_op, _attr)
 
 
@@ -288,7 +365,7 @@ def _rand_axis(rng: np.random.Generator, rank: int) -> int:
 def _reduce_sample(rng: np.random.Generator, with_int: bool) -> tuple[list, dict]:
     shape = rand_shape(rng, int(rng.integers(1, 5)))
     if with_int and rng.random() < 0.2:
-        x = rng.integers(-100, 100, shape).astype(rng.choice([np.int32, np.int8]))
+        x = rng.integers(-100, 100, shape).astype(rng.choice([np.int32, np.int16, np.int8]))
     else:
         x = rand_float(rng, shape, _pick_float(rng))
     return [x], {"axes": _rand_axes(rng, len(shape)), "keepdims": bool(rng.random() < 0.5)}
@@ -296,14 +373,17 @@ def _reduce_sample(rng: np.random.Generator, with_int: bool) -> tuple[list, dict
 
 mean.sample(lambda rng: _reduce_sample(rng, with_int=False))
 sum_.sample(lambda rng: _reduce_sample(rng, with_int=True))
+reduce_max.sample(lambda rng: _reduce_sample(rng, with_int=True))
+reduce_min.sample(lambda rng: _reduce_sample(rng, with_int=True))
 
 
 @argmax.sample
+@argmin.sample
 def _argmax_sample(rng):
     shape = rand_shape(rng, int(rng.integers(1, 5)))
     if rng.random() < 0.3:
         # small integer range makes ties common, exercising first-index-wins
-        x = rng.integers(-3, 3, shape).astype(rng.choice([np.int8, np.int32]))
+        x = rng.integers(-3, 3, shape).astype(rng.choice([np.int8, np.int16, np.int32]))
     else:
         x = rand_float(rng, shape, _pick_float(rng))
     attrs = {
@@ -437,20 +517,20 @@ def _softmax_eval(p, x, *, axis, beta):
     return xp.moveaxis(kernel(p, xp.moveaxis(x, a, -1)), -1, a)
 
 
-@mean.prepare
-def _mean_prepare(ctx, *, axes, keepdims):
-    """TFLite Micro's integer QuantizedMeanOrSum: one multiplier that folds in 1/count.
+def _mean_or_sum_prepare(ctx, axes, what: str) -> dict:
+    """TFLite Micro's integer QuantizedMeanOrSum: one multiplier of s_x/s_y, for mean with 1/count folded in.
 
-    The Q31 multiplier of s_x/s_y is shifted left by floor(log2(count)) (at
+    For mean the Q31 multiplier is shifted left by floor(log2(count)) (at
     most 32, keeping the total shift >= -31) and divided by count with
-    truncation; the input zero point becomes one offset of the sum.
+    truncation; the input zero point becomes one offset of the sum. Sum
+    keeps the plain multiplier (TFLite Micro's SUM, compute_sum).
     """
     xt, yt = ctx.in_types[0], ctx.out_types[0]
-    s_x, zp_x = scalar_params(xt.quant, "mean input")
-    s_y, zp_y = scalar_params(yt.quant, "mean output")
-    count = math.prod(static_dim(xt.shape[a], "a reduced dimension") for a in norm_axes(axes, xt.rank, "mean"))
+    s_x, zp_x = scalar_params(xt.quant, f"{what} input")
+    s_y, zp_y = scalar_params(yt.quant, f"{what} output")
+    count = math.prod(static_dim(xt.shape[a], "a reduced dimension") for a in norm_axes(axes, xt.rank, what))
     m, e = fp.quantize_multiplier(float(s_x) / float(s_y))
-    if count > 0:
+    if what == "mean" and count > 0:
         shift = min(count.bit_length() - 1, 32, 31 + e)
         m = (m << shift) // count
         e = e - shift
@@ -461,10 +541,15 @@ def _mean_prepare(ctx, *, axes, keepdims):
     }  # fmt: skip
 
 
+mean.prepare(lambda ctx, *, axes, keepdims: _mean_or_sum_prepare(ctx, axes, "mean"))
+sum_.prepare(lambda ctx, *, axes, keepdims: _mean_or_sum_prepare(ctx, axes, "sum"))
+
+
 @mean.eval
+@sum_.eval
 def _mean_eval(p, x, *, axes, keepdims):
     xp = fp.namespace(x)
-    ax = norm_axes(axes, x.ndim, "mean")
+    ax = norm_axes(axes, x.ndim, "sum or mean")
     total = fp.wrap_int32(x.astype(xp.int64).sum(axis=ax, keepdims=keepdims) + p.sum_offset)
     y = fp.multiply_by_quantized_multiplier(total, p.mult, p.shift) + p.out_zp
     return clamp_cast(y, p.out_min, p.out_max, p.dtype)

@@ -2,11 +2,11 @@
 
 A data-movement op's own float reference, run on the input's element
 numbers, says where each output element comes from (:func:`source_maps`).
-:func:`walks` turns those maps into the kernel's walks: an affine map
-(slices, reversals, broadcasts, block moves) becomes strides over at most six
-merged axes; anything else (mirrored edges, crops of merged axes, padding)
-becomes a table of rows whose elements are a fixed stride apart, or of single
-elements. So one kernel serves every op that only moves values, and no op
+:func:`walk` turns each map into the kernel's walk: a map made of nested evenly
+spaced runs (slices, reversals, broadcasts, transposes, block moves) becomes
+strides over at most six levels; anything else (mirrored edges, padding, most
+gathers) becomes a table of rows whose elements are a fixed stride apart, or
+of single elements. So one kernel serves every op that only moves values, and no op
 needs C of its own.
 """
 
@@ -25,14 +25,15 @@ _RANK = 6
 FILL = -1  # a source of -1: the element is the op's fill (padding)
 
 
-def source_maps(op: str, shape: Sequence[int], attrs: dict) -> list[np.ndarray]:
+def source_maps(op: str, shape: Sequence[int], attrs: dict, operands: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
     """Per output, the input element (row-major number) each output element is, or FILL.
 
-    The op's float reference runs on the numbers 1..n: a data-movement op
-    moves them unchanged and pads with 0, which becomes FILL.
+    The op's float reference runs on the numbers 1..n (and the node's other,
+    constant, ``operands``: gather's indices): a data-movement op moves them
+    unchanged and pads with 0, which becomes FILL.
     """
     numbers = np.arange(1, math.prod(shape) + 1, dtype=np.int64).reshape(tuple(shape))
-    return [np.asarray(o, np.int64) - 1 for o in get_op(op).run_reference([numbers], attrs)]
+    return [np.asarray(o, np.int64) - 1 for o in get_op(op).run_reference([numbers, *operands], attrs)]
 
 
 @dataclass
@@ -47,51 +48,49 @@ class Walk:
         return [self.elem_bytes, *self.shape, *self.stride, self.offset, rows_at]
 
 
-def _affine(src: np.ndarray) -> tuple[int, list[int]] | None:
-    """(offset, strides in elements) when src == offset + sum_d i_d * stride_d everywhere."""
-    if src.size == 0:
-        return 0, [0] * src.ndim
-    if np.any(src == FILL):
+def _levels(flat: np.ndarray) -> list[tuple[int, int]] | None:
+    """The output, row-major, as nested evenly spaced runs: (count, step in elements) from the
+    innermost out, or None where the map is not such a walk (or reads the fill).
+
+    Each level takes the longest run the next element difference allows whose length divides
+    what is left and repeats in every row, then walks the rows' first elements. Runs need not
+    follow the output's own axes (space_to_depth's channels are two block offsets and a channel).
+    """
+    if np.any(flat == FILL):
         return None
-    offset = int(src.flat[0])
-    strides = [int(src[tuple(1 if a == d else 0 for a in range(src.ndim))]) - offset if n > 1 else 0
-               for d, n in enumerate(src.shape)]  # fmt: skip
-    want = np.full(src.shape, offset, np.int64)
-    for d, s in enumerate(strides):
-        shape = [1] * src.ndim
-        shape[d] = src.shape[d]
-        want = want + s * np.arange(src.shape[d], dtype=np.int64).reshape(shape)
-    return (offset, strides) if np.array_equal(want, src) else None
-
-
-def _merged(shape: list[int], strides: list[int], eb: int) -> tuple[list[int], list[int], int]:
-    """Fewer axes for the same walk (strides in bytes): size-1 axes dropped, an axis merged
-    into the next where it continues it, and innermost contiguous runs folded into the element."""
-    axes = [(n, s) for n, s in zip(shape, strides) if n != 1]
-    out: list[tuple[int, int]] = []
-    for n, s in reversed(axes):  # innermost first
-        if out and s == out[-1][1] * out[-1][0] and n and out[-1][0]:
-            inner_n, inner_s = out.pop()
-            out.append((n * inner_n, inner_s))
+    levels: list[tuple[int, int]] = []
+    f = flat
+    while f.size > 1:
+        n = f.size
+        step = int(f[1] - f[0])
+        off = np.flatnonzero(np.diff(f) != step)
+        run = int(off[0]) + 1 if off.size else n
+        for d in (d for d in range(min(run, n), 1, -1) if n % d == 0):
+            rows = f.reshape(n // d, d)
+            if np.array_equal(rows, rows[:, :1] + step * np.arange(d)):
+                break
         else:
-            out.append((n, s))
-    out.reverse()
-    while out and out[-1][1] == eb and out[-1][0]:  # contiguous elements: one wider element
-        eb *= out.pop()[0]
-    return [n for n, _ in out], [s for _, s in out], eb
+            return None
+        levels.append((d, step))
+        f = rows[:, 0]
+    return levels
 
 
 def walk(src: np.ndarray, eb: int) -> Walk:
     """The kernel's walk for one source map of elements of ``eb`` bytes."""
-    got = _affine(src)
-    if got is not None:
-        offset, strides = got
-        shape, strides_b, web = _merged(list(src.shape), [s * eb for s in strides], eb)
-        if src.size == 0:
-            shape, strides_b, web = [0], [0], eb
-        if len(shape) <= _RANK:
-            lead = _RANK - len(shape)
-            return Walk(web, [1] * lead + shape, [0] * lead + strides_b, offset * eb, None)
+    if src.size == 0:
+        return Walk(eb, [1, 1, 1, 1, 1, 0], [0] * _RANK, 0, None)
+    levels = _levels(src.reshape(-1))
+    if levels is not None:
+        web = eb
+        while levels and levels[0][1] * eb == web:  # contiguous elements: one wider element
+            web *= levels.pop(0)[0]
+        if len(levels) <= _RANK:
+            lead = _RANK - len(levels)
+            outer = list(reversed(levels))
+            shape = [1] * lead + [n for n, _ in outer]
+            stride = [0] * lead + [s * eb for _, s in outer]
+            return Walk(web, shape, stride, int(src.reshape(-1)[0]) * eb, None)
     # a table of rows: the innermost axis where every row is evenly spaced, else single elements
     rows2 = src.reshape(-1, src.shape[-1] if src.ndim else 1)
     step = _row_step(rows2)

@@ -48,6 +48,7 @@ _CTYPES = {
     np.dtype(np.uint8): "uint8_t",
     np.dtype(np.int16): "int16_t",
     np.dtype(np.int32): "int32_t",
+    np.dtype(np.int64): "int64_t",  # the int64 biases of int16x8 layers
     np.dtype(np.float32): "float",
 }
 
@@ -84,7 +85,9 @@ def _c_int(v: int) -> str:
     v = int(v)
     if v == -(2**31):
         return "INT32_MIN"
-    return str(v)
+    if v == -(2**63):
+        return "INT64_MIN"
+    return str(v) if -(2**31) < v < 2**31 else f"{v}LL"
 
 
 _GUARD_IF = {"dsp": "#if RLX_USE_DSP", "portable": "#if !RLX_USE_DSP"}

@@ -111,13 +111,16 @@ class QemuBoard:
         timeout: float = 30.0,
         plugin: Sequence[str] | None = None,
         extra_args: Sequence[str] = (),
+        port: int | None = None,
     ):
+        """``port``: a fixed loopback port for the UART (a farm place's exported serial port) instead of a free one."""
         self.elf = Path(elf)
         self.board = get_board(board)
         self.timeout = timeout
         self._argv = [*_qemu_base_argv(self.elf, self.board), *(plugin or ()), *extra_args]
         self._proc: subprocess.Popen | None = None
         self._log_dir: tempfile.TemporaryDirectory | None = None
+        self._fixed_port = port
         self.port: int | None = None
         self.returncode: int | None = None
 
@@ -144,7 +147,7 @@ class QemuBoard:
         self._spawn()
 
     def _spawn(self) -> None:
-        self.port = _free_port()
+        self.port = self._fixed_port or _free_port()
         # nodelay=on: each answer is a small write that Nagle's algorithm
         # would hold back for a delayed ACK.
         serial = f"tcp:127.0.0.1:{self.port},server=on,wait=on,nodelay=on"
@@ -171,7 +174,7 @@ class QemuBoard:
             if self._proc.poll() is None:
                 self.close()
                 raise QemuTimeout(f"QEMU did not open its UART port within {self.timeout:g} s")
-            if "Address already in use" not in self.log():
+            if "Address already in use" not in self.log() or self._fixed_port:
                 self.fail(f"QEMU exited with status {self._proc.returncode} before the UART connected")
             self._spawn()
         self.fail("QEMU could not get a free TCP port for its UART")

@@ -36,7 +36,7 @@ from rlx_edge.targets.cortexm._gather import WALK_INTS, kernel_tables, source_ma
 RULES = RuleTable.for_ops("cortexm")
 # Quantized storage types the kernels take (rlx_edge.targets.support reports them);
 # int4 weights are packed two per byte in flash (the int4 rules, at the end of this file).
-ACTIVATION_DTYPES = frozenset({DType.i8})
+ACTIVATION_DTYPES = frozenset({DType.i8, DType.i16})  # int16: the 16x8 rules at the end of this file
 WEIGHT_DTYPES = frozenset({DType.i8, DType.i4})
 
 __all__ = ["OPTIMIZE_LEVELS", "RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
@@ -129,7 +129,7 @@ def _need(cond: bool, node: Node, why: str) -> None:
 def _int8(graph: Graph, node: Node, *values: str) -> None:
     for v in values:
         t = _t(graph, v)
-        ok = t.dtype in ACTIVATION_DTYPES and t.quant is not None
+        ok = t.dtype == DType.i8 and t.quant is not None
         _need(ok, node, f"needs quantized int8 tensors ({v} is {t.dtype})")
         _need(not t.quant.per_channel, node, f"needs per-tensor quantization of activation {v}")
 
@@ -733,6 +733,8 @@ def _transpose(graph: Graph, node: Node, params: Prepared) -> Layer:
     "space_to_batch_nd",
     "batch_to_space_nd",
     "broadcast_to",
+    "gather",
+    "gather_nd",
 )
 def _gather(graph: Graph, node: Node, params: Prepared) -> Layer:
     """Pure data movement: walks the op's own reference gives at compile time (``_gather``)."""
@@ -740,8 +742,9 @@ def _gather(graph: Graph, node: Node, params: Prepared) -> Layer:
     for v in (node.inputs[0], *node.outputs):
         t = _t(graph, v)
         _need(t.dtype in ACTIVATION_DTYPES and t.quant is not None, node, f"needs quantized int8 tensors ({v})")
+    _need(all(v in graph.params for v in node.inputs[1:]), node, "needs constant indices")
     eb = xt.dtype.storage_bytes
-    maps = source_maps(node.op, _shape(xt), node.attrs)
+    maps = source_maps(node.op, _shape(xt), node.attrs, [graph.params[v] for v in node.inputs[1:]])
     walks, rows = kernel_tables([walk(m, eb) for m in maps])
     widest = max(int(w) for w in walks[0::WALK_INTS]) if len(walks) else eb
     fill = np.array([params.fill if "fill" in params else 0], xt.dtype.numpy).view(np.uint8)
@@ -795,7 +798,7 @@ def _concat(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_concat", "rlx_concat_params", fields, consts, [("ins",), ("out", 0)])
 
 
-@RULES.rule("mean")
+@RULES.rule("mean", "sum")  # TFLite Micro's QuantizedMeanOrSum: sum prepares no 1/count
 def _mean(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, y = node.inputs[0], node.outputs[0]
     _int8(graph, node, x, y)
@@ -815,6 +818,40 @@ def _mean(graph: Graph, node: Node, params: Prepared) -> Layer:
         "out_max": p.out_max,
     }
     return Layer("rlx_mean_s8", "rlx_mean_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+_REDUCE_CODES = {"reduce_max": 0, "reduce_min": 1, "argmax": 2, "argmin": 3}
+
+
+@RULES.rule(*_REDUCE_CODES)
+def _reduce(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """Ops that pick an element: the stored value (its parameters are the output's) or its int32 index."""
+    x, y = node.inputs[0], node.outputs[0]
+    _int8(graph, node, x)
+    xs = _shape(_t(graph, x))
+    if node.op.startswith("arg"):
+        _need(_t(graph, y).dtype == DType.i32, node, "writes int32 indices (TFLite Micro's ARG_MAX / ARG_MIN)")
+        axes = {node.attrs["axis"] % len(xs)}
+    else:
+        _int8(graph, node, y)
+        axes = {a % len(xs) for a in node.attrs["axes"]}
+    # adjacent dimensions both reduced or both kept walk as one: any rank whose reduced and
+    # kept runs alternate at most 4 times fits the kernel's 4 dimensions
+    shape: list[int] = []
+    reduce: list[int] = []
+    for d, n in enumerate(xs):
+        r = int(d in axes)
+        if n == 1 and not r:
+            continue  # a kept 1 adds nothing to either side
+        if reduce and reduce[-1] == r:
+            shape[-1] *= n
+        else:
+            shape.append(n)
+            reduce.append(r)
+    _need(len(shape) <= 4, node, f"reduces runs of at most 4 alternately reduced and kept dimensions, got {xs}")
+    lead = 4 - len(shape)
+    fields = {"shape": [1] * lead + shape, "reduce": [0] * lead + reduce, "op": _REDUCE_CODES[node.op]}
+    return Layer("rlx_reduce_s8", "rlx_reduce_params", fields, {}, [("in", 0), ("out", 0)])
 
 
 @RULES.rule("quantize")
@@ -969,8 +1006,174 @@ def _depthwise_s4(graph: Graph, node: Node, params: Prepared) -> Layer:
 _S4_RULES = {"conv2d": _conv2d_s4, "depthwise_conv2d": _depthwise_s4, "fully_connected": _fc_s4}
 
 
+# int16 activations -----------------------------------------------------------------------------
+# TFLite's 16x8 scheme: int16 activations, int8 weights, int64 bias. Layers whose activations
+# are int16 run the kernels of kernels/rlx_convolve_s16.c, rlx_depthwise_conv_s16.c and
+# rlx_elementwise_s16.c on the same prepared parameters as the reference; pure data movement
+# (views, pad, concat, transpose, gather-like ops) moves 2-byte elements with the int8 rules.
+_S16_MOVEMENT = frozenset(
+    {"reshape", "squeeze", "unsqueeze", "pad", "concat", "stack", "transpose", "slice", "split", "unstack",
+     "mirror_pad", "space_to_depth", "depth_to_space", "space_to_batch_nd", "batch_to_space_nd", "broadcast_to",
+     "gather", "gather_nd"}
+)  # fmt: skip
+
+
+def _int16(graph: Graph, node: Node, *values: str) -> None:
+    for v in values:
+        t = _t(graph, v)
+        _need(t.dtype == DType.i16 and t.quant is not None, node, f"needs quantized int16 tensors ({v} is {t.dtype})")
+        _need(not t.quant.per_channel, node, f"needs per-tensor quantization of activation {v}")
+
+
+def _weighted_s16(graph: Graph, node: Node) -> tuple[str, np.ndarray, np.ndarray]:
+    """A 16x8 layer's input, its int8 weights and its bias as int64 (zeros without one)."""
+    x, w, b = (node.inputs + [None])[:3]
+    _int16(graph, node, x, node.outputs[0])
+    wt = _t(graph, w)
+    _need(wt.dtype == DType.i8, node, f"takes int8 weights with int16 activations (got {wt.dtype})")
+    _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
+    wv = graph.params.get(w)
+    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    channels = wv.shape[3] if node.op == "depthwise_conv2d" else wv.shape[0]
+    bias = np.zeros(channels, np.int64) if b is None else np.asarray(graph.params[b], np.int64).reshape(-1)
+    return x, wv, bias
+
+
+def _s16_requant(node: Node, params: Prepared) -> tuple[dict, dict]:
+    """The requantization fields and per-channel constants every 16x8 MAC layer shares."""
+    shift = np.asarray(params.shift, np.int64).reshape(-1)
+    # the int64 form shifts right by 15 - shift: at least 1 (TFLite's kernel assumes it)
+    _need(not params.wide or bool(np.all(shift <= 14)), node, "needs requantization shifts <= 14 (16x8 int64 form)")
+    fields = {"in_offset": -params.in_zp, "out_zp": params.out_zp, "act_min": params.act_min,
+              "act_max": params.act_max, "wide": int(bool(params.wide)), "weights": Const("weights"),
+              "bias": Const("bias"), "mult": Const("mult"), "shift": Const("shift")}  # fmt: skip
+    consts = {"mult": np.asarray(params.mult, np.int32).reshape(-1), "shift": shift.astype(np.int32)}
+    return fields, consts
+
+
+def _conv_s16_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bias: np.ndarray) -> Layer:
+    o, kh, kw, _ = wv.shape
+    rq, consts = _s16_requant(node, params)
+    fields = {**_image_fields(graph, node), "out_c": o, **_window_fields(node, kh, kw, params.pads), **rq}
+    consts.update(weights=np.ascontiguousarray(wv, np.int8).reshape(-1), bias=bias)
+    return Layer("rlx_convolve_s16", "rlx_conv_s16_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+def _conv2d_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    _, wv, bias = _weighted_s16(graph, node)
+    _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
+    return _conv_s16_layer(graph, node, params, wv, bias)
+
+
+def _depthwise_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    _, wv, bias = _weighted_s16(graph, node)
+    _, kh, kw, cm = wv.shape
+    rq, consts = _s16_requant(node, params)
+    fields = {**_image_fields(graph, node), "out_c": cm, "ch_mult": node.attrs["depth_multiplier"],
+              **_window_fields(node, kh, kw, params.pads), **rq}  # fmt: skip
+    consts.update(weights=np.ascontiguousarray(wv, np.int8).reshape(-1), bias=bias)
+    return Layer("rlx_depthwise_conv_s16", "rlx_dw_conv_s16_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+def _fc_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    x, wv, bias = _weighted_s16(graph, node)
+    _need(params.w_zp == 0, node, "needs symmetric weights (zero point 0)")
+    xs = _shape(_t(graph, x))
+    rq, consts = _s16_requant(node, params)
+    fields = {"batches": math.prod(xs[:-1]), "in_features": xs[-1], "out_c": wv.shape[0], **rq}
+    consts.update(weights=np.ascontiguousarray(wv, np.int8).reshape(-1), bias=bias)
+    return Layer("rlx_fully_connected_s16", "rlx_fc_s16_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+def _pool_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    _int16(graph, node, node.inputs[0], node.outputs[0])
+    p = params
+    n, h, w, c = _shape(_t(graph, node.inputs[0]))
+    _, oh, ow, _ = _shape(_t(graph, node.outputs[0]))
+    fields = {"batches": n, "in_h": h, "in_w": w, "ch": c, "out_h": oh, "out_w": ow, "k_h": p.kernel[0],
+              "k_w": p.kernel[1], "stride_h": p.strides[0], "stride_w": p.strides[1], "pad_top": p.pads[0],
+              "pad_left": p.pads[2], "act_min": p.act_min, "act_max": p.act_max}  # fmt: skip
+    kernel = "rlx_maxpool_s16" if node.op == "max_pool2d" else "rlx_avgpool_s16"
+    return Layer(kernel, "rlx_pool_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+def _add_mul_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """add / sub rescale both inputs onto a common scale (multipliers below one); mul requantizes the product."""
+    _int16(graph, node, *node.inputs, node.outputs[0])
+    p = params
+    fields = {**_broadcast_fields(graph, node), "a_offset": -p.a_zp, "b_offset": -p.b_zp}
+    if node.op == "mul":
+        fields.update(left_shift=0, a_mult=0, a_shift=0, b_mult=0, b_shift=0, subtract=0)
+    else:
+        _need(p.a_shift <= 0 and p.b_shift <= 0 and p.out_shift <= 0, node, "needs input multipliers below one")
+        fields.update(left_shift=p.left_shift, a_mult=p.a_mult, a_shift=p.a_shift, b_mult=p.b_mult,
+                      b_shift=p.b_shift, subtract=int(node.op == "sub"))  # fmt: skip
+    fields.update(out_mult=p.out_mult, out_shift=p.out_shift, out_zp=p.out_zp, act_min=p.act_min, act_max=p.act_max)
+    kernel = "rlx_mul_s16" if node.op == "mul" else "rlx_add_s16"
+    return Layer(kernel, "rlx_add_s16_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+
+
+def _rescale_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """relu, relu6, clamp (one multiplier) and leaky_relu (one per sign of the offset input)."""
+    _int16(graph, node, node.inputs[0], node.outputs[0])
+    p = params
+    if node.op == "leaky_relu":
+        rescale = dict(identity=0, pos_mult=p.id_mult, pos_shift=p.id_shift, neg_mult=p.alpha_mult,
+                       neg_shift=p.alpha_shift)  # fmt: skip
+    else:
+        rescale = dict(identity=int(bool(p.identity)), pos_mult=p.mult, pos_shift=p.shift, neg_mult=p.mult,
+                       neg_shift=p.shift)  # fmt: skip
+    fields = {"size": math.prod(_shape(_t(graph, node.outputs[0]))), "in_zp": p.in_zp, "out_zp": p.out_zp,
+              **rescale, "act_min": p.act_min, "act_max": p.act_max}  # fmt: skip
+    return Layer("rlx_rescale_s16", "rlx_rescale_s16_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+def _softmax_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    x, y = node.inputs[0], node.outputs[0]
+    _int16(graph, node, x, y)
+    shape = _shape(_t(graph, x))
+    _need(node.attrs["axis"] % len(shape) == len(shape) - 1, node, "normalizes the innermost axis only")
+    depth = shape[-1]
+    # the sum of up to depth exps of at most 32767 stays below 2**31 (the kernel's leading-zero count)
+    _need(depth * 32767 < 2**31, node, f"normalizes rows of fewer than 65538 elements, got {depth}")
+    fields = {"rows": math.prod(shape) // max(depth, 1), "depth": depth, "mult": params.mult,
+              "shift": params.shift, "exp_lut": Const("exp_lut"), "recip_lut": Const("recip_lut")}  # fmt: skip
+    consts = {"exp_lut": np.asarray(params.exp_lut, np.int16), "recip_lut": np.asarray(params.recip_lut, np.int16)}
+    return Layer("rlx_softmax_s16", "rlx_softmax_s16_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+_S16_RULES: dict[str, Callable[[Graph, Node, Prepared], Layer]] = {
+    "conv2d": _conv2d_s16,
+    "depthwise_conv2d": _depthwise_s16,
+    "fully_connected": _fc_s16,
+    "avg_pool2d": _pool_s16,
+    "max_pool2d": _pool_s16,
+    "global_avg_pool": _pool_s16,
+    "add": _add_mul_s16,
+    "sub": _add_mul_s16,
+    "mul": _add_mul_s16,
+    "relu": _rescale_s16,
+    "relu6": _rescale_s16,
+    "clamp": _rescale_s16,
+    "leaky_relu": _rescale_s16,
+    "softmax": _softmax_s16,
+}
+
+
+def _int16_activations(graph: Graph, node: Node) -> bool:
+    return any(v is not None and _t(graph, v).dtype == DType.i16 for v in (*node.inputs[:1], *node.outputs))
+
+
 def _rule_for(graph: Graph, node: Node) -> Callable[[Graph, Node, Prepared], Layer]:
-    """The rule of ``node``: its op's, or the int4 one where its weights (input 1) are int4."""
+    """The rule of ``node``: its op's, the int16 one where its activations are int16, or the int4
+    one where its weights (input 1) are int4."""
+    if _int16_activations(graph, node) and node.op not in _S16_MOVEMENT:
+        if node.op not in _S16_RULES:
+            raise UnsupportedOpError(
+                f"node {node.name!r} ({node.op}): the cortexm target has no int16 kernel for {node.op}; "
+                f"int16 activations run {', '.join(sorted(_S16_RULES))} and data movement (quantize it int8)"
+            )
+        return _S16_RULES[node.op]
     w = node.inputs[1] if len(node.inputs) > 1 else None
     if node.op in _S4_RULES and w is not None and _t(graph, w).dtype == DType.i4:
         return _S4_RULES[node.op]

@@ -1142,6 +1142,18 @@ class Pad(LayerComponent):
         return m
 
 
+def _by_index(index, values, default=None):
+    """``values[index]`` as one expression (a Mux chain); ``values`` a list, or a dict of index -> value
+    with ``default`` elsewhere."""
+    items = sorted(values.items()) if isinstance(values, dict) else list(enumerate(values))
+    if not items:
+        return Const(default or 0)
+    expr = items[-1][1] if default is None else default
+    for i, v in reversed(items if default is not None else items[:-1]):
+        expr = Mux(index == i, v, expr)
+    return expr
+
+
 @dataclass
 class ConcatPart:
     """One input's place in a concatenation: its read port, the lane groups of one slab, its table row."""
@@ -1183,11 +1195,11 @@ class Concat(LayerComponent):
         outer = Signal(range(max(self.outer, 2)), name="outer")
         k = Signal(range(max(n, 2)), name="part")
         j = Signal(range(max(max(p.groups for p in parts), 2)), name="group_in_slab")
+        # selections by part are Mux chains on plain assignments, not Switch blocks: an event-driven
+        # simulator (Icarus) evaluates a combinational block only when an input changes, and these
+        # inputs may hold their initial values until the layer runs
         slab_end = Signal()
-        with m.Switch(k):
-            for i, part in enumerate(parts):
-                with m.Case(i):
-                    m.d.comb += slab_end.eq(j == part.groups - 1)
+        m.d.comb += slab_end.eq(_by_index(k, [j == part.groups - 1 for part in parts]))
         final = (outer == self.outer - 1) & (k == n - 1) & slab_end
         with m.If(self.start):
             m.d.sync += run.eq(1)
@@ -1203,35 +1215,39 @@ class Concat(LayerComponent):
             with m.If(final):
                 m.d.sync += run.eq(0)
         # a read pointer (word, lane group) per part; the active part's drives its input's port
-        group_now = Signal(range(max(*(p.word_lanes // lanes for p in self.in_ports), 2)), name="group_now")
+        words, groups = [], []
         for i, part in enumerate(parts):
             port = self.in_ports[part.port]
             ratio = port.word_lanes // lanes
             word = Signal(range(max(port.depth, 2)), name=f"p{i}_word")
             group = Signal(range(max(ratio, 2)), name=f"p{i}_group")
-            active = k == i
-            with m.If(active):
-                m.d.comb += [getattr(self, f"rd{part.port}_addr").eq(word), group_now.eq(group)]
-            with m.If(run & active):
+            with m.If(run & (k == i)):
                 with m.If(group == ratio - 1):
                     m.d.sync += [group.eq(0), word.eq(word + 1)]
                 with m.Else():
                     m.d.sync += group.eq(group + 1)
             with m.If(run & final):  # rewound for the next inference
                 m.d.sync += [word.eq(0), group.eq(0)]
+            words.append(word)
+            groups.append(group)
+        for q in range(len(self.in_ports)):
+            mine = [(i, words[i]) for i, part in enumerate(parts) if part.port == q]
+            m.d.comb += getattr(self, f"rd{q}_addr").eq(_by_index(k, dict(mine), default=0))
+        group_now = Signal(range(max(*(p.word_lanes // lanes for p in self.in_ports), 2)), name="group_now")
+        m.d.comb += group_now.eq(_by_index(k, groups))
         # stage 1: the word read for the active part, its lane group selected
         v1, f1 = Signal(), Signal()
         k1 = Signal.like(k)
         g1 = Signal.like(group_now)
         m.d.sync += [v1.eq(run), f1.eq(run & final), k1.eq(k), g1.eq(group_now)]
+        picked = []
+        for part in parts:
+            data = getattr(self, f"rd{part.port}_data")
+            ratio = self.in_ports[part.port].word_lanes // lanes
+            picked.append(data.word_select(g1, 8 * lanes) if ratio > 1 else data)
         sel = Signal(8 * lanes, name="sel")
         row1 = Signal(range(max(len(self.tables) if self.tables is not None else 1, 2)), name="row1")
-        with m.Switch(k1):
-            for i, part in enumerate(parts):
-                data = getattr(self, f"rd{part.port}_data")
-                ratio = self.in_ports[part.port].word_lanes // lanes
-                with m.Case(i):
-                    m.d.comb += [sel.eq(data.word_select(g1, 8 * lanes) if ratio > 1 else data), row1.eq(part.row)]
+        m.d.comb += [sel.eq(_by_index(k1, picked)), row1.eq(_by_index(k1, [part.row for part in parts]))]
         # stage 2: the table lookup (a synchronous ROM per lane), or the bytes registered
         v2, f2 = Signal(), Signal()
         m.d.sync += [v2.eq(v1), f2.eq(f1)]

@@ -571,6 +571,8 @@ class FpgaDesign(wiring.Component):
                 ex = (ex, 1)
             params = quant.get(node.name) or prepare_node(g, node) or Prepared()
             layer = rules[node.op](g, node, p, tuple(ex) if ex is not None else None, params)
+            if ex is None:
+                layer = self._fit_views(g, node, p, params, layer)
             layer.inputs = [self._resolve(v) for v in layer.inputs]
             if len(set(layer.inputs)) != len(layer.inputs):  # one buffer has one read port
                 raise FpgaConfigError(
@@ -600,6 +602,23 @@ class FpgaDesign(wiring.Component):
         super().__init__(sig)
 
     # planning -----------------------------------------------------------------------------
+    def _lane_cap(self, v: str) -> int:
+        """The most lanes a word of ``v``'s buffer can hold: they must divide the innermost size of every view."""
+        return math.gcd(*(_inner(self.graph.types[view]) for view in self._views(self._resolve(v))))
+
+    def _fit_views(self, g: Graph, node: Node, p: int, params: Prepared, layer: Layer) -> Layer:
+        """``layer``, or the same rule's layer with fewer lanes where its choice does not divide a view of its
+        buffers (a flatten's input read or written in words longer than its innermost axis)."""
+        caps = [self._lane_cap(v) for v in layer.inputs]
+        cap_out = self._lane_cap(layer.output)
+        if all(c % n == 0 for c, n in zip(caps, layer.in_lanes)) and cap_out % layer.out_lanes == 0:
+            return layer
+        if all(n == layer.out_lanes for n in layer.in_lanes) and layer.out_lanes == layer.pe * layer.simd:
+            explicit = (math.gcd(layer.out_lanes, cap_out, *caps), 1)  # one lane count, in and out
+        else:  # a MAC layer: PE output lanes, SIMD input lanes
+            explicit = (math.gcd(layer.pe, cap_out), math.gcd(layer.simd, caps[0]))
+        return rules[node.op](g, node, p, explicit, params)
+
     def _resolve(self, v: str) -> str:
         while v in self.alias:
             v = self.alias[v]

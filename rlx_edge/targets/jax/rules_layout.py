@@ -91,6 +91,8 @@ def _concat(ctx: LowerCtx):
     "space_to_batch_nd",
     "batch_to_space_nd",
     "broadcast_to",
+    "gather",
+    "gather_nd",
 )
 def _movement(ctx: LowerCtx):
     # these ops' references are written against the array namespace (ir/ops/movement.py):

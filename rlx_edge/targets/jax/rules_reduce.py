@@ -1,6 +1,6 @@
-"""Reductions and normalizations for the jax target: mean, sum, argmax, softmax, log_softmax, norms.
+"""Reductions and normalizations for the jax target: mean, sum, argmax/argmin, reduce_max/min, softmax, norms.
 
-Quantized softmax (int8 and int16) and mean run the op's own integer eval
+Quantized softmax (int8 and int16), mean and sum run the op's own integer eval
 (the reference's code, traced in jax.numpy) on the node's prepared parameters.
 """
 
@@ -33,7 +33,7 @@ def _mean(ctx: LowerCtx):
 def _sum(ctx: LowerCtx):
     xt = ctx.in_types[0]
     if ctx.quantized:
-        raise ctx.unsupported("quantized sum (the op has no integer reference)")
+        return ctx.shared_eval()
     ax = norm_axes(ctx.attrs["axes"], xt.rank, "sum")
     keep = ctx.attrs["keepdims"]
 
@@ -45,16 +45,30 @@ def _sum(ctx: LowerCtx):
     return sum_
 
 
-@RULES.rule("argmax")
+@RULES.rule("argmax", "argmin")
 def _argmax(ctx: LowerCtx):
     a = ctx.attrs
     out_dt = ctx.out_types[0].dtype.numpy
+    search = jnp.argmax if ctx.node.op == "argmax" else jnp.argmin
 
     def argmax(x):
         # first index wins ties, as numpy; stored quantized values order like their real values
-        return jnp.argmax(x, axis=a["axis"], keepdims=a["keepdims"]).astype(out_dt)
+        return search(x, axis=a["axis"], keepdims=a["keepdims"]).astype(out_dt)
 
     return argmax
+
+
+@RULES.rule("reduce_max", "reduce_min")
+def _reduce_extreme(ctx: LowerCtx):
+    ax = norm_axes(ctx.attrs["axes"], ctx.in_types[0].rank, ctx.node.op)
+    keep = ctx.attrs["keepdims"]
+    pick = jnp.max if ctx.node.op == "reduce_max" else jnp.min
+
+    def reduce_extreme(x):
+        # picks a value, float or stored quantized (the output keeps the input's parameters)
+        return pick(x, axis=ax, keepdims=keep)
+
+    return reduce_extreme
 
 
 # softmax ---------------------------------------------------------------------------------------

@@ -145,13 +145,15 @@ RLX_INLINE int8_t rlx_dw_rq2(int32_t acc2, const int32_t *ma, int32_t e, int32_t
     return (int8_t)(sat ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
 }
 
-/* A pixel with fewer than two columns of taps inside the image (an input
- * one column wide): the reference loop, the offset added per tap. */
-static void rlx_dw3x3_narrow(const rlx_dw_conv_params *p, const int8_t *img, int32_t y0, int32_t x0, int8_t *dst)
+/* Channels [c0, in_c) of a pixel the SIMD tap sets do not cover (fewer
+ * than two rows or columns of taps inside the image, or the channels past
+ * the last group of 4): the reference loop, the offset added per tap. */
+static void rlx_dw3x3_narrow(const rlx_dw_conv_params *p, const int8_t *img, int32_t y0, int32_t x0, int32_t c0,
+                             int8_t *dst)
 {
     const rlx_rq_params rq = RLX_DW_RQ(p);
     const int32_t ch = p->in_c;
-    for (int32_t c = 0; c < ch; c++) {
+    for (int32_t c = c0; c < ch; c++) {
         int32_t acc = p->bias[c];
         for (int32_t i = 0; i < 3; i++) {
             for (int32_t j = 0; j < 3; j++) {
@@ -324,7 +326,7 @@ static RLX_NOINLINE void rlx_dw3x3_dsp(const rlx_dw_conv_params *p, const int8_t
                 const int32_t j_lo = x0 < 0 ? -x0 : 0;
                 const int32_t j_hi = x0 + 3 > in_w ? in_w - x0 : 3;
                 if (j_hi - j_lo != 2) {
-                    rlx_dw3x3_narrow(p, img, y0, x0, dst);
+                    rlx_dw3x3_narrow(p, img, y0, x0, 0, dst);
                     continue;
                 }
                 const int32_t xs = x0 + j_lo;
@@ -333,6 +335,178 @@ static RLX_NOINLINE void rlx_dw3x3_dsp(const rlx_dw_conv_params *p, const int8_t
                     rlx_dw3x3_px6_sat(&k, r0, r1, r2, dst, j_lo);
                 } else {
                     rlx_dw3x3_px6_clamp(&k, r0, r1, r2, dst, j_lo);
+                }
+            }
+        }
+    }
+}
+#endif
+
+#if RLX_USE_DSP
+/* ---- 3x3 with int8 weights (balanced; speed where channels are not a multiple of 4) ----
+ * The weights stay in TFLite's layout: a tap's channels are contiguous, so one word holds
+ * 4 channels of one tap and SXTB16 / SXTB16 ROR 8 widen it into the pairs (c0 c2), (c1 c3)
+ * that SXTAB16 gives for the input word with the input offset added in both halves. A tap
+ * of 4 channels is then 10 instructions: 2 loads, 4 widenings, 4 SMLABB/SMLATT. Padded taps
+ * are skipped: a pixel runs one of four straight-line tap sets (3 or 2 rows x 3 or 2
+ * columns inside the image), with no per-tap test. */
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+#define RLX_DW8_TAP(XADDR, WADDR)                        \
+    "ldr     %[xv], " XADDR "\n\t"                      \
+    "ldr     %[wv], " WADDR "\n\t"                      \
+    "sxtab16 %[xt], %[off], %[xv]\n\t"                  \
+    "sxtab16 %[xv], %[off], %[xv], ror #8\n\t"          \
+    "sxtb16  %[wt], %[wv]\n\t"                          \
+    "sxtb16  %[wv], %[wv], ror #8\n\t"                  \
+    "smlabb  %[a0], %[xt], %[wt], %[a0]\n\t"            \
+    "smlatt  %[a2], %[xt], %[wt], %[a2]\n\t"            \
+    "smlabb  %[a1], %[xv], %[wv], %[a1]\n\t"            \
+    "smlatt  %[a3], %[xv], %[wv], %[a3]\n\t"
+/* the weights of the next kernel row: 3 taps of in_c bytes on */
+#define RLX_DW8_WNEXT "add     %[w], %[w], %[ch], lsl #1\n\tadd     %[w], %[w], %[ch]\n\t"
+/* one row of taps of row pointer R (the first column's input; POST: "" or ", #4", stepping R
+ * to the next group) */
+#define RLX_DW8_ROW3(R, POST)                                                                    \
+    RLX_DW8_TAP("[%[" R "], %[ch], lsl #1]", "[%[w], %[ch], lsl #1]")                            \
+    RLX_DW8_TAP("[%[" R "], %[ch]]", "[%[w], %[ch]]") RLX_DW8_TAP("[%[" R "]]" POST, "[%[w]]")
+#define RLX_DW8_ROW2(R, POST) RLX_DW8_TAP("[%[" R "], %[ch]]", "[%[w], %[ch]]") RLX_DW8_TAP("[%[" R "]]" POST, "[%[w]]")
+/* r0 from row 0 to row 2 (two input rows on, a word on the stack: no register is left) */
+#define RLX_DW8_R0_TO_ROW2 "ldr     %[xt], %[rs]\n\tadd     %[r0], %[r0], %[xt]\n\t"
+#define RLX_DW8_OPS                                                                                             \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xv] "=&r"(xv), [xt] "=&r"(xt), [wv] "=&r"(wv), \
+      [wt] "=&r"(wt), [r0] "+r"(r0), [r1] "+r"(r1), [w] "+r"(w)                                                 \
+    : [ch] "r"(ch), [off] "r"(off2), [rs] "m"(rs)                                                               \
+    : "memory"
+/* 4 accumulators, 4 temporaries, 2 row pointers, the weight pointer, in_c and the offset: 13
+ * registers (with 14 GCC fails to allocate them at some -O levels) */
+#define RLX_DW8_ASM(TEXT)                \
+    do {                                 \
+        uint32_t xv, xt, wv, wt;         \
+        __asm__(TEXT RLX_DW8_OPS);       \
+    } while (0)
+#endif
+
+/* The requantization of 4 accumulators of channels c..c+3; sat: the fast form saturating to
+ * int8 (rq_mode 2), its shift e = ctz(add) + 1 applied as >> ctz, the >> 1 folded into SSAT. */
+#define RLX_DW8_OUT4()                                                                                    \
+    do {                                                                                                  \
+        if (sat) {                                                                                        \
+            dst[c] = (int8_t)rlx_sat8((rlx_rq_fast(a0, mult[c], add[c], 0) >> rlx_ctz(add[c])) >> 1);     \
+            dst[c + 1] = (int8_t)rlx_sat8((rlx_rq_fast(a1, mult[c + 1], add[c + 1], 0) >> rlx_ctz(add[c + 1])) >> 1); \
+            dst[c + 2] = (int8_t)rlx_sat8((rlx_rq_fast(a2, mult[c + 2], add[c + 2], 0) >> rlx_ctz(add[c + 2])) >> 1); \
+            dst[c + 3] = (int8_t)rlx_sat8((rlx_rq_fast(a3, mult[c + 3], add[c + 3], 0) >> rlx_ctz(add[c + 3])) >> 1); \
+        } else {                                                                                          \
+            const int32_t acc[4] = {a0, a1, a2, a3};                                                      \
+            rlx_dw8_out4(rq, acc, c, dst);                                                                \
+        }                                                                                                 \
+    } while (0)
+
+/* rlx_rq_out of 4 channels, out of line: inlined, its registers leave the tap asm too few. */
+static RLX_NOINLINE void rlx_dw8_out4(const rlx_rq_params *rq, const int32_t *acc, int32_t c, int8_t *dst)
+{
+    for (int32_t i = 0; i < 4; i++) {
+        dst[c + i] = (int8_t)rlx_rq_out(rq, acc[i], c + i);
+    }
+}
+
+/* One pixel's channels [0, in_c & ~3), 4 at a time: `rows` x `cols` (3 or 2 each) taps from the
+ * input at r (the first tap inside the image, channel 0) and the weights at w0 (that tap's), in C
+ * (the host's emulation of the DSP path, and rq_mode 0 and 1 on the core). */
+RLX_INLINE void rlx_dw8_px_c(const rlx_dw_conv_params *p, const rlx_rq_params *rq, const int8_t *r,
+                             const int8_t *w0, int32_t rows, int32_t cols, int8_t *dst, const int32_t sat)
+{
+    const int32_t ch = p->in_c, g4 = ch & ~3, row = p->in_w * ch;
+    const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
+    const int32_t *bias = p->bias, *mult = p->mult, *add = p->rq_add;
+    for (int32_t c = 0; c < g4; c += 4) {
+        int32_t a0 = bias[c], a1 = bias[c + 1], a2 = bias[c + 2], a3 = bias[c + 3];
+        for (int32_t i = 0; i < rows; i++) {
+            for (int32_t j = 0; j < cols; j++) {
+                const uint32_t xv = rlx_rd32(r + c + i * row + j * ch);
+                const uint32_t wv = rlx_rd32(w0 + c + (3 * i + j) * ch);
+                const uint32_t x02 = rlx_sxtab16(off2, xv), x13 = rlx_sxtab16_ror8(off2, xv);
+                const uint32_t w02 = rlx_sxtb16(wv), w13 = rlx_sxtb16_ror8(wv);
+                a0 = rlx_smlabb(x02, w02, a0);
+                a2 = rlx_smlatt(x02, w02, a2);
+                a1 = rlx_smlabb(x13, w13, a1);
+                a3 = rlx_smlatt(x13, w13, a3);
+            }
+        }
+        RLX_DW8_OUT4();
+    }
+}
+
+static RLX_NOINLINE void rlx_dw8_px_any(const rlx_dw_conv_params *p, const rlx_rq_params *rq, const int8_t *r,
+                                        const int8_t *w, int32_t rows, int32_t cols, int8_t *dst)
+{
+    rlx_dw8_px_c(p, rq, r, w, rows, cols, dst, 0);
+}
+
+/* rq_mode 2, out of line: the tap asm takes 13 registers. */
+static RLX_NOINLINE void rlx_dw8_px_sat(const rlx_dw_conv_params *p, const rlx_rq_params *rq, const int8_t *r,
+                                        const int8_t *w0, int32_t rows, int32_t cols, int8_t *dst)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    const int32_t ch = p->in_c, g4 = ch & ~3, row = p->in_w * ch, sat = 1;
+    const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
+    const int32_t *bias = p->bias, *mult = p->mult, *add = p->rq_add;
+    /* r0: row 0, then row 2 (set per group); r1: row 1, stepped by the asm */
+    const int8_t *r1 = r + row;
+    const int32_t rs = 2 * row;
+    (void)rq;
+    for (int32_t c = 0; c < g4; c += 4) {
+        int32_t a0 = bias[c], a1 = bias[c + 1], a2 = bias[c + 2], a3 = bias[c + 3];
+        const int8_t *w = w0 + c, *r0 = r + c;
+        if (rows == 3 && cols == 3) {
+            RLX_DW8_ASM(RLX_DW8_ROW3("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW3("r1", ", #4") RLX_DW8_WNEXT
+                            RLX_DW8_R0_TO_ROW2 RLX_DW8_ROW3("r0", ""));
+        } else if (rows == 3) {
+            RLX_DW8_ASM(RLX_DW8_ROW2("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW2("r1", ", #4") RLX_DW8_WNEXT
+                            RLX_DW8_R0_TO_ROW2 RLX_DW8_ROW2("r0", ""));
+        } else if (cols == 3) {
+            RLX_DW8_ASM(RLX_DW8_ROW3("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW3("r1", ", #4"));
+        } else {
+            RLX_DW8_ASM(RLX_DW8_ROW2("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW2("r1", ", #4"));
+        }
+        RLX_DW8_OUT4();
+    }
+#else
+    rlx_dw8_px_c(p, rq, r, w0, rows, cols, dst, 1);
+#endif
+}
+
+/* Every pixel: its channels in groups of 4 through the tap set of its rows and columns inside
+ * the image, the rest (the channels past the last group, pixels with one row or column
+ * inside) through the reference loop. Any channel count. */
+static void rlx_dw3x3_s8_dsp(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+{
+    const rlx_rq_params rq = RLX_DW_RQ(p);
+    const int32_t ch = p->in_c, g4 = ch & ~3, in_h = p->in_h, in_w = p->in_w;
+    const int32_t sat = p->rq_mode == 2;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * in_h * in_w * ch;
+        for (int32_t oy = 0; oy < p->out_h; oy++) {
+            const int32_t y0 = oy * p->stride_h - p->pad_top;
+            const int32_t i_lo = y0 < 0 ? -y0 : 0;
+            const int32_t i_hi = y0 + 3 > in_h ? in_h - y0 : 3;
+            int8_t *dst = out + (n * p->out_h + oy) * p->out_w * ch;
+            for (int32_t ox = 0; ox < p->out_w; ox++, dst += ch) {
+                const int32_t x0 = ox * p->stride_w - p->pad_left;
+                const int32_t j_lo = x0 < 0 ? -x0 : 0;
+                const int32_t j_hi = x0 + 3 > in_w ? in_w - x0 : 3;
+                int32_t c = 0;
+                if (g4 > 0 && i_hi - i_lo >= 2 && j_hi - j_lo >= 2) {
+                    const int8_t *r = img + ((y0 + i_lo) * in_w + x0 + j_lo) * ch;
+                    const int8_t *w = p->weights + (i_lo * 3 + j_lo) * ch;
+                    if (sat) {
+                        rlx_dw8_px_sat(p, &rq, r, w, i_hi - i_lo, j_hi - j_lo, dst);
+                    } else {
+                        rlx_dw8_px_any(p, &rq, r, w, i_hi - i_lo, j_hi - j_lo, dst);
+                    }
+                    c = g4;
+                }
+                if (c < ch) {
+                    rlx_dw3x3_narrow(p, img, y0, x0, c, dst);
                 }
             }
         }
@@ -353,9 +527,8 @@ RLX_INLINE void rlx_dw3x3_body(const rlx_dw_conv_params *p, const int8_t *in, in
         return;
     }
     if (!wide || p->weights16 == NULL) {
-        /* channels not a multiple of 4: the general kernel's blocks of 4 and a scalar tail
-         * beat this kernel's scalar path on DSP cores */
-        rlx_depthwise_conv_s8(p, in, out);
+        /* int8 weights, or channels not a multiple of 4 */
+        rlx_dw3x3_s8_dsp(p, in, out);
         return;
     }
 #endif
@@ -507,3 +680,13 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
 #undef RLX_DW2_TAP
 #undef RLX_DW2_OPS
 #endif
+#ifdef RLX_DW8_TAP
+#undef RLX_DW8_TAP
+#undef RLX_DW8_WNEXT
+#undef RLX_DW8_ROW3
+#undef RLX_DW8_ROW2
+#undef RLX_DW8_R0_TO_ROW2
+#undef RLX_DW8_OPS
+#undef RLX_DW8_ASM
+#endif
+#undef RLX_DW8_OUT4

@@ -253,6 +253,98 @@ void rlx_convolve_1x1_s4(const rlx_conv_s4_params *p, const int8_t *in, int8_t *
 void rlx_fully_connected_s4(const rlx_fc_s4_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_s4(const rlx_dw_conv_s4_params *p, const int8_t *in, int8_t *out);
 
+/* ---- int16 activations, int8 weights (TFLite's 16x8 scheme; rlx_convolve_s16.c,
+ * rlx_depthwise_conv_s16.c, rlx_elementwise_s16.c) ----------------------------------------
+ * Activations NHWC int16; weights int8 in TFLite's layouts; bias int64 (0 without one).
+ * Accumulators are exact int64; `wide` picks the requantization the reference runs:
+ * TFLite's int64 form (Q15 multiplier) for an int64 bias, else int32 double rounding of
+ * the accumulator wrapped to int32. */
+typedef struct {
+    int32_t batches, in_h, in_w, in_c;
+    int32_t out_h, out_w, out_c;
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;
+    int32_t pad_top, pad_left;
+    int32_t in_offset;       /* -input zero point; padded taps are skipped */
+    int32_t out_zp, act_min, act_max;
+    int32_t wide;
+    const int8_t *weights;   /* [out_c][k_h][k_w][in_c] */
+    const int64_t *bias;     /* [out_c] */
+    const int32_t *mult;     /* [out_c] Q31 */
+    const int32_t *shift;    /* [out_c] (positive: left) */
+} rlx_conv_s16_params;
+
+typedef struct {
+    int32_t batches, in_features, out_c;
+    int32_t in_offset;
+    int32_t out_zp, act_min, act_max;
+    int32_t wide;
+    const int8_t *weights;   /* [out_c][in_features] */
+    const int64_t *bias;
+    const int32_t *mult;
+    const int32_t *shift;
+} rlx_fc_s16_params;
+
+typedef struct {
+    int32_t batches, in_h, in_w, in_c;
+    int32_t out_h, out_w, out_c;
+    int32_t ch_mult;
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w;
+    int32_t dil_h, dil_w;
+    int32_t pad_top, pad_left;
+    int32_t in_offset;
+    int32_t out_zp, act_min, act_max;
+    int32_t wide;
+    const int8_t *weights;   /* [k_h][k_w][out_c] */
+    const int64_t *bias;
+    const int32_t *mult;
+    const int32_t *shift;
+} rlx_dw_conv_s16_params;
+
+/* add / sub / mul of two broadcast int16 operands (geometry as rlx_binary_params). */
+typedef struct {
+    int32_t size;
+    int32_t broadcast;
+    int32_t out_shape[4];
+    int32_t a_strides[4];
+    int32_t b_strides[4];
+    int32_t a_offset, b_offset;   /* -zero points */
+    int32_t left_shift;           /* add / sub: headroom bits (15) */
+    int32_t a_mult, a_shift, b_mult, b_shift;
+    int32_t out_mult, out_shift;
+    int32_t out_zp, act_min, act_max;
+    int32_t subtract;
+} rlx_add_s16_params;
+
+/* relu, relu6, clamp, leaky_relu on int16: out_zp + requantize(x - in_zp) by the
+ * multiplier of the sign (pos_* for x - in_zp >= 0), clamped; identity only clamps. */
+typedef struct {
+    int32_t size;
+    int32_t identity;
+    int32_t in_zp, out_zp;
+    int32_t pos_mult, pos_shift, neg_mult, neg_shift;
+    int32_t act_min, act_max;
+} rlx_rescale_s16_params;
+
+typedef struct {
+    int32_t rows, depth;
+    int32_t mult, shift;     /* differences onto [-65535, 0] for [-10, 0] */
+    const int16_t *exp_lut;  /* 513 entries: exp on [-10, 0] */
+    const int16_t *recip_lut; /* 513 entries: 1 / (1 + x) on [0, 1] */
+} rlx_softmax_s16_params;
+
+void rlx_convolve_s16(const rlx_conv_s16_params *p, const int16_t *in, int16_t *out);
+void rlx_fully_connected_s16(const rlx_fc_s16_params *p, const int16_t *in, int16_t *out);
+void rlx_depthwise_conv_s16(const rlx_dw_conv_s16_params *p, const int16_t *in, int16_t *out);
+void rlx_add_s16(const rlx_add_s16_params *p, const int16_t *a, const int16_t *b, int16_t *out);
+void rlx_mul_s16(const rlx_add_s16_params *p, const int16_t *a, const int16_t *b, int16_t *out);
+void rlx_rescale_s16(const rlx_rescale_s16_params *p, const int16_t *in, int16_t *out);
+void rlx_avgpool_s16(const rlx_pool_params *p, const int16_t *in, int16_t *out);
+void rlx_maxpool_s16(const rlx_pool_params *p, const int16_t *in, int16_t *out);
+void rlx_softmax_s16(const rlx_softmax_s16_params *p, const int16_t *in, int16_t *out);
+
 #ifdef __cplusplus
 }
 #endif

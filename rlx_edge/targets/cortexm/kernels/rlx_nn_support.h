@@ -199,21 +199,24 @@ RLX_INLINE int32_t rlx_clamp(int32_t v, int32_t lo, int32_t hi)
     return v > hi ? hi : v;
 }
 
+/* Trailing zero bits of a nonzero word (RBIT + CLZ on Arm). */
+RLX_INLINE int32_t rlx_ctz(int32_t v)
+{
+#if defined(__GNUC__)
+    return __builtin_ctz((uint32_t)v);
+#else
+    int32_t n = 0;
+    for (uint32_t a = (uint32_t)v; (a & 1u) == 0u; a >>= 1) {
+        n++;
+    }
+    return n;
+#endif
+}
+
 /* The right shift e of the fast form, read off its rq_add: 2**(e-1) + zp * 2**e
  * is an odd multiple of 2**(e-1) (rules.fast_requant), so the per-channel
  * constants need no separate shift array. */
-RLX_INLINE int32_t rlx_rq_e(int32_t add)
-{
-#if defined(__GNUC__)
-    return __builtin_ctz((uint32_t)add) + 1;
-#else
-    int32_t e = 1;
-    for (uint32_t a = (uint32_t)add; (a & 1u) == 0u; a >>= 1) {
-        e++;
-    }
-    return e;
-#endif
-}
+RLX_INLINE int32_t rlx_rq_e(int32_t add) { return rlx_ctz(add) + 1; }
 
 /* A kernel's requantization, copied into a local at entry: int8 stores may
  * alias the parameter struct, a local cannot, so nothing is re-read.

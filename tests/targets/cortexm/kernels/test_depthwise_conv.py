@@ -112,3 +112,35 @@ def test_depth_multiplier_on_one_channel_runs_as_a_convolution(check):
     model_c = emit(g).files["model.c"]
     assert "rlx_depthwise_conv" not in model_c and model_c.count("rlx_convolve_s8(") == len(cases)
     assert check(g, n_inputs=5) >= 5  # inputs compared, bit-exact on both builds
+
+
+def test_depthwise_3x3_int8_dsp_path_on_m4_bit_exact(tmp_path):
+    """The balanced 3x3 kernel's Cortex-M4 asm (int8 weights widened in registers): channels
+    with and without a remainder past the groups of 4, strides 1 and 2, same and valid padding
+    (all four tap sets: 3 or 2 rows x 3 or 2 columns), inputs one or two pixels wide (the
+    reference loop), both output rules (saturating rq_mode 2; a relu whose zero point is not
+    -128 clamps), under QEMU against the reference."""
+    from rlx_edge.runners import prepare
+    from rlx_edge.targets.reference import run
+    from rlx_edge.targets.reference.compare import make_inputs
+
+    rng = np.random.default_rng(17)
+    g = Graph("dw_m4")
+    cases = [(6, 5, 8, 1, "same"), (7, 6, 6, 2, "same"), (5, 7, 13, 1, "valid"), (2, 1, 4, 1, "same"),
+             (4, 4, 3, 2, "valid"), (3, 2, 12, 2, "same")]  # fmt: skip
+    for k, (h, w, c, s, pad) in enumerate(cases):
+        act = ["none", "relu", "relu6"][k % 3]
+        x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
+        wt = g.param(f"w{k}", rng.integers(-127, 128, (1, 3, 3, c)).astype(np.int8), quant=wq(rng, c, 3))
+        b = g.param(f"b{k}", rng.integers(-3000, 3000, c).astype(np.int32))
+        y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), strides=(s, s),
+                               dilations=(1, 1), padding=pad, activation=act, depth_multiplier=1)  # fmt: skip
+        g.output(y)
+    assert emit(g).files["model.c"].count("rlx_depthwise_conv_3x3_s8(") == len(cases)
+    modes = {emit(g).files["model.c"].count(f".rq_mode = {m},") for m in (1, 2)}
+    assert 0 not in modes  # both output rules run
+    runner = prepare("qemu-m4", g, tmp_path)
+    for k, sample in enumerate(make_inputs(g, 2, seed=4)):  # 2 random, then all-min, all-max, all-zero-point
+        got, want = runner(sample), run(g, sample)
+        for name, ref in want.items():
+            assert np.array_equal(got[name], ref), f"input {k}, output {name}"
