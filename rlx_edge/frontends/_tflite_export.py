@@ -369,6 +369,14 @@ def _select_v2(w: _Writer, node: Node) -> _OpOut | str:
     return _plain(w, node)
 
 
+@_RULES.rule("add_n")
+def _add_n(w: _Writer, node: Node) -> _OpOut | str:
+    qs = [w.g.types[v].quant for v in node.inputs]
+    if qs[0] is not None and not all(_same_quant(q, qs[0]) for q in qs[1:]):
+        return "add_n with inputs quantized unlike each other (TFLite Micro's ADD_N needs one scale and zero point)"
+    return _plain(w, node)
+
+
 def _same_quant(a: QuantParams, b: QuantParams) -> bool:
     """Equal float32 scales and zero points: the same stored values mean the same reals."""
     return np.array_equal(np.float32(a.scale), np.float32(b.scale)) and np.array_equal(a.zero_point, b.zero_point)

@@ -202,6 +202,18 @@ _declare("COS", "cos", options="CosOptions", write_options=False)
 _declare("FLOOR", "floor")
 _declare("CEIL", "ceil")
 _declare("ROUND", "round")
+# Arithmetic. Their options tables are empty; files may carry them, we write none.
+_declare("FLOOR_DIV", "floor_div", options="FloorDivOptions", write_options=False)
+_declare("FLOOR_MOD", "floor_mod", options="FloorModOptions", write_options=False)
+_declare("ADD_N", "add_n", options="AddNOptions", write_options=False)
+_declare(
+    "SQUARED_DIFFERENCE",
+    "squared_difference",
+    options="SquaredDifferenceOptions",
+    write_options=False,
+    int8_version=2,
+    int16_version=3,
+)
 # Comparisons (bool results). Their options tables are empty; files may carry them, we write none.
 for _name, _op in (("EQUAL", "equal"), ("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
                    ("GREATER_EQUAL", "greater_equal"), ("LESS", "less"), ("LESS_EQUAL", "less_equal")):  # fmt: skip
@@ -331,6 +343,15 @@ _declare(
     int8_version=2,
 )
 _declare("GATHER_ND", "gather_nd", options="GatherNdOptions", write_options=False)
+# its variable state tensor becomes a graph input/output pair: converter and export rule in
+# tflite.py and _tflite_export.py; AsymmetricQuantizeInputs concerns hybrid kernels only
+_declare(
+    "SVDF",
+    "svdf",
+    options="SVDFOptions",
+    fields=(OptionField("Rank", "rank", default=1), _ACT, OptionField("AsymmetricQuantizeInputs", default=False)),
+    int8_version=3,
+)
 # Shape-only builtins: folded to constants at import (tflite.py)
 _declare("SHAPE", options="ShapeOptions", write_options=False, folded=True)
 _declare("ZEROS_LIKE", options="ZerosLikeOptions", write_options=False, folded=True)

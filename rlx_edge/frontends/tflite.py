@@ -212,6 +212,8 @@ class _Importer:
         self.used: set[str] = set()
         self.dequantized: dict[str, str] = {}  # int8 weight -> its float copy (hybrid models)
         self.folded: dict[int, np.ndarray] = {}  # tensor index -> value of a shape-only op, folded at import
+        # SVDF's variable state tensors: graph input -> the graph output holding its update (metadata["state"])
+        self.state_pairs: dict[str, str] = {}
 
     # tensors --------------------------------------------------------------
     def read_tensors(self) -> None:
@@ -333,6 +335,9 @@ class _Importer:
             _CONVERTERS.get(op.opname, _plain)(self, op)
         for i in _ints(self.r.vector(sg, 8, 4, "subgraph outputs")):
             self.g.output(self.value(int(i)))
+        if self.state_pairs:  # after the model's own outputs, in operator order
+            self.g.output(*self.state_pairs.values())
+            self.g.metadata["state"] = dict(self.state_pairs)
         # every rule a later stage (ours or TFLite Micro's) relies on, before anyone runs the graph
         verify(self.g)
         check_quantized(self.g, narrow_is_quantized=True)

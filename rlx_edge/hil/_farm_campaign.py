@@ -94,6 +94,14 @@ class _BuildFailed(Exception):
     pass
 
 
+class _Abort(Exception):
+    """Wraps what ``on_result`` raised, so the place-failure handlers let it through."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _connect(url: str, baudrate: int, timeout: float, deadline_s: float) -> Transport:
     """The place's UART; a just-restarted QEMU listens a moment after it starts, so retry until ``deadline_s``."""
     deadline = time.monotonic() + deadline_s
@@ -224,7 +232,7 @@ class FarmRun:
                     return
                 except BaseException as e:
                     with self._lock:
-                        self.abort = self.abort or e
+                        self.abort = self.abort or (e.error if isinstance(e, _Abort) else e)
                     self.queue.cancel()
                     return
                 finally:
@@ -257,7 +265,11 @@ class FarmRun:
             pr.ticks.append(r.ticks)
         pr.inputs += 1
         if self.on_result is not None:
-            self.on_result(name, case.name, k)
+            try:
+                self.on_result(name, case.name, k)
+            except BaseException as e:
+                # The caller's failure, not the place's: it stops the campaign instead of dropping the place.
+                raise _Abort(e) from e
 
 
 def percentiles(ticks: list[int]) -> dict[str, int] | None:

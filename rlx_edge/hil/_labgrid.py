@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import attr
+import grpc
 from labgrid.driver.common import Driver
 from labgrid.factory import target_factory
 from labgrid.remote.client import ClientSession
 from labgrid.remote.generated import labgrid_coordinator_pb2 as pb2
+from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 from labgrid.util.helper import processwrapper
 from labgrid.util.managedfile import ManagedFile
 
@@ -41,6 +43,13 @@ from rlx_edge.hil import _qemu_places
 from rlx_edge.hil.transport import HilError
 
 QEMU_RESOURCE = "RlxQemuPlace"
+# labgrid's ClientSession channel options (keepalive pings within the coordinator's limits).
+_CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 7500),
+    ("grpc.keepalive_timeout_ms", 10000),
+    ("grpc.http2.ping_timeout_ms", 10000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
 DEFAULT_COORDINATOR = "127.0.0.1:20408"
 
 
@@ -69,6 +78,12 @@ class Session:
 
         async def start() -> ClientSession:
             session = ClientSession(self.address, self._loop)
+            # gRPC shares one TCP connection among a process's channels to the same address, and the
+            # coordinator tells clients apart by that connection (it asserts one stream per peer): a
+            # second session in this process (two campaigns, a check while one runs) needs its own.
+            options = [*_CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+            session.channel = grpc.aio.insecure_channel(target=self.address, options=options)
+            session.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(session.channel)
             await session.start()
             return session
 
@@ -82,8 +97,6 @@ class Session:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout)
 
     def _grpc(self, call: Callable[[Any], Any], request: Any, what: str) -> None:
-        import grpc
-
         async def go() -> None:
             await call(request)
             await self._session.sync_with_coordinator()

@@ -110,7 +110,8 @@ def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[
             return None  # nor has an empty input (a concat's)
         if any(a.size == 0 for a in run(fg, {k: v[0] for k, v in data.items()}).values()):
             return None  # an empty result has no range to calibrate; models do not compute them
-        g = quantize(fg, calibrate(fg, data, optimize=False), scheme="int8", optimize=False)  # the op itself, not what the optimizer makes of it
+        # the op itself, not what the optimizer makes of it (a unit-axis transpose becomes a reshape)
+        g = quantize(fg, calibrate(fg, data, optimize=False), scheme="int8", optimize=False)
     node = next(n for n in g.nodes if n.op == op)
     assert node_context(g, node).quantized, f"{op}: PTQ left the node float"
     feeds = [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]

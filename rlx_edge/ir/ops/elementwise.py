@@ -9,7 +9,7 @@ import numpy as np
 
 from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir import fixedpoint as fp
-from rlx_edge.ir.dtype import from_numpy
+from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.ops._common import (
     ACTIVATION,
     FLOAT_SAMPLE_DTYPES,
@@ -70,15 +70,39 @@ def _binary(name: str, fn, *, fused_activation: bool, doc: str) -> OpDef:
             dt = np.int32
             a = rng.integers(-50, 50, a_shape).astype(dt)
             b = rng.integers(1, 20, b_shape).astype(dt)
+            if name in _FLOORED:  # both signs: where floored and truncated results differ
+                b = (b * rng.choice(np.array([-1, 1], dt), b_shape)).astype(dt)
         else:
             dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
             a, b = rand_float(rng, a_shape, dt), rand_float(rng, b_shape, dt)
-            if name == "div":
+            if name in _FLOORED and rng.random() < 0.5:  # halves over quarters: exact multiples occur
+                a, b = (np.round(a * 8) / 2).astype(dt), (np.round(b * 4) / 4).astype(dt)
+            if name == "div" or name in _FLOORED:
                 b = np.where(np.abs(b) < 0.1, 1, b).astype(dt)
         attrs = {"activation": str(rng.choice(["none", "relu", "relu6"]))} if fused_activation else {}
         return [a, b], attrs
 
     return op
+
+
+_FLOORED = ("floor_div", "floor_mod")
+
+
+def _floor_div(a, b):
+    """TFLite's FLOOR_DIV: floor(a / b) for floats; integers divide exactly (0 for b == 0)."""
+    if a.dtype.kind == "f":
+        return np.floor(a / b)
+    return np.floor_divide(a, np.where(b == 0, 1, b)) * (b != 0)
+
+
+def _floor_mod(a, b):
+    """TFLite's FLOOR_MOD: the C remainder (fmod for floats), moved to b's sign where they differ.
+    Integers take 0 for b == 0."""
+    if a.dtype.kind == "f":
+        r = np.fmod(a, b)
+    else:
+        r = np.fmod(a, np.where(b == 0, 1, b)) * (b != 0)
+    return np.where((r != 0) & ((b < 0) != (r < 0)), r + b, r)
 
 
 def _int_div(a, b):
@@ -94,6 +118,16 @@ mul = _binary("mul", np.multiply, fused_activation=True, doc="a * b")
 div = _binary("div", _int_div, fused_activation=False, doc="a / b (integers truncate toward zero)")
 maximum = _binary("maximum", np.maximum, fused_activation=False, doc="elementwise max(a, b)")
 minimum = _binary("minimum", np.minimum, fused_activation=False, doc="elementwise min(a, b)")
+floor_div = _binary("floor_div", _floor_div, fused_activation=False, doc="floor(a / b), broadcast (TFLite FLOOR_DIV)")
+floor_mod = _binary(
+    "floor_mod", _floor_mod, fused_activation=False, doc="a - floor(a / b) * b, broadcast (TFLite FLOOR_MOD)"
+)
+squared_difference = _binary(
+    "squared_difference",
+    lambda a, b: np.square(a - b),
+    fused_activation=False,
+    doc="(a - b) ** 2, broadcast (TFLite SQUARED_DIFFERENCE)",
+)
 
 
 def _unary(name: str, fn, *, ints: bool = False, domain: str = "real", int_dtypes=("i8", "i16"), doc: str) -> OpDef:
@@ -249,6 +283,36 @@ _binary_jvp(minimum, lambda e, a, b, y, ta, tb: _select_jvp(e, e.less(e.sub(a, b
 _binary_vjp(minimum, lambda e, a, b, y, ct: (lambda m: (m, e.sub(ct, m)))(e.mul(ct, e.less(e.sub(a, b), 0))))
 
 
+# floor_div is piecewise constant: a zero derivative (JAX's convention), not an error
+@floor_div.jvp
+def _floor_div_jvp(e, primals, outputs, tangents):
+    return [None]
+
+
+@floor_div.vjp
+def _floor_div_vjp(e, primals, outputs, cotangents):
+    return [None, None]
+
+
+# floor_mod(a, b) = a - floor(a / b) b, floor(a / b) held constant
+_binary_jvp(
+    floor_mod,
+    lambda e, a, b, y, ta, tb: e.add_maybe(ta, None if tb is None else e.neg(e.mul(tb, e.floor_div(a, b)))),
+)
+_binary_vjp(floor_mod, lambda e, a, b, y, ct: (ct, e.neg(e.mul(ct, e.floor_div(a, b)))))
+# d(a - b)**2 = 2 (a - b) (da - db)
+_binary_jvp(
+    squared_difference,
+    lambda e, a, b, y, ta, tb: e.mul(
+        e.mul(e.sub(a, b), e.const(2, y)), e.add_maybe(ta, None if tb is None else e.neg(tb))
+    ),
+)
+_binary_vjp(
+    squared_difference,
+    lambda e, a, b, y, ct: (lambda g: (g, e.neg(g)))(e.mul(ct, e.mul(e.sub(a, b), e.const(2, y)))),
+)
+
+
 def _prelu_slope(e, x, alpha):
     """1 where x > 0, alpha where x < 0 (output shape)."""
     return e.add(e.greater(x, 0), e.mul(e.less(x, 0), alpha))
@@ -393,6 +457,163 @@ def _byte_pair_bind(eval_fn):
 add.bind(_byte_pair_bind(_add_sub_eval(subtract=False)))
 sub.bind(_byte_pair_bind(_add_sub_eval(subtract=True)))
 mul.bind(_byte_pair_bind(_mul_eval))
+
+
+# squared_difference: TFLite Micro's squared_difference.cc. Both inputs go onto twice the larger
+# input scale after ``left_shift`` bits of headroom (7 for int8, so that 255**2 << 14 still fits
+# 32 bits; 0 for int16, whose zero points must be 0), the difference is squared in int32 and one
+# multiplier (2 max(s_a, s_b))**2 / (2**(2 left_shift) s_y) takes it to the output.
+_SQDIFF_LEFT_SHIFT = {np.dtype(np.int8): 7, np.dtype(np.int16): 0}
+
+
+@squared_difference.prepare
+def _sqdiff_prepare(ctx) -> dict:
+    """The kernel's multipliers; byte inputs also tabulate each input's scaled value (``a_table``,
+    ``b_table`` negated, int32), so that the raw difference is ``a_table[a] + b_table[b]``."""
+    (s1, zp1), (s2, zp2), (s_y, zp_y), dtype = _binary_scales(ctx)
+    if dtype not in _SQDIFF_LEFT_SHIFT:
+        raise UnsupportedOpError(
+            f"node {ctx.node!r} (squared_difference): TFLite Micro takes int8 or int16, not {dtype}"
+        )
+    if dtype == np.int16 and (zp1, zp2, zp_y) != (0, 0, 0):
+        raise UnsupportedOpError(
+            f"node {ctx.node!r} (squared_difference): int16 needs zero points 0, got {zp1}, {zp2} and {zp_y}"
+        )
+    left_shift = _SQDIFF_LEFT_SHIFT[dtype]
+    twice_max = 2 * float(max(np.float32(s1), np.float32(s2)))
+    m1, e1 = fp.quantize_multiplier_smaller_than_one_exp(float(s1) / twice_max)
+    m2, e2 = fp.quantize_multiplier_smaller_than_one_exp(float(s2) / twice_max)
+    # the kernel's (1 << 2 left_shift) * scale is a float product: exact, a power of two
+    mo, eo = fp.quantize_multiplier(twice_max * twice_max / (float(np.float32(s_y)) * (1 << 2 * left_shift)))
+    lo, hi = storage_range(dtype)
+    out = {
+        "a_zp": zp1, "b_zp": zp2, "left_shift": left_shift,
+        "a_mult": m1, "a_shift": e1, "b_mult": m2, "b_shift": e2,
+        "out_mult": mo, "out_shift": eo, "out_zp": zp_y,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+    if dtype.itemsize == 1:
+        bits = np.arange(256, dtype=np.uint8).view(dtype)
+        out["a_table"] = np.asarray(_scaled_input(bits, zp1, left_shift, m1, e1), np.int32)
+        out["b_table"] = np.asarray(-_scaled_input(bits, zp2, left_shift, m2, e2), np.int32)
+    return out
+
+
+@squared_difference.eval
+def _sqdiff_eval(p, a, b):
+    sv1 = _scaled_input(a, p.a_zp, p.left_shift, p.a_mult, p.a_shift)
+    sv2 = _scaled_input(b, p.b_zp, p.left_shift, p.b_mult, p.b_shift)
+    diff = fp.wrap_int32(sv1 - sv2)
+    y = fp.multiply_by_quantized_multiplier(fp.wrap_int32(diff * diff), p.out_mult, p.out_shift) + p.out_zp
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+squared_difference.bind(_byte_pair_bind(_sqdiff_eval))
+
+
+# add_n -----------------------------------------------------------------------------------------
+add_n = defop(
+    "add_n",
+    family="elementwise",
+    inputs=("*xs",),
+    int_dtypes=("i8",),
+    doc="the sum of two or more tensors of one shape and type, no broadcasting (TFLite ADD_N)",
+)
+
+
+@add_n.infer
+def _add_n_infer(*xs):
+    if len(xs) < 2:
+        fail(f"add_n needs at least 2 inputs, got {len(xs)}")
+    first = xs[0]
+    if first.dtype == DType.bool:
+        fail("add_n adds numbers, got bool inputs")
+    for i, t in enumerate(xs[1:], 1):
+        if t.shape != first.shape:
+            fail(f"add_n: input {i} has shape {t.shape} but input 0 has {first.shape}; ADD_N does not broadcast")
+        if t.dtype != first.dtype or (t.quant is None) != (first.quant is None):
+            fail(f"add_n: input {i} is {t} but input 0 is {first}")
+    return TensorType(first.shape, first.dtype)
+
+
+@add_n.reference
+def _add_n_ref(*xs):
+    dt = from_numpy(xs[0].dtype)
+    ct = compute_dtype(dt.numpy) if dt.is_float else np.int64
+    acc = np.zeros(xs[0].shape, ct)
+    for x in xs:  # in input order, as TFLite's loop (float sums depend on it)
+        acc = acc + x.astype(ct)
+    return finish(acc, dt) if dt.is_float else acc.astype(dt.numpy)
+
+
+@add_n.sample
+def _add_n_sample(rng):
+    n = int(rng.integers(2, 5))
+    shape = rand_shape(rng, int(rng.integers(0, 5)))
+    if rng.random() < 0.2:
+        return [rng.integers(-50, 50, shape).astype(np.int32) for _ in range(n)], {}
+    dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
+    # inputs of different ranges: quantized, each gets its own scale
+    return [rand_float(rng, shape, dt, scale=float(rng.choice([0.3, 1.0, 3.0]))) for _ in range(n)], {}
+
+
+@add_n.jvp
+def _add_n_jvp(e, primals, outputs, tangents):
+    t = None
+    for ti in tangents:
+        t = e.add_maybe(t, ti)
+    return [t]
+
+
+@add_n.vjp
+def _add_n_vjp(e, primals, outputs, cotangents):
+    return [cotangents[0]] * len(primals)
+
+
+_ADD_N_LEFT_SHIFT = 20  # add_n.cc's kAddNIntegerShift
+
+
+@add_n.prepare
+def _add_n_prepare(ctx) -> dict:
+    """TFLite Micro's ADD_N (int8, every input on one scale and zero point): each input onto twice the
+    largest input scale after 20 bits of headroom, summed, one multiplier (below one) to the output.
+
+    TFLite Micro's sum starts from the first input's scaled ``-zero_point`` (its ``x = 0`` is
+    ``input1_offset``), not from 0; ``start`` is that term, kept for bit-exactness. Inputs on
+    different scales (which TFLite Micro refuses and the exporter does not write) get a multiplier
+    each. ``tables``: each input's scaled value by bit pattern (n x 256, int32).
+    """
+    yt = ctx.out_types[0]
+    if any(t.dtype not in add_n.int_dtypes for t in (*ctx.in_types, yt)):
+        raise UnsupportedOpError(f"node {ctx.node!r} (add_n): TFLite Micro's ADD_N takes int8, not {yt.dtype}")
+    ins = [scalar_params(t.quant, f"add_n input {i}") for i, t in enumerate(ctx.in_types)]
+    s_y, zp_y = scalar_params(yt.quant, "add_n output")
+    twice_max = 2 * float(max(np.float32(s) for s, _ in ins))
+    mults = [fp.quantize_multiplier_smaller_than_one_exp(float(s) / twice_max) for s, _ in ins]
+    mo, eo = fp.quantize_multiplier_smaller_than_one_exp(twice_max / ((1 << _ADD_N_LEFT_SHIFT) * float(s_y)))
+    dtype = yt.dtype.numpy
+    lo, hi = storage_range(dtype)
+    zps = np.array([zp for _, zp in ins], np.int32)
+    m_in = np.array([m for m, _ in mults], np.int32)
+    e_in = np.array([e for _, e in mults], np.int32)
+    start = int(_scaled_input(np.zeros((), np.int8), int(zps[0]), _ADD_N_LEFT_SHIFT, int(m_in[0]), int(e_in[0])))
+    bits = np.arange(256, dtype=np.uint8).view(np.int8)
+    tables = np.stack(
+        [_scaled_input(bits, int(z), _ADD_N_LEFT_SHIFT, int(m), int(e)) for z, m, e in zip(zps, m_in, e_in)]
+    )
+    return {
+        "zps": zps, "mults": m_in, "shifts": e_in, "start": start, "tables": tables.astype(np.int32),
+        "out_mult": mo, "out_shift": eo, "out_zp": zp_y, "act_min": lo, "act_max": hi, "dtype": dtype.name,
+    }  # fmt: skip
+
+
+@add_n.eval
+def _add_n_eval(p, *xs):
+    acc = p.start
+    for x, zp, m, e in zip(xs, p.zps, p.mults, p.shifts):
+        acc = fp.wrap_int32(acc + _scaled_input(x, int(zp), _ADD_N_LEFT_SHIFT, int(m), int(e)))
+    y = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(acc, p.out_mult, p.out_shift) + p.out_zp
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)
 
 
 @prelu.prepare

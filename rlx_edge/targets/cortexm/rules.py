@@ -591,6 +591,30 @@ def _compare(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_compare_s8", "rlx_compare_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
 
 
+@RULES.rule("squared_difference")
+def _squared_difference(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates each input's scaled value (the second negated); the kernel squares
+    the sum of two lookups and requantizes."""
+    _int8(graph, node, *node.inputs, node.outputs[0])
+    p = params
+    fields = _broadcast_fields(graph, node)
+    fields.update(a_table=Const("a_table"), b_table=Const("b_table"), out_mult=p.out_mult, out_shift=p.out_shift,
+                  out_zp=p.out_zp, act_min=p.act_min, act_max=p.act_max)  # fmt: skip
+    consts = {"a_table": p.a_table, "b_table": p.b_table}
+    return Layer("rlx_arith_s8", "rlx_arith_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
+
+
+@RULES.rule("add_n")
+def _add_n(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates each input's scaled value; the kernel sums the lookups and requantizes."""
+    _int8(graph, node, *node.inputs, node.outputs[0])
+    p = params
+    fields = {"size": math.prod(_shape(_t(graph, node.outputs[0]))), "n_inputs": len(node.inputs),
+              "tables": Const("tables"), "start": p.start, "out_mult": p.out_mult, "out_shift": p.out_shift,
+              "out_zp": p.out_zp, "act_min": p.act_min, "act_max": p.act_max}  # fmt: skip
+    return Layer("rlx_add_n_s8", "rlx_add_n_params", fields, {"tables": p.tables}, [("ins",), ("out", 0)])
+
+
 @RULES.rule("select_v2")
 def _select_v2(graph: Graph, node: Node, params: Prepared) -> Layer:
     """The condition picks x or y, each mapped through its table (the stored values, or requantized)."""
@@ -737,27 +761,49 @@ def _transpose(graph: Graph, node: Node, params: Prepared) -> Layer:
     "gather_nd",
 )
 def _gather(graph: Graph, node: Node, params: Prepared) -> Layer:
-    """Pure data movement: walks the op's own reference gives at compile time (``_gather``)."""
+    """Pure data movement: walks the op's own reference gives at compile time (``_gather``), or
+    for gather and gather_nd fed computed indices, the kernel's take modes."""
     xt = _t(graph, node.inputs[0])
     for v in (node.inputs[0], *node.outputs):
         t = _t(graph, v)
         _need(t.dtype in ACTIVATION_DTYPES and t.quant is not None, node, f"needs quantized int8 tensors ({v})")
-    _need(all(v in graph.params for v in node.inputs[1:]), node, "needs constant indices")
     eb = xt.dtype.storage_bytes
+    fields: dict[str, Any] = {"n_outputs": len(node.outputs), "walks": None, "rows": None, "fill": None}
+    consts: dict[str, np.ndarray] = {}
+    args = [("ins",), ("outs",)]
+    if any(v not in graph.params for v in node.inputs[1:]):
+        fields.update(_take_fields(graph, node, eb, consts))
+        return Layer("rlx_gather", "rlx_gather_params", fields, consts, args)
     maps = source_maps(node.op, _shape(xt), node.attrs, [graph.params[v] for v in node.inputs[1:]])
     walks, rows = kernel_tables([walk(m, eb) for m in maps])
     widest = max(int(w) for w in walks[0::WALK_INTS]) if len(walks) else eb
     fill = np.array([params.fill if "fill" in params else 0], xt.dtype.numpy).view(np.uint8)
-    fields = {
-        "n_outputs": len(node.outputs),
-        "walks": Const("walks"),
-        "rows": Const("rows") if rows.size else None,
-        "fill": Const("fill"),
-    }
-    consts = {"walks": walks, "fill": np.tile(fill, widest // eb)}
+    fields.update(walks=Const("walks"), rows=Const("rows") if rows.size else None, fill=Const("fill"))
+    consts.update(walks=walks, fill=np.tile(fill, widest // eb))
     if rows.size:
         consts["rows"] = rows
-    return Layer("rlx_gather", "rlx_gather_params", fields, consts, [("in", 0), ("outs",)])
+    return Layer("rlx_gather", "rlx_gather_params", fields, consts, args)
+
+
+def _take_fields(graph: Graph, node: Node, eb: int, consts: dict) -> dict:
+    """The take modes of rlx_gather: gather and gather_nd with indices computed at run time."""
+    xs, it = _shape(_t(graph, node.inputs[0])), _t(graph, node.inputs[1])
+    idx = _shape(it)
+    fields = {"index_bytes": it.dtype.storage_bytes, "n_idx": math.prod(idx)}
+    if node.op == "gather":
+        a = node.attrs["axis"] % len(xs)
+        bd = node.attrs["batch_dims"]
+        bd = bd + len(idx) if bd < 0 else bd
+        batches = math.prod(xs[:bd])
+        fields.update(indexed=1, batches=batches, outer=math.prod(xs[bd:a]), axis_size=xs[a])
+        fields.update(n_idx=math.prod(idx[bd:]), row_bytes=math.prod(xs[a + 1 :]) * eb)
+        return fields
+    k = idx[-1]
+    consts["nd_dims"] = np.array(xs[:k], np.int32)
+    consts["nd_strides"] = np.array([math.prod(xs[j + 1 : k]) for j in range(k)], np.int32)
+    fields.update(indexed=2, nd=k, n_idx=math.prod(idx[:-1]), row_bytes=math.prod(xs[k:]) * eb)
+    fields.update(nd_dims=Const("nd_dims"), nd_strides=Const("nd_strides"))
+    return fields
 
 
 @RULES.rule("stack")

@@ -1085,7 +1085,6 @@ class Softmax(LayerComponent):
             return m
 
 
-
 class Pad(LayerComponent):
     """Constant padding (TFLite's PAD, PADV2), ``lanes`` elements per cycle.
 
@@ -1264,6 +1263,7 @@ class Concat(LayerComponent):
             out2 = Cat(*outs)
         _Writer(m, self, lanes, self.out_port, v2, out2, f2)
         return m
+
 
 __all__ = [
     "INT32_MAX",

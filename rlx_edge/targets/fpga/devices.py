@@ -23,7 +23,7 @@ class Device:
     ff: int
     bram: int  # ECP5 DP16KD (18 Kb), iCE40 SB_RAM40_4K (4 Kb)
     dsp: int  # ECP5 MULT18X18D, iCE40 SB_MAC16
-    io: int  # user I/O pins of the package
+    io: int  # user I/O pins of the package (nextpnr's report counts the die's I/O sites: 365 on the 85K)
     default_mhz: float  # nextpnr's timing target when no clock is asked for
     bram_kbit: int
 

@@ -103,6 +103,12 @@ def _stream_ports(lines: list[str], side: str, k: int, s: dict, direction: str) 
     lines.append(
         f"//   {side}{k}_axis_*: {what} {s['value']!r} shape {s['shape']}, {s['lanes']} int8 lanes x {s['beats']} beats"
     )
+    host = s.get("host")
+    if host:  # a float model interface: the driver converts, as the model's quantize/dequantize node does
+        lines.append(
+            f"//     the host computes it: {host['op']} of {host['value']!r} ({host['dtype']}), scale {host['scale']}, "
+            f"zero point {host['zero_point']} (TFLite's float32 arithmetic)"
+        )
     return [
         f"    {direction} wire [{w - 1}:0] {side}{k}_axis_tdata,   // {s['lanes']} int8 elements, lane 0 in [7:0]",
         f"    {direction} wire {side}{k}_axis_tvalid,           // beat offered",

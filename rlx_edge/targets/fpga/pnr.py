@@ -222,7 +222,7 @@ def _run_nextpnr(
     killer = threading.Timer(timeout, stop)
     killer.start()
     try:
-        with log.open("w") as f:
+        with log.open("w", buffering=1) as f:  # line-buffered: readable while a long run goes on
             assert proc.stdout is not None
             for line in proc.stdout:
                 f.write(line)
@@ -371,7 +371,8 @@ def place_and_route(
         progress(f"yosys {FAMILIES[dev.family].split()[0]} of {top} (minutes for a large model)")
     cells, synth_wall = run_yosys([verilog, work / "shell.v"], SHELL_TOP, dev.family, netlist=netlist, timeout=timeout)
     if progress is not None:
-        progress(f"yosys done in {synth_wall:.0f} s")
+        counts = ", ".join(f"{_count(cells, pats):,} {what.upper()}" for what, pats in _PRECHECK[dev.family].items())
+        progress(f"yosys done in {synth_wall:.0f} s: {counts}")
     try:
         precheck(cells, dev, top)
     except FitError as e:

@@ -24,13 +24,32 @@ def _int_div(a, b):
     return jnp.trunc(a / jnp.where(b == 0, 1, b)).astype(jnp.int64)
 
 
+def _floor_div(a, b):
+    # as the reference: floor(a / b) for floats, exact integer division with 0 for b == 0
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        return jnp.floor(a / b)
+    return jnp.floor_divide(a, jnp.where(b == 0, 1, b)) * (b != 0)
+
+
+def _floor_mod(a, b):
+    # TFLite's FloorMod: the C remainder, moved to b's sign where the two differ
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        r = jnp.fmod(a, b)
+    else:
+        r = jnp.fmod(a, jnp.where(b == 0, 1, b)) * (b != 0)
+    return jnp.where((r != 0) & ((b < 0) != (r < 0)), r + b, r)
+
+
 _BINARY: dict[str, Callable] = {
+    "floor_div": _floor_div,
+    "floor_mod": _floor_mod,
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
     "maximum": lambda a, b: jnp.maximum(a, b),
     "minimum": lambda a, b: jnp.minimum(a, b),
+    "squared_difference": lambda a, b: jnp.square(a - b),
     "prelu": lambda a, b: jnp.where(a >= 0, a, a * b),
 }
 
@@ -61,6 +80,22 @@ def _binary_rule(name: str) -> None:
 
 for _name in _BINARY:
     _binary_rule(_name)
+
+
+@RULES.rule("add_n")
+def _add_n(ctx: LowerCtx):
+    if ctx.quantized:
+        return ctx.shared_eval()
+    dt = ctx.in_types[0].dtype
+    ct = compute_dtype(dt.numpy) if dt.is_float else jnp.int64
+
+    def add_n(*xs):
+        acc = jnp.zeros(xs[0].shape, ct)
+        for x in xs:  # in input order, as the reference
+            acc = acc + x.astype(ct)
+        return finish(acc, dt) if dt.is_float else acc.astype(dt.numpy)
+
+    return add_n
 
 
 # unary ----------------------------------------------------------------------------------------

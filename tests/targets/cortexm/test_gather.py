@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 
 from rlx_edge.boards import ALIASES
-from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.hil.qemu import run_qemu
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.quant.calibrate import calibrate
 from rlx_edge.quant.ptq import quantize
-from rlx_edge.targets.cortexm import build_model_firmware, rules
+from rlx_edge.targets.cortexm import build_model_firmware, compile_host, rules
 from rlx_edge.targets.cortexm._gather import FILL, WALK_INTS, kernel_tables, source_maps, walk
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
@@ -88,14 +87,36 @@ def test_mirrored_and_padded_moves_use_row_tables() -> None:
     assert p.rows is not None and FILL in p.rows.tolist()
 
 
-def test_runtime_indices_are_a_clear_refusal() -> None:
+def _take_model() -> Graph:
+    """gather and gather_nd fed indices the model computes (here: its inputs), one from a constant table."""
     q = QuantParams(np.float32(0.1), 3, storage="i8")
-    g = Graph("gather")
-    x = g.input("x", (4, 3), "i8", quant=q)
-    i = g.input("i", (2,), "i32")
-    g.output(g.gather(x, i, axis=0, out_quant=q))
-    with pytest.raises(UnsupportedOpError, match=r"\(gather\): the cortexm target needs constant indices"):
-        rules.layer_for(g, g.nodes[0])
+    g = Graph("take")
+    x = g.input("x", (2, 5, 3), "i8", quant=q)
+    i = g.input("i", (2, 4), "i32")
+    j = g.input("j", (3, 2), "i64")
+    table = g.param("table", np.arange(-60, 60, 2, dtype=np.int8).reshape(6, 10), quant=q)
+    g.output(
+        g.gather(x, i, axis=1, batch_dims=1, out_quant=q),
+        g.gather(table, i, axis=0, out_quant=q),
+        g.gather_nd(x, j, out_quant=q),
+    )
+    return g
+
+
+def test_computed_indices_run_the_take_modes(tmp_path) -> None:
+    g = _take_model()
+    assert all(rules.layer_for(g, n).fields["indexed"] in (1, 2) for n in g.nodes)
+    model = compile_host(g, tmp_path)
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        feeds = {
+            "x": rng.integers(-128, 128, (2, 5, 3)).astype(np.int8),
+            "i": rng.integers(-5, 5, (2, 4)).astype(np.int32),  # negatives count from the end
+            "j": np.stack([rng.integers(-2, 2, 3), rng.integers(0, 5, 3)], axis=1).astype(np.int64),
+        }
+        want, got = run(g, feeds), model.run(feeds)
+        for o in g.outputs:
+            np.testing.assert_array_equal(got[o], want[o], err_msg=o)
 
 
 def _movement_model() -> Graph:

@@ -112,8 +112,17 @@ static void rlx_im2col_small(const rlx_conv_params *p, const int8_t *img, int32_
     for (int32_t i = k == 0 ? 0 : p->k_h; i < p->k_h; i++) {
         const int32_t iy = oy * p->stride_h - p->pad_top + i * p->dil_h;
         const int32_t row_in = iy >= 0 && iy < p->in_h;
-        if (row_in && whole) {
-            rlx_copy_short(buf + k, img + (iy * p->in_w + ix0) * c, seg);
+        if (p->dil_w == 1) {
+            /* the zero point, the one run of columns inside the image (none for a row outside), the
+             * zero point: no per-tap test */
+            const int32_t jl = ix0 < 0 ? -ix0 : 0;
+            const int32_t jh = ix0 + p->k_w > p->in_w ? p->in_w - ix0 : p->k_w;
+            const int32_t n_in = row_in && jh > jl ? (jh - jl) * c : 0, n_lo = n_in > 0 ? jl * c : seg;
+            rlx_fill_short(buf + k, zp, n_lo);
+            if (n_in > 0) {
+                rlx_copy_short(buf + k + n_lo, img + (iy * p->in_w + ix0 + jl) * c, n_in);
+            }
+            rlx_fill_short(buf + k + n_lo + n_in, zp, seg - n_lo - n_in);
             k += seg;
             continue;
         }
@@ -541,6 +550,30 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
  * no scratch. On DSP cores each input word is widened in registers
  * (SXTB16, SXTB16 ROR 8) once for 4 channels. The last, partial quad is
  * read byte by byte (never past the row) and zero-filled. */
+#if RLX_GEMM_ASM
+/* rlx_mac4_quad of the next input word (px) against the block's next 4 weight words (pw): 1 + 4
+ * loads, 2 + 4 SXTB16, 8 SMLAD for 16 MACs. */
+#define RLX_ROW_QUAD_ASM                              \
+    "ldr    %[xv], [%[px]], #4\n\t"                   \
+    "ldr    %[wv], [%[pw]], #16\n\t"                  \
+    "sxtb16 %[xe], %[xv]\n\t"                         \
+    "sxtb16 %[xv], %[xv], ror #8\n\t"                 \
+    "smlad  %[a0], %[xe], %[wv], %[a0]\n\t"           \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
+    "smlad  %[a1], %[xe], %[wv], %[a1]\n\t"           \
+    "ldr    %[wv], [%[pw], #-12]\n\t"                 \
+    "smlad  %[a2], %[xe], %[wv], %[a2]\n\t"           \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
+    "smlad  %[a3], %[xe], %[wv], %[a3]\n\t"           \
+    "ldr    %[wv], [%[pw], #-8]\n\t"                  \
+    "smlad  %[a0], %[xv], %[wv], %[a0]\n\t"           \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
+    "smlad  %[a1], %[xv], %[wv], %[a1]\n\t"           \
+    "ldr    %[wv], [%[pw], #-4]\n\t"                  \
+    "smlad  %[a2], %[xv], %[wv], %[a2]\n\t"           \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
+    "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
+#endif
 static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n, int8_t *out)
 {
     const int32_t kq = g->k_quads;
@@ -559,7 +592,22 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         const int32_t *bias = g->bias + ob;
         int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
-        for (int32_t q = 0; q < kq; q++) {
+        int32_t q = 0;
+#if RLX_GEMM_ASM
+        if (full >= 2) {
+            /* the whole quads two per pass (one CMP + BNE per 32 MACs); C compilers spill here */
+            const int8_t *px = x, *const end = x + 4 * (full & ~1);
+            uint32_t xv, xe, wv;
+            __asm__ volatile("1:\n\t" RLX_ROW_QUAD_ASM RLX_ROW_QUAD_ASM "cmp    %[px], %[end]\n\t"
+                                                                     "bne    1b\n\t"
+                             : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [px] "+r"(px),
+                               [pw] "+r"(w), [xv] "=&r"(xv), [xe] "=&r"(xe), [wv] "=&r"(wv)
+                             : [end] "r"(end)
+                             : "cc", "memory");
+            q = full & ~1;
+        }
+#endif
+        for (; q < kq; q++) {
             const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
 #if RLX_USE_DSP
             rlx_mac4_quad(rlx_sxtb16(xv), rlx_sxtb16_ror8(xv), w, &a0, &a1, &a2, &a3);

@@ -5,7 +5,8 @@
  * biases instead (all 9 taps, or a clipped left or right column), reads a
  * row of the zero point (pad3) for rows outside the image, and accumulates
  * doubled (the acc << 1 of SMMLAR); otherwise SXTAB16 adds the offset to two
- * channels in the instruction that sign-extends them.
+ * channels in the instruction that sign-extends them. The 3x3 kernel of the
+ * int8 layouts (balanced) widens the int8 weights in registers (rlx_dw8_*).
  */
 #include "rlx_nn.h"
 #include "rlx_nn_support.h"

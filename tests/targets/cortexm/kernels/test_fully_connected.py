@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.hil.qemu import run_qemu
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
+from rlx_edge.targets.cortexm import build_model_firmware
+from rlx_edge.targets.reference import run
+from rlx_edge.targets.reference.compare import make_inputs
 
 from ..conftest import rand_q, wq
 
@@ -23,3 +27,32 @@ def test_fully_connected_random(check):
         act = str(rng.choice(["none", "relu", "relu6", "relu_n1_to_1"]))
         g.output(g.fully_connected(x, w, b, activation=act, name=f"fc{k}", out_quant=rand_q(rng, 0.05, 0.5)))
     assert check(g, n_inputs=5) == 8
+
+
+def test_fully_connected_dsp_asm_on_m4_odd_quads(tmp_path):
+    """The M4's asm loop (whole quads two per pass) after an odd quad count, a partial last quad and
+    fewer than two whole quads, under QEMU (the host builds run the C schedule, not the asm)."""
+    rng = np.random.default_rng(5)
+    g = Graph("fc_chain")
+    h = g.input("x", (1, 20), "i8", quant=QuantParams(np.float32(0.05), 3))
+    # in_features 20 (5 whole quads), 17 (4 + a partial one), 9 (2 + 1), 6 (1 + 1)
+    for k, (i, o) in enumerate([(20, 17), (17, 9), (9, 6), (6, 12)]):
+        w = g.param(f"w{k}", rng.integers(-127, 128, (o, i)).astype(np.int8), quant=wq(rng, o, 0))
+        b = g.param(f"b{k}", rng.integers(-3000, 3000, o).astype(np.int32))
+        h = g.fully_connected(
+            h,
+            w,
+            b,
+            activation="relu" if k % 2 else "none",
+            name=f"fc{k}",
+            out_quant=QuantParams(np.float32(0.08 + 0.02 * k), -4 + k),
+        )
+    g.output(h)
+    board = "qemu-mps2-an386"
+    elf, _info = build_model_firmware(g, board, tmp_path / "fw")
+    samples = make_inputs(g, 4, seed=3)
+    out = g.outputs[0]
+    t = g.types[out]
+    got = run_qemu(elf, board, [s[g.inputs[0]] for s in samples], output_dtype=t.dtype.numpy, output_shape=t.shape)
+    for s, y in zip(samples, got):
+        assert np.array_equal(y, run(g, s)[out])

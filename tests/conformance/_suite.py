@@ -1,0 +1,390 @@
+"""TFLite builtin x dtype conformance: case generation, the four runs and their classification.
+
+A case is one TFLite Micro builtin in one dtype: ``float`` (the unquantized
+model: float32, or the bool / int32 tensors the op takes), ``int8`` or
+``int16x8`` (PTQ with that scheme, seeded calibration). Its model is one op,
+drawn from the IR op's sampler (seeded by builtin and dtype), written by the
+exporter, read back by the importer and run on four sides:
+
+- ``tflm``: TFLite Micro loads and runs it (``unsupported`` when it refuses);
+- ``reference``: equal to TFLite Micro (``compare_with_tflm``; float within
+  its documented tolerance);
+- ``cortexm``: the host build, every case's graph a branch of one build,
+  equal to the reference; the target is integer-only, so float cases are
+  ``n/a`` there;
+- ``jax``: one XLA program the same way, equal to the reference (float within
+  ``JAX_FLOAT_TOL``).
+
+A case ``pass``es when every side that applies passes; ``wrong`` is any
+mismatch (must never happen); ``unsupported`` is a clear RlxError (ours) and
+counts as not passing; ``tflm-unsupported`` cases are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from opgraphs import single_node_graph
+from rlx_edge.errors import RlxError, UnsupportedOpError
+from rlx_edge.frontends._tflite_ops import BUILTINS
+from rlx_edge.frontends._tflite_schema import schema_module
+from rlx_edge.frontends.tflite import load_tflite_bytes, to_tflite_bytes
+from rlx_edge.frontends.tflm import TflmError
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.ops import REGISTRY
+from rlx_edge.ir.plan import node_context
+from rlx_edge.quant.calibrate import calibrate
+from rlx_edge.quant.ptq import quantize
+from rlx_edge.targets.reference import run
+from rlx_edge.targets.reference.compare import compare_with_tflm, make_inputs
+
+DTYPES = ("float", "int8", "int16x8")
+SIDES = ("tflm", "reference", "cortexm", "jax")
+N_INPUTS = 4  # seeded random inputs per case, plus compare's three edge inputs
+MAX_TRIES = 12
+# jax computes float32 in XLA's order, not numpy's: a few ulps apart on transcendental ops
+JAX_FLOAT_TOL = 1e-5
+
+_ALL3 = frozenset(DTYPES)
+_FI8 = frozenset(("float", "int8"))
+_F = frozenset(("float",))
+_Q = frozenset(("int8", "int16x8"))
+
+# TFLite Micro's builtin set (issue #16: its op resolver's builtins) and, per builtin, the dtypes its
+# kernels take, read off the TFLite Micro kernel sources. Only consulted for a case we cannot write
+# (no importer, folded at import, PTQ keeps the op float): a case we can write is decided by
+# TFLite Micro itself. "float" for bool / int32 ops means the unquantized model.
+TFLM_DTYPES: dict[str, frozenset[str]] = {
+    "ABS": _ALL3, "ADD": _ALL3, "ADD_N": _FI8, "ARG_MAX": _FI8, "ARG_MIN": _FI8, "AVERAGE_POOL_2D": _ALL3,
+    "BATCH_MATMUL": _ALL3, "BATCH_TO_SPACE_ND": _FI8, "BROADCAST_ARGS": _F, "BROADCAST_TO": _ALL3, "CAST": _F,
+    "CEIL": _F, "CONCATENATION": _ALL3, "CONV_2D": _ALL3, "COS": _F, "CUMSUM": _FI8, "DEPTHWISE_CONV_2D": _ALL3,
+    "DEPTH_TO_SPACE": _FI8, "DEQUANTIZE": _Q, "DIV": _FI8, "ELU": _FI8, "EMBEDDING_LOOKUP": _FI8, "EQUAL": _FI8,
+    "EXP": _FI8, "EXPAND_DIMS": _ALL3, "FILL": _ALL3, "FLOOR": _F, "FLOOR_DIV": _F, "FLOOR_MOD": _F,
+    "FULLY_CONNECTED": _ALL3, "GATHER": _FI8, "GATHER_ND": _FI8, "GREATER": _FI8, "GREATER_EQUAL": _FI8,
+    "HARD_SWISH": _FI8, "L2_NORMALIZATION": _FI8, "L2_POOL_2D": _F, "LEAKY_RELU": _ALL3, "LESS": _FI8,
+    "LESS_EQUAL": _FI8, "LOG": _F, "LOGICAL_AND": _F, "LOGICAL_NOT": _F, "LOGICAL_OR": _F, "LOGISTIC": _ALL3,
+    "LOG_SOFTMAX": _FI8, "MAXIMUM": _ALL3, "MAX_POOL_2D": _ALL3, "MEAN": _ALL3, "MINIMUM": _ALL3,
+    "MIRROR_PAD": _FI8, "MUL": _ALL3, "NEG": _F, "NOT_EQUAL": _FI8, "PACK": _ALL3, "PAD": _ALL3, "PADV2": _ALL3,
+    "PRELU": _FI8, "QUANTIZE": _Q, "REDUCE_ALL": _F, "REDUCE_MAX": _ALL3, "REDUCE_MIN": _ALL3, "RELU": _ALL3,
+    "RELU6": _ALL3, "RESHAPE": _ALL3, "RESIZE_BILINEAR": _ALL3, "RESIZE_NEAREST_NEIGHBOR": _ALL3,
+    "REVERSE_V2": _ALL3, "ROUND": _F, "RSQRT": _FI8, "SELECT_V2": _ALL3, "SHAPE": _F, "SIN": _F, "SLICE": _ALL3,
+    "SOFTMAX": _ALL3, "SPACE_TO_BATCH_ND": _FI8, "SPACE_TO_DEPTH": _FI8, "SPLIT": _ALL3, "SPLIT_V": _ALL3,
+    "SQRT": _F, "SQUARE": _F, "SQUARED_DIFFERENCE": _ALL3, "SQUEEZE": _ALL3, "STRIDED_SLICE": _ALL3, "SUB": _ALL3,
+    "SUM": _ALL3, "SVDF": _FI8, "TANH": _ALL3, "TRANSPOSE": _ALL3, "TRANSPOSE_CONV": _ALL3,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _ALL3, "UNPACK": _FI8, "ZEROS_LIKE": _F,
+}  # fmt: skip
+# builtins the importer knows under another op than their own: the IR op a model of this builtin uses
+_SLICE_OF = {"REVERSE_V2": "slice", "STRIDED_SLICE": "slice", "SLICE": "slice"}
+
+
+@dataclass
+class Case:
+    builtin: str
+    dtype: str
+    sides: dict[str, str] = field(default_factory=dict)  # side -> pass | wrong | unsupported | error | n/a
+    reason: str = ""  # why it is not a pass: the first refusal or mismatch
+    model: bytes | None = None
+    graph: Graph | None = None  # the imported model
+    samples: list[dict[str, np.ndarray]] = field(default_factory=list)
+    want: list[dict[str, np.ndarray]] = field(default_factory=list)  # the reference's outputs
+
+    @property
+    def key(self) -> str:
+        return f"{self.builtin}/{self.dtype}"
+
+    @property
+    def status(self) -> str:
+        s = self.sides
+        if s.get("tflm") == "unsupported":
+            return "tflm-unsupported"
+        if s.get("tflm") == "n/a":
+            return "n/a"
+        if "wrong" in s.values():
+            return "wrong"
+        if "error" in s.values():
+            return "error"  # an exception that is no RlxError: neither a pass nor a clear refusal
+        if all(v in ("pass", "n/a") for v in s.values()) and len(s) == len(SIDES):
+            return "pass"
+        return "unsupported"
+
+
+def builtins() -> list[str]:
+    return sorted(TFLM_DTYPES)
+
+
+def _seed(*parts: str) -> list[int]:
+    return [sum(map(ord, p)) * (i + 1) for i, p in enumerate(parts)]
+
+
+def model_builtins(data: bytes) -> set[str]:
+    """Builtin names of the model's operator codes."""
+    model = schema_module("Model").Model.GetRootAs(data, 0)
+    ops = schema_module("BuiltinOperator").BuiltinOperator
+    names = {v: k for k, v in vars(ops).items() if not k.startswith("_")}
+    out = set()
+    for i in range(model.OperatorCodesLength()):
+        c = model.OperatorCodes(i)
+        out.add(names.get(max(c.BuiltinCode(), c.DeprecatedBuiltinCode()), "?"))
+    return out
+
+
+def _float_graph(op: str, rng: np.random.Generator) -> tuple[Graph, list[np.ndarray]] | None:
+    """One node of ``op`` from its sampler, float32 numbers (bool and indices as drawn); constants for
+    weights, biases and indices, as models hold them."""
+    opdef = REGISTRY[op]
+    inputs, attrs, _, in_q = opdef.draw(rng)
+    if opdef.typed or any(q is not None for q in (in_q or [])):
+        return None  # a draw with its own quantization: not a float model
+    names = opdef.input_names(len(inputs))
+    floats = []
+    for n, a in zip(names, inputs):
+        if a is None or n == "indices":
+            floats.append(a)
+            continue
+        a = np.asarray(a)
+        floats.append(a.astype(np.float32) if a.dtype.kind == "f" else a)
+    weighted = "w" in names
+    consts = tuple(
+        i
+        for i, n in enumerate(names)
+        if floats[i] is not None and (n in ("w", "bias", "indices") or (n == "b" and weighted))
+    )
+    g = single_node_graph(op, floats, attrs, constants=consts)
+    feeds = [a for i, a in enumerate(floats) if a is not None and i not in consts]
+    return g, feeds
+
+
+def _typed_graph(op: str, dtype: str, rng: np.random.Generator) -> Graph | None:
+    """A draw of an op whose sampler quantizes its own tensors (quantize, dequantize), kept when its
+    integer side has the case's storage."""
+    opdef = REGISTRY[op]
+    inputs, attrs, out_q, in_q = opdef.draw(rng)
+    if not (opdef.typed or any(q is not None for q in (in_q or []))):
+        return None
+    g = single_node_graph(op, inputs, attrs, out_q, in_q)
+    want = "i8" if dtype == "int8" else "i16"
+    storages = {str(t.dtype) for t in g.types.values() if t.quant is not None}
+    return g if storages == {want} else None
+
+
+def _build(builtin: str, dtype: str, op: str, rng: np.random.Generator) -> Graph | None:
+    """A graph of ``op`` in ``dtype``, or None for a draw that gives none."""
+    if REGISTRY[op].typed:
+        return None if dtype == "float" else _typed_graph(op, dtype, rng)
+    got = _float_graph(op, rng)
+    if got is None:
+        return None if dtype == "float" else _typed_graph(op, dtype, rng)
+    fg, feeds = got
+    if dtype == "float":
+        return fg
+    if not any(a.dtype.kind == "f" for a in feeds) and not fg.params:
+        return None  # nothing to quantize
+    data = {n: np.stack([a, rng.permutation(a.ravel()).reshape(a.shape)]) for n, a in zip(fg.inputs, feeds)}
+    if any(a.size == 0 for a in data.values()):
+        return None
+    g = quantize(fg, calibrate(fg, data, optimize=False), scheme=dtype, optimize=False)
+    node = next((n for n in g.nodes if n.op == op), None)
+    if node is None or not node_context(g, node).quantized:
+        raise UnsupportedOpError(f"{op}: PTQ ({dtype}) keeps the op float")
+    return g
+
+
+def make_case(builtin: str, dtype: str) -> Case:
+    """Draw, write and read back the case's model; ``sides`` filled where this already decides them."""
+    case = Case(builtin, dtype)
+    b = BUILTINS.get(builtin) if builtin in BUILTINS else None
+    why = ""
+    if b is None:
+        why = "no importer for this builtin"
+    elif b.folded:
+        why = "folded to a constant at import: the exporter writes no such op"
+    else:
+        op = _SLICE_OF.get(builtin, b.ir_ops[0])
+        if REGISTRY[op]._sample is None:
+            why = f"{op} has no sampler"
+    if not why:
+        rng = np.random.default_rng(_seed(builtin, dtype))
+        why = "no draw of the sampler makes this builtin"
+        for _ in range(MAX_TRIES):
+            try:
+                g = _build(builtin, dtype, op, rng)
+                if g is None:
+                    continue
+                data = to_tflite_bytes(g)
+            except RlxError as e:
+                why = _one_line(e)
+                continue
+            if builtin not in model_builtins(data):
+                continue
+            case.model = data
+            break
+    if case.model is None:
+        declared = dtype in TFLM_DTYPES[builtin]
+        case.sides = {s: ("unsupported" if declared else "n/a") for s in SIDES}
+        case.reason = why
+        return case
+    return case
+
+
+def _one_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    return lines[-1][:160]
+
+
+def run_tflm_and_reference(case: Case, workdir: Path) -> None:
+    """TFLite Micro against the reference on seeded and edge inputs."""
+    path = workdir / f"{case.builtin}_{case.dtype}.tflite"
+    path.write_bytes(case.model)
+    try:
+        case.graph = load_tflite_bytes(case.model, name=path.stem, source=str(path))
+    except RlxError as e:
+        case.sides = {"tflm": "pass", "reference": "unsupported", "cortexm": "unsupported", "jax": "unsupported"}
+        case.reason = f"import: {_one_line(e)}"
+        return
+    try:
+        r = compare_with_tflm(path, n_inputs=N_INPUTS, seed=sum(map(ord, case.key)))
+    except TflmError as e:
+        case.sides = {s: "unsupported" if s == "tflm" else "n/a" for s in SIDES}
+        case.reason = f"TFLite Micro: {_one_line(e)}"
+        return
+    except RlxError as e:
+        case.sides = {"tflm": "pass", "reference": "unsupported", "cortexm": "unsupported", "jax": "unsupported"}
+        case.reason = f"reference: {_one_line(e)}"
+        return
+    case.sides["tflm"] = "pass"
+    case.sides["reference"] = "pass" if r.ok else "wrong"
+    if not r.ok:
+        case.reason = f"reference vs TFLite Micro: {r.first_mismatch}"
+        case.sides["cortexm"] = case.sides["jax"] = "n/a"
+        return
+    case.samples = make_inputs(case.graph, N_INPUTS, sum(map(ord, case.key)))
+    case.want = [run(case.graph, s) for s in case.samples]
+
+
+# the batched targets ------------------------------------------------------------------------------
+def _merge(cases: list[Case]) -> Graph:
+    """Disjoint branches of one graph, case ``i``'s names prefixed ``c{i}_``."""
+    m = Graph("conformance")
+    for i, c in enumerate(cases):
+        g = c.graph
+        ren = {v: f"c{i}_{v}" for v in g.types}
+        for v in g.inputs:
+            t = g.types[v]
+            m.input(ren[v], t.shape, t.dtype, t.quant)
+        for v, a in g.params.items():
+            t = g.types[v]
+            m.param(ren[v], a, t.quant, t.dtype)
+        for n in g.nodes:
+            m.add_node(
+                n.op,
+                [None if v is None else ren[v] for v in n.inputs],
+                n.attrs,
+                name=f"c{i}_{n.name}",
+                out_quant=[g.types[o].quant for o in n.outputs],
+                out_names=[ren[o] for o in n.outputs],
+            )
+        m.output(*[ren[o] for o in g.outputs])
+    return m
+
+
+def _accepts(target: str, g: Graph) -> str | None:
+    """None when ``target`` takes ``g``, else its clear refusal."""
+    try:
+        if target == "cortexm":
+            from rlx_edge.targets.cortexm.rules import layer_for
+
+            for n in g.nodes:
+                layer_for(g, n)
+        else:
+            from rlx_edge.targets.jax.lower import lower_graph
+
+            lower_graph(g)
+    except UnsupportedOpError as e:
+        return _one_line(e)
+    return None
+
+
+def _compile(target: str, m: Graph, workdir: Path):
+    if target == "cortexm":
+        from rlx_edge.targets.cortexm import compile_host
+
+        return compile_host(m, workdir).run
+    from rlx_edge.targets.jax import compile_jax
+
+    return compile_jax(m, batch="exact")
+
+
+def _equal(target: str, got: np.ndarray, want: np.ndarray) -> bool:
+    got = np.asarray(got)
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return False
+    if want.dtype.kind == "f" and target == "jax":
+        return bool(np.allclose(got, want, rtol=JAX_FLOAT_TOL, atol=JAX_FLOAT_TOL, equal_nan=True))
+    return bool(np.array_equal(got, want, equal_nan=want.dtype.kind == "f"))
+
+
+def run_batched(target: str, cases: list[Case], workdir: Path) -> None:
+    """Every case the reference passed, on ``target``: one build for them all; a build that fails
+    is split in halves until the cases that break it are found."""
+    todo = []
+    for c in cases:
+        if c.sides.get("reference") != "pass":
+            continue
+        if target == "cortexm" and c.dtype == "float":
+            c.sides[target] = "n/a"  # the Cortex-M target is integer-only
+            continue
+        refusal = _accepts(target, c.graph)
+        if refusal is not None:
+            c.sides[target] = "unsupported"
+            c.reason = c.reason or f"{target}: {refusal}"
+            continue
+        todo.append(c)
+    _run_group(target, todo, workdir, "all")
+
+
+def _run_group(target: str, group: list[Case], workdir: Path, tag: str) -> None:
+    if not group:
+        return
+    try:
+        m = _merge(group)
+        fn = _compile(target, m, workdir / f"{target}_{tag}")
+        n = len(group[0].samples)
+        gots = [fn({f"c{i}_{k}": v for i, c in enumerate(group) for k, v in c.samples[s].items()}) for s in range(n)]
+    except Exception as e:  # a build that breaks: find which case breaks it
+        if len(group) == 1:
+            c = group[0]
+            c.sides[target] = "unsupported" if isinstance(e, RlxError) else "error"
+            c.reason = c.reason or f"{target}: {type(e).__name__}: {_one_line(e)}"
+            return
+        half = len(group) // 2
+        _run_group(target, group[:half], workdir, tag + "a")
+        _run_group(target, group[half:], workdir, tag + "b")
+        return
+    for i, c in enumerate(group):
+        ok = True
+        for s, want in enumerate(c.want):
+            for name, w in want.items():
+                if not _equal(target, gots[s][f"c{i}_{name}"], w):
+                    ok = False
+                    if not c.reason:
+                        c.reason = f"{target}: {name} differs from the reference on sample {s}"
+        c.sides[target] = "pass" if ok else "wrong"
+
+
+def run_suite(workdir: Path, only: list[str] | None = None) -> list[Case]:
+    """Every case, every side."""
+    cases = []
+    for b in builtins():
+        for d in DTYPES:
+            if only is not None and f"{b}/{d}" not in only:
+                continue
+            c = make_case(b, d)
+            if c.model is not None:
+                run_tflm_and_reference(c, workdir)
+            cases.append(c)
+    for target in ("cortexm", "jax"):
+        run_batched(target, cases, workdir)
+    return cases
