@@ -30,6 +30,8 @@ def record(bench: str, payload: dict) -> dict:
         "bench": bench,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": commit,
+        # the code measured is HEAD only when nothing but results differs from it
+        "dirty": _dirty(),
         "host": platform.node(),
         **payload,
     }
@@ -40,3 +42,18 @@ def record(bench: str, payload: dict) -> dict:
     with out.open("a") as f:
         f.write(line + "\n")
     return rec
+
+
+def _dirty() -> bool | None:
+    """Whether files other than bench/results differ from HEAD (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return bool(out.strip())

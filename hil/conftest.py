@@ -3,16 +3,34 @@
     pytest hil/                                  # QEMU: qemu-mps2-an386 and qemu-mps2-an385
     pytest hil/ --board qemu-mps2-an505          # another emulated board
     pytest hil/ --board nucleo-l4r5zi --port /dev/ttyACM0   # a real board, flashed by its definition's tool
+    pytest hil/ -n 4 --farm 4                    # 4 QEMU places of a labgrid farm, one xdist worker each
+    pytest hil/ -n 2 --places lab-1,lab-2 --lg-coordinator HOST:20408   # places of an existing farm
 
 ``--board`` takes board names of :mod:`rlx_edge.boards` (comma-separated) or
 definition files (``*.toml``, see hil/boards/). The options are prefixed nowhere
 else in the repository (tests/ defines none), so collecting tests/ and hil/
 together is safe.
+
+Places (``--places``, ``--lg-env``, ``--farm N``; labgrid, the ``farm``
+extra): the tests run on the boards of the places (their tag ``board``)
+instead of ``--board``'s. ``--farm N`` starts one :class:`QemuFarm` of N
+places (the ``--board`` boards in turn) in the process that pytest was started
+as (the xdist controller), and stops it at the end. Under xdist (``-n N``,
+exactly one worker per place) the controller hands worker K place K, and a
+scheduler of its own sends each test only to a worker whose place has the
+test's board; each worker acquires its place through the coordinator before
+its first test and releases it at the end of its session, also when tests
+failed. Without xdist the one process acquires every place.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +38,7 @@ from rlx_edge.boards import Board, get_board
 from rlx_edge.errors import RlxError
 
 DEFAULT_BOARDS = "qemu-mps2-an386,qemu-mps2-an385"
+_FARM_KEY = pytest.StashKey["_Farm | None"]()
 
 
 def pytest_addoption(parser):
@@ -32,6 +51,19 @@ def pytest_addoption(parser):
     )
     group.addoption("--probe", default=None, help="debug probe serial number for the flasher")
     group.addoption("--no-flash", action="store_true", help="the board already runs the right firmware")
+    group.addoption(
+        "--places",
+        default=None,
+        help="labgrid places to run on, comma-separated (coordinator: --lg-coordinator or $LG_COORDINATOR); "
+        "with -n N, one per xdist worker",
+    )
+    group.addoption(
+        "--farm",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start a local labgrid farm of N QEMU places (the --board boards in turn) and run on it",
+    )
 
 
 def board_definition(spec: str) -> Board:
@@ -41,11 +73,252 @@ def board_definition(spec: str) -> Board:
         raise pytest.UsageError(str(e)) from None
 
 
+# -- labgrid places ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Farm:
+    """The places of this run: all of them (``places``: name -> board), and the ones this process holds."""
+
+    coordinator: str
+    places: dict[str, str]
+    mine: tuple[str, ...]
+
+    @property
+    def boards(self) -> list[str]:
+        return list(dict.fromkeys(self.places.values()))
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many xdist workers this (controller) process starts; 0 without xdist."""
+    if config.getoption("dist", "no") == "no":
+        return 0
+    from xdist.workermanage import parse_tx_spec_config
+
+    return len(parse_tx_spec_config(config))
+
+
+def _lg_option(config: pytest.Config, name: str) -> str | None:
+    # labgrid's pytest plugin defines --lg-env/--lg-coordinator; it is there whenever labgrid is.
+    return config.getoption(name, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        spec = worker.get("hil_farm")
+        config.stash[_FARM_KEY] = None if spec is None else _Farm(spec["coordinator"], spec["places"], (spec["mine"],))
+        return
+    names, farm_n, env = config.getoption("--places"), config.getoption("--farm"), _lg_option(config, "lg_env")
+    if names is None and farm_n is None and env is None:
+        config.stash[_FARM_KEY] = None
+        return
+    if farm_n is not None and (names or env):
+        raise pytest.UsageError("--farm starts its own places: give it without --places/--lg-env")
+    from rlx_edge.hil.farm import require_labgrid
+
+    n = _xdist_workers(config)
+    if farm_n is not None:
+        _check_workers(farm_n, n)  # before a farm is started for nothing
+    try:
+        require_labgrid()
+        farm = _start_farm(config, farm_n) if farm_n is not None else _read_places(config, names, env)
+    except RlxError as e:
+        raise pytest.UsageError(f"hil: {e}") from None
+    _check_workers(len(farm.places), n)
+    config.stash[_FARM_KEY] = farm
+    if n:
+        config.pluginmanager.register(_PlacesXdist(farm), "hil-places-xdist")
+
+
+def _check_workers(places: int, workers: int) -> None:
+    if workers and workers != places:
+        raise pytest.UsageError(
+            f"hil: {places} places and {workers} xdist workers: give one worker per place (-n {places})"
+        )
+
+
+def _start_farm(config: pytest.Config, n: int) -> _Farm:
+    from rlx_edge.hil.farm import QemuFarm
+
+    if n < 1:
+        raise RlxError(f"--farm takes the number of QEMU places, at least 1, not {n}")
+    specs = [s.strip() for s in config.getoption("--board").split(",") if s.strip()]
+    qemu_farm = QemuFarm([specs[i % len(specs)] for i in range(n)])
+    qemu_farm.start()
+    # Stopped when pytest ends, after the workers (which release their places) are gone.
+    config.add_cleanup(qemu_farm.close)
+    places = {p.name: p.board.name for p in qemu_farm.places}
+    return _Farm(qemu_farm.coordinator, places, tuple(places))
+
+
+def _read_places(config: pytest.Config, names: str | None, env: str | None) -> _Farm:
+    from rlx_edge.hil import _labgrid
+
+    coordinator = _lg_option(config, "lg_coordinator")
+    wanted = [s.strip() for s in (names or "").split(",") if s.strip()]
+    if env is not None:
+        env_names, env_coordinator = _labgrid.env_places(env)
+        wanted = wanted or env_names
+        coordinator = coordinator or env_coordinator
+    session = _labgrid.Session(coordinator)
+    try:
+        known = session.places()
+        places = {}
+        for name in dict.fromkeys(wanted):
+            if name not in known:
+                raise RlxError(f"no place {name!r} on the coordinator at {session.address} (`labgrid-client places`)")
+            board = known[name].tags.get("board")
+            if not board:
+                raise RlxError(f"place {name} names no board: `labgrid-client -p {name} set-tags board=<name>`")
+            places[name] = get_board(board).name
+        return _Farm(session.address, places, tuple(places))
+    finally:
+        session.close()
+
+
+def _board_of(nodeid: str, boards: Sequence[str]) -> str | None:
+    """The board a collected test runs on: hil_board is the first parameter of its id (None: not board-bound)."""
+    params = nodeid.partition("::")[2].partition("[")[2][:-1]
+    fits = [b for b in boards if params == b or params.startswith(f"{b}-")]
+    return max(fits, key=len) if fits else None
+
+
+class _PlacesXdist:
+    """xdist controller hooks: worker K gets place K, and tests go only to workers holding their board."""
+
+    def __init__(self, farm: _Farm):
+        self.farm = farm
+        self.free = list(farm.places)
+
+    def pytest_configure_node(self, node: Any) -> None:
+        # A worker restarted after a crash takes the place its predecessor gave back (pytest_testnodedown).
+        place = self.free.pop(0)
+        node.workerinput["hil_farm"] = {"coordinator": self.farm.coordinator, "places": self.farm.places, "mine": place}
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.free.append(node.workerinput["hil_farm"]["mine"])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        return _place_scheduler(config, log, self.farm)
+
+
+def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
+    from xdist.scheduler import LoadScheduling
+
+    class PlaceScheduling(LoadScheduling):
+        """Load scheduling where a test goes only to a worker whose place has the test's board.
+
+        Each worker gets one test at a time beyond the one it runs (an xdist
+        worker needs the next test to start one), so long campaigns are spread
+        as they finish; a worker with nothing left for its board is shut down.
+        """
+
+        def _fits(self, node: Any, index: int) -> bool:
+            assert self.collection is not None
+            board = _board_of(self.collection[index], farm.boards)
+            return board is None or farm.places[node.workerinput["hil_farm"]["mine"]] == board
+
+        def check_schedule(self, node: Any, duration: float = 0) -> None:
+            if node.shutting_down or self.collection is None:
+                return
+            mine = [i for i in self.pending if self._fits(node, i)]
+            take = mine[: max(0, 2 - len(self.node2pending[node]))]
+            for i in take:
+                self.pending.remove(i)
+            if take:
+                self.node2pending[node].extend(take)
+                node.send_runtest_some(take)
+            if len(mine) == len(take):
+                node.shutdown()
+
+        def schedule(self) -> None:
+            assert self.collection_is_completed
+            if self.collection is None:
+                if not self._check_nodes_have_same_collection():
+                    self.log("**Different tests collected, aborting run**")
+                    return
+                self.collection = next(iter(self.node2collection.values()))
+                self.pending[:] = range(len(self.collection))
+            for node in self.nodes:
+                self.check_schedule(node)
+
+    return PlaceScheduling(config, log)
+
+
+@dataclass(frozen=True)
+class HilPlace:
+    """A labgrid place this process holds: the test flashes it, then talks to ``url``."""
+
+    name: str
+    board: Board
+    url: str
+    _flash: Any
+
+    def flash(self, elf: Path) -> None:
+        """Puts the firmware on the board (a QEMU place restarts its QEMU; its UART listens on return)."""
+        self._flash(elf)
+
+
+@pytest.fixture(scope="session")
+def _hil_places(request) -> Iterator[dict[str, HilPlace]]:
+    """board name -> the place of that board this process holds; acquired at first use, released at the end."""
+    farm = request.config.stash[_FARM_KEY]
+    if farm is None:
+        yield {}
+        return
+    from rlx_edge.hil import _labgrid
+
+    session = _labgrid.Session(farm.coordinator)
+    acquired: list[str] = []
+    try:
+        held: dict[str, HilPlace] = {}
+        for name in farm.mine:
+            session.acquire(name)
+            acquired.append(name)
+            link = _labgrid.resolve(session, name)
+            held.setdefault(link.board.name, HilPlace(name, link.board, link.url, link.flash))
+        yield held
+    finally:
+        for name in acquired:
+            try:
+                session.release(name)
+            except RlxError as e:  # the coordinator is gone: nothing holds the place any more
+                warnings.warn(f"hil: releasing {name}: {e}", stacklevel=1)
+        session.close()
+
+
 def pytest_generate_tests(metafunc):
     if "hil_board" in metafunc.fixturenames:
-        specs = [s.strip() for s in metafunc.config.getoption("--board").split(",") if s.strip()]
+        farm = metafunc.config.stash[_FARM_KEY]
+        if farm is not None:
+            specs = farm.boards
+        else:
+            specs = [s.strip() for s in metafunc.config.getoption("--board").split(",") if s.strip()]
         boards = [board_definition(s) for s in specs]
         metafunc.parametrize("hil_board", boards, ids=[b.name for b in boards], scope="session")
+
+
+@pytest.fixture(scope="session")
+def hil_place(hil_board, _hil_places) -> HilPlace | None:
+    """The place this test runs on (None without --places/--farm: QEMU started here, or --port)."""
+    if not _hil_places:
+        return None
+    place = _hil_places.get(hil_board.name)
+    if place is None:
+        pytest.fail(f"this process holds no place of board {hil_board.name} (held: {sorted(_hil_places)})")
+    return place
+
+
+@pytest.fixture(autouse=True)
+def _record_place(request) -> None:
+    # Which place and worker ran the test, in the JUnit XML (--junitxml): how a farm run is checked.
+    if "hil_place" in request.fixturenames:
+        place = request.getfixturevalue("hil_place")
+        if place is not None:
+            request.node.user_properties.append(("hil_place", place.name))
+            request.node.user_properties.append(("hil_worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 
 @pytest.fixture(scope="session")

@@ -25,14 +25,20 @@ from rlx_edge.targets.reference import run
 MODEL = MLPERF / "ad01_int8.tflite"
 
 
-@pytest.fixture(scope="session")
-def link(hil_board, hil_options, firmware_cache):
+# Module scope: a labgrid place (--places/--farm) is shared with the campaigns,
+# which flash it with their own models; a link test run after one of them
+# gets the AD firmware flashed again.
+@pytest.fixture(scope="module")
+def link(hil_board, hil_place, hil_options, firmware_cache):
     """A client on the board running the AD model's firmware, plus the graph and build report."""
     graph = load_tflite(MODEL)
     elf, build = build_model_firmware(graph, hil_board, firmware_cache)
     qemu = None
     port = hil_options["port"] or hil_board.console.port
-    if hil_board.is_qemu and hil_options["port"] is None:
+    if hil_place is not None:
+        hil_place.flash(elf)
+        transport = Transport(hil_place.url, baudrate=hil_place.board.console.baudrate)
+    elif hil_board.is_qemu and hil_options["port"] is None:
         qemu = QemuBoard(elf, hil_board)
         qemu.start()
         transport = open_uart(qemu)

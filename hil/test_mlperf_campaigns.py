@@ -13,6 +13,7 @@ import pytest
 from modelfiles import MLPERF
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.hil.campaign import run_campaign
+from rlx_edge.targets.cortexm import build_model_firmware
 
 # The two small models get 20 inputs, the two large ones 5 (an emulated VWW
 # inference takes seconds).
@@ -25,15 +26,21 @@ def graphs():
 
 
 @pytest.mark.parametrize("model", list(COUNTS))
-def test_campaign_is_bit_exact(graphs, hil_board, hil_options, firmware_cache, model):
+def test_campaign_is_bit_exact(graphs, hil_board, hil_place, hil_options, firmware_cache, model):
+    port = hil_options["port"]
+    if hil_place is not None:
+        # The place is flashed here, through labgrid; run_campaign only talks to its UART.
+        elf, _ = build_model_firmware(graphs[model], hil_board, firmware_cache)
+        hil_place.flash(elf)
+        port = hil_place.url
     report = run_campaign(
         graphs[model],
         hil_board,
-        port=hil_options["port"],
+        port=port,
         count=COUNTS[model],
         progress=False,
         workdir=firmware_cache,
-        flash=hil_options["flash"],
+        flash=hil_options["flash"] and hil_place is None,
         probe=hil_options["probe"],
     )
     rec = report.to_json()

@@ -71,6 +71,8 @@ class _Writer:
         self.buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel
         self.ops: list[_OpOut] = []
         self.widened = _int4_as_int8(graph)
+        # SVDF states: tensors TFLite keeps across invokes (is_variable), neither model input nor output
+        self.variables: set[int] = set()
 
     # tensors ----------------------------------------------------------------
     def tensor(self, name: str) -> int:
@@ -142,7 +144,9 @@ class _Writer:
                 m["Buffer"].AddData(b, data_off)
             buffer_offs.append(m["Buffer"].End(b))
 
-        tensor_offs = [self.build_tensor(b, m, name, t, buf) for name, t, buf in self.tensors]
+        tensor_offs = [
+            self.build_tensor(b, m, name, t, buf, k in self.variables) for k, (name, t, buf) in enumerate(self.tensors)
+        ]
         op_offs = [self.build_op(b, m, op, idx) for op, idx in zip(self.ops, op_code_idx)]
 
         code_offs = []
@@ -157,8 +161,9 @@ class _Writer:
         sg_name = b.CreateString("main")
         tensors_vec = _table_vector(b, tensor_offs)
         ops_vec = _table_vector(b, op_offs)
-        ins_vec = b.CreateNumpyVector(np.array([self.tensor_index[n] for n in self.g.inputs], np.int32))
-        outs_vec = b.CreateNumpyVector(np.array([self.tensor_index[n] for n in self.g.outputs], np.int32))
+        ins, outs = ([self.tensor_index[n] for n in names] for names in (self.g.inputs, self.g.outputs))
+        ins_vec = b.CreateNumpyVector(np.array([i for i in ins if i not in self.variables], np.int32))
+        outs_vec = b.CreateNumpyVector(np.array([i for i in outs if i not in self.variables], np.int32))
         m["SubGraph"].Start(b)
         m["SubGraph"].AddTensors(b, tensors_vec)
         m["SubGraph"].AddInputs(b, ins_vec)
@@ -181,7 +186,9 @@ class _Writer:
         b.Finish(model, file_identifier=FILE_IDENTIFIER)
         return bytes(b.Output())
 
-    def build_tensor(self, b: flatbuffers.Builder, m: dict, name: str, t: TensorType, buf: int) -> int:
+    def build_tensor(
+        self, b: flatbuffers.Builder, m: dict, name: str, t: TensorType, buf: int, variable: bool = False
+    ) -> int:
         shape = b.CreateNumpyVector(np.array([int(d) for d in t.shape], np.int32))
         q_off = _quant(b, m["QuantizationParameters"], t.quant, t.rank) if t.quant is not None else None
         name_off = b.CreateString(name)
@@ -193,6 +200,8 @@ class _Writer:
         mt.AddName(b, name_off)
         if q_off is not None:
             mt.AddQuantization(b, q_off)
+        if variable:
+            mt.AddIsVariable(b, True)
         return mt.End(b)
 
     def build_op(self, b: flatbuffers.Builder, m: dict, op: _OpOut, code_idx: int) -> int:
@@ -327,7 +336,7 @@ def _fc(w: _Writer, node: Node) -> _OpOut:
     return _op_out(w, node, _builtin(node), KeepNumDims=keep)
 
 
-@_RULES.rule("avg_pool2d", "max_pool2d")
+@_RULES.rule("avg_pool2d", "max_pool2d", "l2_pool2d")
 def _pool(w: _Writer, node: Node) -> _OpOut | str:
     kh, kw = node.attrs["kernel"]
     pad = _tfl_padding(w, node, kh, kw)
@@ -343,12 +352,44 @@ def _reshape(w: _Writer, node: Node) -> _OpOut:
     return _op_out(w, node, _builtin(node), ins, vectors={"NewShape": np.array(shape)})
 
 
-@_RULES.rule("softmax")
+@_RULES.rule("softmax", "log_softmax", "l2_normalize")
 def _softmax(w: _Writer, node: Node) -> _OpOut | str:
     rank = w.g.types[node.inputs[0]].rank
     if node.attrs.get("axis", -1) not in (-1, rank - 1):
-        return "softmax over an axis other than the last"
+        return f"{node.op} over an axis other than the last"
     return _plain(w, node)
+
+
+@_RULES.rule("svdf")
+def _svdf(w: _Writer, node: Node) -> _OpOut | str:
+    """The state input and the updated-state output become one variable tensor (see tflite.py's import).
+
+    That needs the state to be a graph input that only this node reads and the update to
+    be a graph output (or unused): a caller threading one into the other, as TFLite does.
+    """
+    x, wf, wt, state = node.inputs[:4]
+    bias = node.inputs[4] if len(node.inputs) > 4 else None
+    update = node.outputs[1]
+    readers = [n for n in w.g.nodes if state in n.inputs]
+    if state not in w.g.inputs or len(readers) != 1 or any(update in n.inputs for n in w.g.nodes):
+        return "svdf whose state is not a graph input read by it alone, with its update a graph output"
+    ins = [w.tensor(x), w.tensor(wf), w.tensor(wt), -1, w.tensor(state)]
+    if bias is not None:
+        ins[3] = w.tensor(bias)
+    else:  # TFLite Micro's SVDF dereferences its bias unchecked (it crashes without one): zeros mean the same
+        units = int(w.g.types[node.outputs[0]].shape[1])
+        st, wtt = w.g.types[state], w.g.types[wt]
+        if st.quant is None:
+            ins[3] = w.const_tensor(f"{node.name}/bias", np.zeros(units, np.float32), TensorType((units,), DType.f32))
+        else:
+            scale = np.float32(st.quant.scale[0]) * np.float32(wtt.quant.scale[0])
+            bq = QuantParams(scale, 0, storage=DType.i32)
+            ins[3] = w.const_tensor(f"{node.name}/bias", np.zeros(units, np.int32), TensorType((units,), DType.i32, bq))
+    w.variables.add(ins[4])
+    w.tensor_index[update] = ins[4]
+    declared = _builtin(node)
+    return _OpOut(declared.name, ins, [w.tensor(node.outputs[0])], declared.options, declared.option_fields(
+        node.attrs, AsymmetricQuantizeInputs=False))
 
 
 @_RULES.rule("cast")
@@ -374,6 +415,30 @@ def _add_n(w: _Writer, node: Node) -> _OpOut | str:
     qs = [w.g.types[v].quant for v in node.inputs]
     if qs[0] is not None and not all(_same_quant(q, qs[0]) for q in qs[1:]):
         return "add_n with inputs quantized unlike each other (TFLite Micro's ADD_N needs one scale and zero point)"
+    return _plain(w, node)
+
+
+@_RULES.rule("relu6")
+def _relu6(w: _Writer, node: Node) -> _OpOut | str:
+    qi, qo = (w.g.types[v].quant for v in (node.inputs[0], node.outputs[0]))
+    if qo is not None and (qi is None or not _same_quant(qi, qo)):
+        return "relu6 quantized unlike its input (TFLite Micro's RELU6 clamps stored values without rescaling)"
+    return _plain(w, node)
+
+
+@_RULES.rule("concat")
+def _concat(w: _Writer, node: Node) -> _OpOut | str:
+    qo = w.g.types[node.outputs[0]].quant
+    if qo is not None and not all(_same_quant(w.g.types[v].quant or qo, qo) for v in node.inputs):
+        return "concat with inputs quantized unlike its output (TFLite Micro's CONCATENATION copies stored values)"
+    return _plain(w, node)
+
+
+@_RULES.rule("dequantize")
+def _dequantize(w: _Writer, node: Node) -> _OpOut | str:
+    q = w.g.types[node.inputs[0]].quant
+    if q is not None and q.scale.size != 1:
+        return "per-channel dequantize (TFLite Micro's DEQUANTIZE applies one scale and zero point)"
     return _plain(w, node)
 
 
@@ -522,6 +587,17 @@ def _space_batch(w: _Writer, node: Node) -> _OpOut:
 def _broadcast_to(w: _Writer, node: Node) -> _OpOut:
     shape = w.const_i32(f"{node.name}/shape", list(node.attrs["shape"]))
     return _op_out(w, node, _builtin(node), _ins(w, node) + [shape])
+
+
+@_RULES.rule("gather")
+def _gather(w: _Writer, node: Node) -> _OpOut:
+    return _op_out(w, node, BUILTINS["GATHER"])  # EMBEDDING_LOOKUP, read as a gather, is one too
+
+
+@_RULES.rule("resize_nearest_neighbor", "resize_bilinear")
+def _resize(w: _Writer, node: Node) -> _OpOut:
+    size = w.const_i32(f"{node.name}/size", list(node.attrs["size"]))
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [size])
 
 
 # entry points ------------------------------------------------------------------------------

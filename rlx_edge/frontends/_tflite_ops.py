@@ -168,6 +168,7 @@ _declare(
     int8_version=2,
     int16_version=3,
 )
+_declare("L2_POOL_2D", "l2_pool2d", options="Pool2DOptions", fields=_POOL, options_required=True)  # float only
 _declare("ADD", "add", options="AddOptions", fields=(_ACT,), int8_version=2, int16_version=3)
 _declare("SUB", "sub", options="SubOptions", fields=(_ACT,), int8_version=2, int16_version=3)
 _declare("MUL", "mul", options="MulOptions", fields=(_ACT,), int8_version=2, int16_version=4)
@@ -231,6 +232,11 @@ _declare(
     int8_version=2,
     int16_version=3,
 )
+# normalizes the last axis, as SOFTMAX; its LogSoftmaxOptions table is empty, we write none
+_declare("LOG_SOFTMAX", "log_softmax", options="LogSoftmaxOptions", write_options=False, int8_version=2)
+# the last axis, as SOFTMAX; L2NormOptions' only field is an activation TFLite Micro requires
+# to be NONE, so we write none
+_declare("L2_NORMALIZATION", "l2_normalize", options="L2NormOptions", write_options=False, int8_version=2)
 _declare("QUANTIZE", "quantize", "requantize", options="QuantizeOptions", int8_version=2, int16_version=3)
 # DEQUANTIZE also widens float16 weights to float32, which the IR calls a cast.
 _declare("DEQUANTIZE", "dequantize", "cast", options="DequantizeOptions", int8_version=2, int16_version=4)
@@ -343,6 +349,31 @@ _declare(
     int8_version=2,
 )
 _declare("GATHER_ND", "gather_nd", options="GatherNdOptions", write_options=False)
+# rows of a table picked by an index vector: gather along axis 0 (inputs swapped: tflite.py);
+# the exporter writes every gather as GATHER
+_declare("EMBEDDING_LOOKUP", "gather")
+_declare(
+    "RESIZE_NEAREST_NEIGHBOR",
+    "resize_nearest_neighbor",
+    options="ResizeNearestNeighborOptions",
+    fields=(
+        OptionField("AlignCorners", "align_corners", default=False, to_ir=bool, to_tfl=bool),
+        OptionField("HalfPixelCenters", "half_pixel_centers", default=False, to_ir=bool, to_tfl=bool),
+    ),
+    int8_version=2,
+    int16_version=4,
+)
+_declare(
+    "RESIZE_BILINEAR",
+    "resize_bilinear",
+    options="ResizeBilinearOptions",
+    fields=(
+        OptionField("AlignCorners", "align_corners", default=False, to_ir=bool, to_tfl=bool),
+        OptionField("HalfPixelCenters", "half_pixel_centers", default=False, to_ir=bool, to_tfl=bool),
+    ),
+    int8_version=2,
+    int16_version=4,
+)
 # its variable state tensor becomes a graph input/output pair: converter and export rule in
 # tflite.py and _tflite_export.py; AsymmetricQuantizeInputs concerns hybrid kernels only
 _declare(

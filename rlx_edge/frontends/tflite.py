@@ -807,6 +807,60 @@ def _emit_outputs(imp: _Importer, op: _Op, irop: str, inputs: list[str | None], 
         imp.bind(index, info.name)
 
 
+@_CONVERTERS.rule("SOFTMAX")
+def _softmax(imp: _Importer, op: _Op) -> None:
+    """TFLite Micro's int8 softmax may write int16 (the output's type says so)."""
+    x = imp.x(op, 0)
+    wide = imp.g.types[x].dtype == DType.i8 and imp.tensors[op.outputs[0]].dtype == DType.i16
+    imp.emit(op, "softmax", [x], {**op.attrs(), "out_dtype": "i16" if wide else "same"})
+
+
+# SVDF -------------------------------------------------------------------------------------------
+# TFLite keeps SVDF's activation state in a variable tensor the op rewrites on every invoke. The IR
+# is functional (ir/ops/recurrent.py): the variable tensor becomes a graph input, the op's second
+# output its update, which becomes a graph output after the model's own; metadata["state"] pairs
+# them so a caller threads one invoke's output into the next invoke's input. TFLite Micro starts
+# the state at zero (int16) or the zero point (int8); the update maps to the variable tensor's index,
+# which holds it after an invoke, for comparisons with TFLite Micro.
+@_CHECKS.rule("SVDF")
+def _check_svdf(imp: _Importer, op: _Op) -> str | None:
+    if len(op.inputs) != 5 or op.inputs[4] == -1:
+        raise _Bad(f"SVDF {op.name!r} needs 5 inputs (the last its state), it has {len(op.inputs)}")
+    j = op.inputs[4]
+    info = imp.tensors[j]
+    if not imp.r.sg.Tensors(j).IsVariable() or imp.const(j) is not None:
+        return "SVDF whose state is not a variable tensor"
+    if j in imp.value_of:
+        return f"SVDF state {shorten(info.raw_name, _NAME_CHARS)!r} shared by several operators"
+    imp.value_of[j] = ""  # claimed here, the checks run in operator order; the converter binds it
+    return None
+
+
+@_CONVERTERS.rule("SVDF")
+def _svdf(imp: _Importer, op: _Op) -> None:
+    x, wf, wt, b = imp.x(op, 0), imp.x(op, 1), imp.x(op, 2), imp.x(op, 3, optional=True)
+    if imp.g.types[x].dtype.is_float:  # hybrid file: the weights' float meaning (as weights() does)
+        wf, wt, b = imp.as_float(wf), imp.as_float(wt), imp.as_float(b)
+    j = op.inputs[4]
+    info = imp.tensors[j]
+    state = imp.g.input(info.name, info.shape, info.dtype, quant=info.quant).name
+    imp.value_of[j] = state
+    y_info = imp.tensors[op.outputs[0]]
+    update = _sanitize(f"{info.name}/next", -1, imp.used)
+    y, _ = imp.g.add_node(
+        "svdf", [x, wf, wt, state, b], op.attrs(), name=y_info.name, out_quant=[y_info.quant, info.quant],
+        out_names=[y_info.name, update],
+    )  # fmt: skip
+    if tuple(y.shape) != y_info.shape or y.dtype != y_info.dtype:
+        raise _Bad(
+            f"operator {op.index} (SVDF) output {_named(op.outputs[0], y_info.raw_name)} is"
+            f" {y_info.dtype}{list(y_info.shape)} in the file, but its inputs give {y.dtype}{list(y.shape)}"
+        )
+    imp.bind(op.outputs[0], y_info.name)
+    imp.index_of[update] = j
+    imp.state_pairs[state] = update
+
+
 def _const_ints(imp: _Importer, op: _Op, j: int, what: str) -> list[int]:
     return [int(v) for v in imp.const_input(op, j, what).reshape(-1)]
 
@@ -829,6 +883,8 @@ _CHECKS.add("REVERSE_V2", _need_consts((1, "axes")))
 _CHECKS.add("SPACE_TO_BATCH_ND", _need_consts((1, "block_shape"), (2, "paddings")))
 _CHECKS.add("BATCH_TO_SPACE_ND", _need_consts((1, "block_shape"), (2, "crops")))
 _CHECKS.add("BROADCAST_TO", _need_consts((1, "shape")))
+_CHECKS.add("RESIZE_NEAREST_NEIGHBOR", _need_consts((1, "size")))
+_CHECKS.add("RESIZE_BILINEAR", _need_consts((1, "size")))
 
 
 @_CONVERTERS.rule("EXPAND_DIMS")
@@ -982,6 +1038,31 @@ def _batch_to_space(imp: _Importer, op: _Op) -> None:
 @_CONVERTERS.rule("BROADCAST_TO")
 def _broadcast_to(imp: _Importer, op: _Op) -> None:
     imp.emit(op, "broadcast_to", [imp.x(op, 0)], {"shape": tuple(_const_ints(imp, op, 1, "shape"))})
+
+
+@_CHECKS.rule("EMBEDDING_LOOKUP")
+def _check_embedding_lookup(imp: _Importer, op: _Op) -> str | None:
+    if len(op.inputs) != 2:
+        raise _Bad(f"EMBEDDING_LOOKUP {op.name!r} needs 2 inputs (lookup, value), it has {len(op.inputs)}")
+    value, out = imp.tensors[op.inputs[1]], imp.tensors[op.outputs[0]]
+    if value.dtype != out.dtype:  # TFLite's hybrid kernel: int8 rows scaled into float
+        return f"EMBEDDING_LOOKUP of {value.dtype} values into a {out.dtype} output (hybrid)"
+    return None
+
+
+@_CONVERTERS.rule("EMBEDDING_LOOKUP")
+def _embedding_lookup(imp: _Importer, op: _Op) -> None:
+    """Input 0 is the index vector, input 1 the table: the table's rows, gathered."""
+    imp.emit(op, "gather", [imp.x(op, 1), imp.x(op, 0)], {"axis": 0, "batch_dims": 0})
+
+
+@_CONVERTERS.rule("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR")
+def _resize(imp: _Importer, op: _Op) -> None:
+    size = tuple(_const_ints(imp, op, 1, "size"))
+    if len(size) != 2:
+        raise _Bad(f"{op.opname} {op.name!r}: size has {len(size)} values, expected 2 (height, width)")
+    irop = "resize_nearest_neighbor" if op.opname == "RESIZE_NEAREST_NEIGHBOR" else "resize_bilinear"
+    imp.emit(op, irop, [imp.x(op, 0)], {"size": size, **op.attrs()})
 
 
 # shape-only ops ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import socketserver
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from rlx_edge.targets.cortexm.qemu import QemuBoard
 
 # A firmware ELF of the model runner is a few hundred KB; anything far larger is not one.
 MAX_ELF_BYTES = 64 << 20
+# QEMU opens its UART port within a second even on a loaded host; this is far past that.
+LISTEN_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -102,7 +105,27 @@ class _Handler(socketserver.StreamRequestHandler):
             qemu = QemuBoard(elf, slot.board, port=slot.uart_port)
             qemu.start()
             slot.qemu = qemu
+            if not _wait_listening(qemu, LISTEN_TIMEOUT_S):
+                tail = qemu.log()[-500:]
+                qemu.close()
+                slot.qemu = None
+                return {"ok": False, "error": f"QEMU did not open its UART port {slot.uart_port}: {tail}"}
             return {"ok": True, "pid": qemu.pid, "port": slot.uart_port}
+
+
+def _wait_listening(qemu: QemuBoard, timeout: float) -> bool:
+    """Whether QEMU announced its listening UART (before it accepts its first client) within ``timeout``.
+
+    Answering a flash only then lets the client open the place's port at once
+    (``run_campaign(port=...)`` does not retry); probing the port instead would
+    be QEMU's first client and lose the boot output.
+    """
+    deadline = time.monotonic() + timeout
+    while qemu.poll() is None and time.monotonic() < deadline:
+        if qemu.listening():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _status(slot: _Slot) -> dict[str, Any]:

@@ -459,6 +459,62 @@ def get_reciprocal(x, x_integer_digits: int) -> tuple[Array, Array]:
     return one_over_one_plus_x_for_x_in_0_1(shifted_sum_minus_one), num_bits_over_unit
 
 
+# ln(2), 2**-1/4, 2**-1/2 and the rational approximation's coefficients, Q0.31 (TFLite's values)
+_LN_2 = 1488522236
+_SQRT_SQRT_HALF = 1805811301
+_SQRT_HALF = 1518500250
+_LOG_ALPHA_N = 117049297  # 11/240 * 2**(1/4)
+_LOG_ALPHA_D = 127690142  # 1/20 * 2**(1/4)
+_LOG_ALPHA_I = 1057819769  # 2 / 2**(1/4) - 2**(1/4)
+_LOG_ALPHA_F = 638450708  # 1/4 * 2**(1/4)
+
+
+def _saturating_shift_left(x, exponent) -> Array:
+    """gemmlowp's ``SaturatingRoundingMultiplyByPOTParam`` for exponents >= 0 that may be arrays."""
+    xp = namespace(x, exponent)
+    x, e = _i64(x, xp), _i64(exponent, xp)
+    threshold = (xp.int64(1) << (31 - e)) - 1
+    y = wrap_int32(x << e)
+    y = xp.where(x > threshold, INT32_MAX, y)
+    return xp.where(x < -threshold, INT32_MIN, y)
+
+
+def log_x_for_x_greater_than_or_equal_to_1(x, input_integer_bits: int, output_integer_bits: int) -> Array:
+    """TFLite's ``log_x_for_x_greater_than_or_equal_to_1``: ln of a Q(input_integer_bits) raw >= 1.0.
+
+    x = 2**k * r with the mantissa r normalized into [2**-1/2, 1) (taking the
+    better of two normalizations, one pre-multiplied by 2**-1/2); ln(x) is then
+    k * ln(2) plus a rational approximation of ln(r) around 2**-1/4. Sums are
+    formed with one spare integer bit (k * ln 2 alone may saturate) and
+    rescaled to Q(output_integer_bits) at the end.
+    """
+    xp = namespace(x)
+    z = _i64(x, xp)
+    accum_bits = output_integer_bits + 1
+    quarter = rounding_divide_by_pot(1 << 29, accum_bits)  # 1/4 in Q(accum_bits)
+    to_accum = 31 - accum_bits  # an integer k as a Q(accum_bits) raw
+
+    headroom_a = count_leading_zeros_u32(z)
+    r_a = _saturating_shift_left(_mul(_saturating_shift_left(z, headroom_a - 1), _SQRT_HALF), 1)
+    k_a = xp.clip(saturating_rounding_multiply_by_pot(input_integer_bits - headroom_a, to_accum) + quarter,
+                  INT32_MIN, INT32_MAX)  # fmt: skip
+    headroom_b = count_leading_zeros_u32(_mul(z, _SQRT_HALF)) - 1
+    r_b = _saturating_shift_left(z, headroom_b)
+    k_b = xp.clip(saturating_rounding_multiply_by_pot(input_integer_bits - headroom_b, to_accum) - quarter,
+                  INT32_MIN, INT32_MAX)  # fmt: skip
+    r = xp.minimum(r_a, r_b)
+    k = xp.maximum(k_a, k_b)
+
+    p = rounding_half_sum(r, _SQRT_SQRT_HALF)
+    q = wrap_int32(2 * (r - _SQRT_SQRT_HALF))  # int32 adds wrap, as gemmlowp's do
+    sq = _mul(q, q)
+    num = wrap_int32(_mul(q, r) + _mul(_mul(q, sq), _LOG_ALPHA_N))
+    denom_minus_one = wrap_int32(_mul(p, wrap_int32(_LOG_ALPHA_I + q + _mul(_LOG_ALPHA_D, sq))) + _mul(_LOG_ALPHA_F, q))
+    recip = one_over_one_plus_x_for_x_in_0_1(denom_minus_one)
+    total = wrap_int32(_mul(k, _LN_2) + _mul(rounding_divide_by_pot(num, accum_bits), recip))
+    return saturating_rounding_multiply_by_pot(total, accum_bits - output_integer_bits)
+
+
 _F3_ONE = 1 << 28  # 1.0 in Q3.28
 _F3_THREE_HALVES = (1 << 28) + (1 << 27)
 _HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31

@@ -13,8 +13,8 @@ quantization spec):
   still clips, the raised scales and degenerate ranges are counted per tensor
   in ``metadata["quantization"]["numerics"]``, and a clip warns once;
 - softmax and logistic outputs fixed at scale 1/256, zero point -128; tanh at
-  1/128, 0; pooling, reshape and the other layout ops keep their input's
-  parameters.
+  1/128, 0; log_softmax at 16/256, 127; l2_normalize at 1/128, 0; pooling,
+  reshape and the other layout ops keep their input's parameters.
 
 Schemes: ``int8``; ``int16x8`` (int16 activations, symmetric, zero point 0;
 int8 weights; int64 bias); ``int4w`` (int4 weights in [-7, 7], stored one per
@@ -65,9 +65,11 @@ def integer_path(op: OpDef) -> bool:
     """Whether PTQ can put ``op`` on the integer path: it has integer semantics and converts nothing.
 
     The quantization ops (quantize, dequantize, requantize) move values between
-    the float and integer paths; PTQ inserts them where it needs them.
+    the float and integer paths; PTQ inserts them where it needs them. Recurrent
+    ops (svdf) keep float: their state and time weights want types of their own
+    (TFLite's int16 state), which PTQ does not choose yet.
     """
-    return op.has_int_reference and op.family != "quant"
+    return op.has_int_reference and op.family not in ("quant", "recurrent")
 
 
 @dataclass(frozen=True)
@@ -365,6 +367,8 @@ class _Quantizer:
             return "kept in float (keep_float)"
         opdef = get_op(node.op)
         if not integer_path(opdef):
+            if opdef.has_int_reference and opdef.family == "recurrent":
+                return f"PTQ does not quantize {node.op} (its state); import an integer TFLite model instead"
             return f"{node.op} has no integer kernel"
         if self.scheme_of(node).act not in opdef.int_dtypes:
             return f"{node.op} has an integer kernel for {', '.join(map(str, opdef.int_dtypes))} only"
@@ -395,10 +399,14 @@ class _Quantizer:
             arr = self.g.params[v]
             qp = activation_qparams(float(arr.min(initial=0.0)), float(arr.max(initial=0.0)), sch)
         elif (
-            node is not None and node.op in ("softmax", "sigmoid", "tanh") and node.name not in self.keep
-            and sch.act == natural.act
+            node is not None and node.op in ("softmax", "log_softmax", "l2_normalize", "sigmoid", "tanh")
+            and node.name not in self.keep and sch.act == natural.act
         ):  # fmt: skip
-            if sch.act == DType.i16:
+            if node.op == "log_softmax":  # TFLite Micro's int8 LOG_SOFTMAX requires these
+                qp = QuantParams(16.0 / 256, 127, storage=DType.i8)
+            elif node.op == "l2_normalize":  # and its int8 L2_NORMALIZATION assumes these
+                qp = QuantParams(1.0 / 128, 0, storage=DType.i8)
+            elif sch.act == DType.i16:
                 qp = QuantParams(1.0 / 32768, 0, storage=DType.i16)
             elif node.op == "tanh":
                 qp = QuantParams(1.0 / 128, 0, storage=DType.i8)

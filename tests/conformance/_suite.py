@@ -22,6 +22,7 @@ counts as not passing; ``tflm-unsupported`` cases are not counted.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,19 +33,20 @@ from rlx_edge.errors import RlxError, UnsupportedOpError
 from rlx_edge.frontends._tflite_ops import BUILTINS
 from rlx_edge.frontends._tflite_schema import schema_module
 from rlx_edge.frontends.tflite import load_tflite_bytes, to_tflite_bytes
-from rlx_edge.frontends.tflm import TflmError
+from rlx_edge.frontends.tflm import TflmError, TflmModel
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.plan import node_context
 from rlx_edge.quant.calibrate import calibrate
 from rlx_edge.quant.ptq import quantize
 from rlx_edge.targets.reference import run
-from rlx_edge.targets.reference.compare import compare_with_tflm, make_inputs
+from rlx_edge.targets.reference.compare import DEFAULT_ATOL, DEFAULT_RTOL, compare_with_tflm, make_inputs
 
 DTYPES = ("float", "int8", "int16x8")
 SIDES = ("tflm", "reference", "cortexm", "jax")
 N_INPUTS = 4  # seeded random inputs per case, plus compare's three edge inputs
-MAX_TRIES = 12
+MAX_TRIES = 40  # sampler draws per case
+TFLM_TRIES = 3  # written models per case TFLite Micro may refuse before the case is called refused
 # jax computes float32 in XLA's order, not numpy's: a few ulps apart on transcendental ops
 JAX_FLOAT_TOL = 1e-5
 
@@ -52,6 +54,11 @@ _ALL3 = frozenset(DTYPES)
 _FI8 = frozenset(("float", "int8"))
 _F = frozenset(("float",))
 _Q = frozenset(("int8", "int16x8"))
+
+# inputs models hold as constants (weights, biases, positions)
+_CONSTANT_INPUTS = ("w", "bias", "indices", "weights_feature", "weights_time")
+# a divisor held constant, as models hold it: compare's edge inputs (all zeros) would divide by zero
+_CONSTANT_DIVISOR = ("floor_div", "floor_mod")
 
 # TFLite Micro's builtin set (issue #16: its op resolver's builtins) and, per builtin, the dtypes its
 # kernels take, read off the TFLite Micro kernel sources. Only consulted for a case we cannot write
@@ -76,20 +83,32 @@ TFLM_DTYPES: dict[str, frozenset[str]] = {
     "SUM": _ALL3, "SVDF": _FI8, "TANH": _ALL3, "TRANSPOSE": _ALL3, "TRANSPOSE_CONV": _ALL3,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _ALL3, "UNPACK": _FI8, "ZEROS_LIKE": _F,
 }  # fmt: skip
-# builtins the importer knows under another op than their own: the IR op a model of this builtin uses
-_SLICE_OF = {"REVERSE_V2": "slice", "STRIDED_SLICE": "slice", "SLICE": "slice"}
 
 
 @dataclass
 class Case:
     builtin: str
     dtype: str
-    sides: dict[str, str] = field(default_factory=dict)  # side -> pass | wrong | unsupported | error | n/a
+    # side -> pass | wrong | unsupported | error | refuses (tflm) | n/a | - (not run)
+    sides: dict[str, str] = field(default_factory=dict)
     reason: str = ""  # why it is not a pass: the first refusal or mismatch
     model: bytes | None = None
     graph: Graph | None = None  # the imported model
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
     want: list[dict[str, np.ndarray]] = field(default_factory=list)  # the reference's outputs
+
+    declared: bool = False  # TFLite Micro's kernels take this dtype (TFLM_DTYPES)
+
+    def not_written(self, why: str) -> Case:
+        self.sides = {side: "-" for side in SIDES}
+        self.reason = why
+        return self
+
+    def refused_by_us(self, side: str, why: str, model: bytes) -> Case:
+        self.model = model
+        self.sides = {"tflm": "-", "reference": "-", "cortexm": "-", "jax": "-", side: "unsupported"}
+        self.reason = why
+        return self
 
     @property
     def key(self) -> str:
@@ -98,15 +117,15 @@ class Case:
     @property
     def status(self) -> str:
         s = self.sides
-        if s.get("tflm") == "unsupported":
-            return "tflm-unsupported"
-        if s.get("tflm") == "n/a":
-            return "n/a"
         if "wrong" in s.values():
             return "wrong"
+        if s["tflm"] == "refuses":
+            return "unsupported" if self.declared else "tflm-unsupported"
+        if set(s.values()) == {"-"}:
+            return "unsupported" if self.declared else "n/a"
         if "error" in s.values():
             return "error"  # an exception that is no RlxError: neither a pass nor a clear refusal
-        if all(v in ("pass", "n/a") for v in s.values()) and len(s) == len(SIDES):
+        if all(v in ("pass", "n/a") for v in s.values()):
             return "pass"
         return "unsupported"
 
@@ -131,52 +150,83 @@ def model_builtins(data: bytes) -> set[str]:
     return out
 
 
+def _constants(op: str, names: list[str], inputs: list) -> tuple[int, ...]:
+    """Input positions held as constants, as models hold them: weights, biases, positions, a divisor."""
+    weighted = "w" in names
+    return tuple(
+        i
+        for i, n in enumerate(names)
+        if inputs[i] is not None and (n in _CONSTANT_INPUTS or (n == "b" and (weighted or op in _CONSTANT_DIVISOR)))
+    )
+
+
 def _float_graph(op: str, rng: np.random.Generator) -> tuple[Graph, list[np.ndarray]] | None:
-    """One node of ``op`` from its sampler, float32 numbers (bool and indices as drawn); constants for
-    weights, biases and indices, as models hold them."""
+    """One node of ``op`` from its sampler, float32 numbers (bool and indices as drawn). A draw
+    quantized by its sampler (SVDF's) is dequantized: the float model of the same numbers."""
     opdef = REGISTRY[op]
+    if opdef.typed:
+        return None  # quantize / dequantize: no float model
     inputs, attrs, _, in_q = opdef.draw(rng)
-    if opdef.typed or any(q is not None for q in (in_q or [])):
-        return None  # a draw with its own quantization: not a float model
     names = opdef.input_names(len(inputs))
     floats = []
-    for n, a in zip(names, inputs):
-        if a is None or n == "indices":
+    for n, a, q in zip(names, inputs, in_q or [None] * len(inputs)):
+        if a is None:
             floats.append(a)
             continue
         a = np.asarray(a)
-        floats.append(a.astype(np.float32) if a.dtype.kind == "f" else a)
-    weighted = "w" in names
-    consts = tuple(
-        i
-        for i, n in enumerate(names)
-        if floats[i] is not None and (n in ("w", "bias", "indices") or (n == "b" and weighted))
-    )
+        if a.ndim == 0:
+            # TFLite Micro's Python interpreter cannot set a 0-d input ("Dimension mismatch. Got 1
+            # but expected 0"): such a draw tests the harness, not the builtin
+            return None
+        if q is not None:
+            zp = np.asarray(q.zero_point, np.float64)
+            scale = np.asarray(q.scale, np.float64)
+            if q.axis is not None and scale.size > 1:
+                zp, scale = (v.reshape([-1 if d == q.axis % a.ndim else 1 for d in range(a.ndim)]) for v in (zp, scale))
+            floats.append(((a - zp) * scale).astype(np.float32))
+        elif n == "indices":
+            floats.append(a.astype(np.int32))  # TFLite positions are int32 (TFLite Micro refuses int64)
+        elif a.dtype.kind in "iuf" and op != "cast":
+            floats.append(a.astype(np.float32))  # the float model: numbers are float32
+        else:
+            floats.append(a)  # bool conditions; a cast's source type is what it tests
+    consts = _constants(op, names, floats)
     g = single_node_graph(op, floats, attrs, constants=consts)
     feeds = [a for i, a in enumerate(floats) if a is not None and i not in consts]
     return g, feeds
 
 
 def _typed_graph(op: str, dtype: str, rng: np.random.Generator) -> Graph | None:
-    """A draw of an op whose sampler quantizes its own tensors (quantize, dequantize), kept when its
-    integer side has the case's storage."""
+    """A draw whose sampler quantizes its own tensors (quantize, dequantize, SVDF), kept when its
+    activations (the node's first input, or its output where that is float) have the case's storage."""
     opdef = REGISTRY[op]
     inputs, attrs, out_q, in_q = opdef.draw(rng)
     if not (opdef.typed or any(q is not None for q in (in_q or []))):
         return None
-    g = single_node_graph(op, inputs, attrs, out_q, in_q)
+    consts = _constants(op, opdef.input_names(len(inputs)), inputs)
+    g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
+    if any(t.rank == 0 for t in g.types.values()):
+        return None  # see _float_graph
+    node = g.nodes[0]
+    first = g.types[node.inputs[0]]
+    act = g.types[node.outputs[0]] if first.dtype.is_float else first
+    # the float side float32, as TFLite models have it (TFLite Micro's QUANTIZE / DEQUANTIZE take no f16)
+    floats = {str(t.dtype) for t in g.types.values() if t.dtype.is_float}
     want = "i8" if dtype == "int8" else "i16"
-    storages = {str(t.dtype) for t in g.types.values() if t.quant is not None}
-    return g if storages == {want} else None
+    return g if act.quant is not None and str(act.dtype) == want and floats <= {"f32"} else None
 
 
 def _build(builtin: str, dtype: str, op: str, rng: np.random.Generator) -> Graph | None:
     """A graph of ``op`` in ``dtype``, or None for a draw that gives none."""
-    if REGISTRY[op].typed:
-        return None if dtype == "float" else _typed_graph(op, dtype, rng)
+    opdef = REGISTRY[op]
+    # a sampler that quantizes its own draws (SVDF's int16 state) says how the op is quantized: its
+    # integer cases are its draws, not PTQ's
+    peek = opdef.draw(copy.deepcopy(rng))[3]
+    if dtype != "float" and (opdef.typed or any(q is not None for q in (peek or []))):
+        return _typed_graph(op, dtype, rng)
     got = _float_graph(op, rng)
     if got is None:
-        return None if dtype == "float" else _typed_graph(op, dtype, rng)
+        return None
     fg, feeds = got
     if dtype == "float":
         return fg
@@ -192,76 +242,106 @@ def _build(builtin: str, dtype: str, op: str, rng: np.random.Generator) -> Graph
     return g
 
 
-def make_case(builtin: str, dtype: str) -> Case:
-    """Draw, write and read back the case's model; ``sides`` filled where this already decides them."""
-    case = Case(builtin, dtype)
+def make_case(builtin: str, dtype: str, workdir: Path) -> Case:
+    """Draw, write, read back and run the case's model in TFLite Micro and the reference.
+
+    Draws go on until TFLite Micro loads and runs one (at most ``TFLM_TRIES`` written models): a draw
+    outside what its kernel takes (a rank, a scalar) says nothing about the builtin.
+    """
+    case = Case(builtin, dtype, declared=dtype in TFLM_DTYPES[builtin])
     b = BUILTINS.get(builtin) if builtin in BUILTINS else None
-    why = ""
     if b is None:
-        why = "no importer for this builtin"
-    elif b.folded:
-        why = "folded to a constant at import: the exporter writes no such op"
-    else:
-        op = _SLICE_OF.get(builtin, b.ir_ops[0])
-        if REGISTRY[op]._sample is None:
-            why = f"{op} has no sampler"
-    if not why:
-        rng = np.random.default_rng(_seed(builtin, dtype))
-        why = "no draw of the sampler makes this builtin"
-        for _ in range(MAX_TRIES):
-            try:
-                g = _build(builtin, dtype, op, rng)
-                if g is None:
-                    continue
-                data = to_tflite_bytes(g)
-            except RlxError as e:
-                why = _one_line(e)
+        return case.not_written("no importer for this builtin")
+    if b.folded:
+        return case.not_written("folded to a constant at import: the exporter writes no such op")
+    op = b.ir_ops[0]
+    if REGISTRY[op]._sample is None:
+        return case.not_written(f"{op} has no sampler")
+    rng = np.random.default_rng(_seed(builtin, dtype))
+    why, written, tflm_tries = "no draw of the sampler makes this builtin", set(), 0
+    path = workdir / f"{builtin}_{dtype}.tflite"
+    for _ in range(MAX_TRIES):
+        try:
+            g = _build(builtin, dtype, op, rng)
+            if g is None:
                 continue
-            if builtin not in model_builtins(data):
+            data = to_tflite_bytes(g)
+        except RlxError as e:
+            why = _one_line(e)
+            continue
+        got = model_builtins(data)
+        if builtin not in got:
+            written |= got
+            continue
+        path.write_bytes(data)
+        tflm_tries += 1
+        try:
+            graph = load_tflite_bytes(data, name=path.stem, source=str(path))
+        except RlxError as e:
+            return case.refused_by_us("reference", f"import: {_one_line(e)}", data)
+        try:
+            if graph.metadata.get("state"):
+                mismatch = _compare_stateful(data, graph, sum(map(ord, case.key)))
+            else:
+                r = compare_with_tflm(path, n_inputs=N_INPUTS, seed=sum(map(ord, case.key)))
+                mismatch = None if r.ok else f"reference vs TFLite Micro: {r.first_mismatch}"
+        except TflmError as e:
+            why = f"TFLite Micro: {_one_line(e)}"
+            if tflm_tries < TFLM_TRIES:
                 continue
             case.model = data
-            break
-    if case.model is None:
-        declared = dtype in TFLM_DTYPES[builtin]
-        case.sides = {s: ("unsupported" if declared else "n/a") for s in SIDES}
-        case.reason = why
+            case.sides = {"tflm": "refuses", "reference": "-", "cortexm": "-", "jax": "-"}
+            case.reason = why
+            return case
+        except RlxError as e:
+            return case.refused_by_us("reference", f"reference: {_one_line(e)}", data)
+        case.model, case.graph = data, graph
+        case.sides = {"tflm": "pass", "reference": "pass" if mismatch is None else "wrong"}
+        if mismatch is not None:
+            case.reason = mismatch
+            case.sides["cortexm"] = case.sides["jax"] = "-"
+            return case
+        case.samples = make_inputs(graph, N_INPUTS, sum(map(ord, case.key)))
+        case.want = [run(graph, s) for s in case.samples]
         return case
-    return case
+    if written:
+        why = f"the exporter writes {op} as {', '.join(sorted(written))}"
+    return case.not_written(why)
+
+
+def _compare_stateful(data: bytes, g: Graph, seed: int) -> str | None:
+    """A model with a variable tensor (SVDF's state) over ``N_INPUTS`` invokes of one interpreter:
+    TFLite Micro starts the variable at its zero point and keeps it; ours threads it through the
+    graph (``graph.metadata["state"]``). The first mismatch, or None."""
+    pairs: dict[str, str] = g.metadata["state"]
+    model_inputs = [n for n in g.inputs if n not in pairs]
+    samples = make_inputs(g, N_INPUTS, seed, edge=False)
+    outputs = [o for o in g.outputs if o not in pairs.values()]
+    with TflmModel(data) as m:
+        theirs = [m([s[n] for n in model_inputs]) for s in samples]
+    state = {}
+    for v in pairs:
+        t = g.types[v]
+        zp = 0 if t.quant is None else int(t.quant.zero_point[0])
+        state[v] = np.full(tuple(int(d) for d in t.shape), zp, t.dtype.numpy)
+    for k, (sample, got) in enumerate(zip(samples, theirs)):
+        ours = run(g, {**{n: sample[n] for n in model_inputs}, **state})
+        state = {v: ours[u] for v, u in pairs.items()}
+        for o, want in zip(outputs, got):
+            mine = np.asarray(ours[o]).reshape(want.shape)
+            same = (
+                np.allclose(mine, want, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL)
+                if want.dtype.kind == "f"
+                else np.array_equal(mine, want)
+            )
+            if not same:
+                return f"reference vs TFLite Micro: {o} differs on invoke {k}"
+    return None
 
 
 def _one_line(e: BaseException) -> str:
     lines = str(e).strip().splitlines() or [type(e).__name__]
-    return lines[-1][:160]
-
-
-def run_tflm_and_reference(case: Case, workdir: Path) -> None:
-    """TFLite Micro against the reference on seeded and edge inputs."""
-    path = workdir / f"{case.builtin}_{case.dtype}.tflite"
-    path.write_bytes(case.model)
-    try:
-        case.graph = load_tflite_bytes(case.model, name=path.stem, source=str(path))
-    except RlxError as e:
-        case.sides = {"tflm": "pass", "reference": "unsupported", "cortexm": "unsupported", "jax": "unsupported"}
-        case.reason = f"import: {_one_line(e)}"
-        return
-    try:
-        r = compare_with_tflm(path, n_inputs=N_INPUTS, seed=sum(map(ord, case.key)))
-    except TflmError as e:
-        case.sides = {s: "unsupported" if s == "tflm" else "n/a" for s in SIDES}
-        case.reason = f"TFLite Micro: {_one_line(e)}"
-        return
-    except RlxError as e:
-        case.sides = {"tflm": "pass", "reference": "unsupported", "cortexm": "unsupported", "jax": "unsupported"}
-        case.reason = f"reference: {_one_line(e)}"
-        return
-    case.sides["tflm"] = "pass"
-    case.sides["reference"] = "pass" if r.ok else "wrong"
-    if not r.ok:
-        case.reason = f"reference vs TFLite Micro: {r.first_mismatch}"
-        case.sides["cortexm"] = case.sides["jax"] = "n/a"
-        return
-    case.samples = make_inputs(case.graph, N_INPUTS, sum(map(ord, case.key)))
-    case.want = [run(case.graph, s) for s in case.samples]
+    return lines[-1][:200]
 
 
 # the batched targets ------------------------------------------------------------------------------
@@ -381,10 +461,9 @@ def run_suite(workdir: Path, only: list[str] | None = None) -> list[Case]:
         for d in DTYPES:
             if only is not None and f"{b}/{d}" not in only:
                 continue
-            c = make_case(b, d)
-            if c.model is not None:
-                run_tflm_and_reference(c, workdir)
-            cases.append(c)
+            cases.append(make_case(b, d, workdir))
     for target in ("cortexm", "jax"):
         run_batched(target, cases, workdir)
+    for c in cases:  # the table must not depend on where it ran
+        c.reason = c.reason.replace(f"{workdir}/", "")
     return cases

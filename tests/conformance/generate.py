@@ -27,9 +27,15 @@ and dtype (`float`: the unquantized model; `int8` / `int16x8`: PTQ with that sch
 sampler with a fixed seed, written by the exporter and run in TFLite Micro, the reference (equal to TFLite
 Micro: integers bit-exact, float within compare's tolerance), the Cortex-M host build and JAX (both equal to
 the reference; JAX float within 1e-5). Cortex-M is an integer-only target: float cases are `n/a` there.
-Status: `pass`; `unsupported` (a clear RlxError of ours: counted as not passing); `error` (another
-exception: counted as not passing); `wrong` (a mismatch); `tflm-unsupported` (TFLite Micro refuses the
-model: not counted); `n/a` (TFLite Micro has no kernel for this dtype and we write no such model).
+Sides: `pass`, `wrong`, `unsupported` (a clear RlxError of ours), `error` (another exception), `refuses`
+(TFLite Micro will not load or run the model), `n/a` (not applicable: Cortex-M for float), `-` (not run).
+A case's draws go on until the exporter writes the builtin and TFLite Micro runs it (at most 3 models).
+Status: `pass` (every side that applies passes); `wrong` (a mismatch on any side); `unsupported` / `error`
+(counted as not passing); `tflm-unsupported` (TFLite Micro refuses it and its kernels do not take this
+dtype: not counted); `n/a` (no model written and TFLite Micro has no kernel for this dtype: not counted).
+Where no model is written, or TFLite Micro refuses one, whether its kernels take the dtype comes from
+`TFLM_DTYPES` in `_suite.py` (read off TFLite Micro's kernel sources); such a case counts when they do.
+Stateful builtins (SVDF) are compared over a sequence of invokes from the zero-point state.
 """
 
 

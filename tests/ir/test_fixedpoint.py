@@ -202,6 +202,14 @@ def test_get_reciprocal():
     assert abs(int(scale) / 2**31 - 2 / 3) < 1e-8
 
 
+def test_log_x_for_x_greater_than_or_equal_to_1_is_close_to_log():
+    # an approximation of ln by design: within a few Q5.26 quanta (2**-26) over the whole input range
+    x = np.unique(np.concatenate([np.geomspace(1 << 19, fp.INT32_MAX, 3000).astype(np.int64), [1 << 19, fp.INT32_MAX]]))
+    got = fp.log_x_for_x_greater_than_or_equal_to_1(x, 12, 5) / 2.0**26
+    assert got[0] == 0
+    assert np.max(np.abs(got - np.log(x / 2.0**19))) < 8 * 2.0**-26
+
+
 def test_inv_sqrt_quantized_multiplier_exp():
     # 0 and 1 are special-cased to the largest multiplier; others give 1/sqrt(x) = m * 2**shift / 2**31
     m, shift = fp.inv_sqrt_quantized_multiplier_exp(np.array([0, 1]), -1)

@@ -30,7 +30,7 @@ from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.plan import node_context, plan
 from rlx_edge.ir.serialize import dumps_program, loads_program
 from rlx_edge.quant.calibrate import calibrate
-from rlx_edge.quant.ptq import quantize
+from rlx_edge.quant.ptq import integer_path, quantize
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.support import targets_support
 
@@ -93,6 +93,8 @@ def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[
     consts = _constants(op, inputs, rng)
     if opdef.typed or any(q is not None for q in (in_q or [])):
         g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
+    elif not integer_path(opdef):
+        return None  # PTQ keeps the op float (svdf's state): only its own quantized draws count
     else:
         # bool inputs (conditions, comparison results) and indices are exact as they are: only numbers
         # are quantized

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.ir import fixedpoint as fp
+from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.ops._common import (
     FLOAT_SAMPLE_DTYPES,
     batch_shifting_axes,
@@ -20,6 +22,7 @@ from rlx_edge.ir.ops._common import (
     rand_float,
     rand_shape,
 )
+from rlx_edge.ir.ops._quantized import scalar_params
 from rlx_edge.ir.ops._registry import Attr, defop
 from rlx_edge.ir.shape import along_axis, unify
 from rlx_edge.ir.types import TensorType
@@ -309,3 +312,101 @@ def _rms_vjp(e, primals, outputs, cotangents, *, axis, epsilon):
 # vmap of the input alone: the normalized axis moves up by one (parameters stay shared)
 for _op in (batch_norm, layer_norm, rms_norm):
     batch_shifting_axes(_op, "axis")
+
+
+# l2_normalize ---------------------------------------------------------------------
+# TFLite's L2_NORMALIZATION: float32, and int8 with the output fixed at scale 1/128, zero
+# point 0 (TFLite Micro's kernel assumes them without checking; prepare refuses others).
+L2_NORMALIZE_EPSILON = 1e-6  # TFLite Micro's, fixed in its float kernel
+L2_NORMALIZE_OUTPUT_SCALE = 1.0 / 128
+_L2_OUTPUT_SHIFT = 7  # the inverse norm is applied with this extra left shift: outputs in 1/128 steps
+
+l2_normalize = defop(
+    "l2_normalize",
+    family="norm",
+    inputs=("x",),
+    attrs={"axis": Attr("int", -1, doc="normalized axis (negative counts from the end)")},
+    int_dtypes=("i8",),  # TFLite Micro's L2_NORMALIZATION: float32 or int8
+    doc="x / max(sqrt(sum(x^2)), 1e-6) along an axis (TFLite's L2_NORMALIZATION).",
+)
+
+
+@l2_normalize.infer
+def _l2n_infer(x, *, axis):
+    if not x.dtype.is_float and x.quant is None:
+        fail(f"l2_normalize needs a float or quantized input, got {x.dtype}")
+    if x.rank < 1:
+        fail("l2_normalize: input must have rank >= 1")
+    _axis(axis, x.rank, "l2_normalize")
+    # a quantized output has fixed parameters of its own (TFLite: 1/128, 0)
+    return TensorType(x.shape, x.dtype)
+
+
+@l2_normalize.reference
+def _l2n_ref(x, *, axis):
+    ct = compute_dtype(x.dtype)
+    xc = x.astype(ct)
+    norm = np.sqrt(np.square(xc).sum(axis=axis, keepdims=True))
+    return finish(xc / np.maximum(norm, ct.type(L2_NORMALIZE_EPSILON)), from_numpy(x.dtype))
+
+
+@l2_normalize.sample
+def _l2n_sample(rng):
+    shape = rand_shape(rng, int(rng.integers(1, 5)))
+    x = rand_float(rng, shape, _pick_float(rng), scale=float(rng.choice([0.1, 1.0, 10.0])))
+    axis = int(rng.integers(-len(shape), len(shape)))
+    if rng.random() < 0.2 and x.size:  # one all-zero slice along the axis: the epsilon keeps it 0
+        rows = np.ascontiguousarray(np.moveaxis(x, axis, -1))
+        rows.reshape(-1, rows.shape[-1])[0] = 0
+        x = np.moveaxis(rows, -1, axis)
+    return [x], {"axis": axis}
+
+
+@l2_normalize.prepare
+def _l2n_prepare(ctx, *, axis):
+    """The input zero point; the output's parameters are checked, not computed (the kernel assumes 1/128, 0)."""
+    xt, yt = ctx.in_types[0], ctx.out_types[0]
+    if xt.dtype != DType.i8 or yt.dtype != DType.i8:
+        raise ValueError(f"l2_normalize has an integer kernel for int8 only, not {xt.dtype} -> {yt.dtype}")
+    _, zp_x = scalar_params(xt.quant, "l2_normalize input")
+    s_y, zp_y = scalar_params(yt.quant, "l2_normalize output")
+    if np.float32(s_y) != np.float32(L2_NORMALIZE_OUTPUT_SCALE) or zp_y != 0:
+        raise ValueError(
+            f"l2_normalize: int8 output must have scale 1/128 and zero point 0 (TFLite's), got {float(s_y)!r}, {zp_y}"
+        )
+    return {"in_zp": zp_x}
+
+
+@l2_normalize.eval
+def _l2n_eval(p, x, *, axis):
+    """TFLite's int8 L2Normalization: the inverse square root of the slice's sum of squares as a
+    multiplier and shift (GetInvSqrtQuantizedMultiplierExp), applied to each offset input."""
+    xp = fp.namespace(x)
+    a = _axis(axis, x.ndim, "l2_normalize")
+    d = x.astype(xp.int64) - p.in_zp
+    acc = fp.wrap_int32((d * d).sum(axis=a, keepdims=True))
+    mult, shift = fp.inv_sqrt_quantized_multiplier_exp(acc, -1)
+    y = fp.multiply_by_quantized_multiplier(d, mult, shift + _L2_OUTPUT_SHIFT)
+    return xp.clip(y, -128, 127).astype(xp.int8)
+
+
+# derivatives: J = (I - y y^T) / n where the norm n passes epsilon, I / epsilon where it does
+# not; symmetric, so one formula gives the tangent and the cotangent
+def _l2n_lin(e, x, y, t, axis: int):
+    ax = _axis(axis, len(e.static_shape(x)), "l2_normalize")
+    norm = e.sqrt(e.sum(e.mul(x, x), axes=(ax,), keepdims=True))
+    along = e.mul(y, e.mul(e.sum(e.mul(y, t), axes=(ax,), keepdims=True), e.greater(norm, L2_NORMALIZE_EPSILON)))
+    return e.div(e.sub(t, along), e.maximum(norm, e.const(L2_NORMALIZE_EPSILON, x)))
+
+
+@l2_normalize.jvp
+def _l2n_jvp(e, primals, outputs, tangents, *, axis):
+    return [_l2n_lin(e, primals[0], outputs[0], tangents[0], axis)]
+
+
+@l2_normalize.vjp
+def _l2n_vjp(e, primals, outputs, cotangents, *, axis):
+    return [_l2n_lin(e, primals[0], outputs[0], cotangents[0], axis)]
+
+
+batch_shifting_axes(l2_normalize, "axis")

@@ -380,3 +380,56 @@ def _max_eval(p, x, **attrs):
 
 avg_pool2d.eval(_avg_eval)
 global_avg_pool.eval(_avg_eval)
+
+
+# l2_pool2d --------------------------------------------------------------------------
+# TFLite's L2_POOL_2D, float only as in TFLite Micro: per window the square root of the mean
+# square of its real (unpadded) elements. The reference sums the squares tap by tap in the
+# kernel's order (rows, then columns) in the input's float type, then divides by the count and
+# takes the square root, as TFLite Micro's reference kernel does; padded taps add 0, which is exact.
+l2_pool2d = defop(
+    "l2_pool2d",
+    family="pool",
+    inputs=("x",),
+    attrs=dict(_POOL_ATTRS),
+    doc="L2 pooling: x [N,H,W,C] -> [N,OH,OW,C]; sqrt of the mean square of each window's non-padding elements.",
+)
+
+
+@l2_pool2d.infer
+def _l2_infer(x, *, kernel, strides, padding, pads, activation):
+    if not x.dtype.is_float or x.quant is not None:
+        fail(f"l2_pool2d needs a float input (TFLite Micro has no integer kernel), got {x.dtype}")
+    return _pool_infer(x, "l2_pool2d", kernel, strides, padding, pads)
+
+
+@l2_pool2d.reference
+def _l2_ref(x, *, kernel, strides, padding, pads, activation):
+    xp = fp.namespace(x)
+    p = _resolved_pads(x, kernel, strides, padding, pads)
+    ct = compute_dtype(x.dtype)
+    taps = _window_taps(x.astype(ct), kernel, strides, p, 0)
+    total = taps[0] * taps[0]
+    for t in taps[1:]:
+        total = total + t * t
+    count = window_counts(x.shape[1], x.shape[2], kernel, strides, p).astype(ct)[None, :, :, None]
+    return finish(apply_activation(xp.sqrt(total / count), activation), from_numpy(np.dtype(x.dtype)))
+
+
+l2_pool2d.sample(_pool_sample)
+batch_into_leading(l2_pool2d)
+
+
+# y = sqrt(mean(x**2)) per window: dy = mean(x * dx) / y; the cotangent goes back as x times the
+# average pool's cotangent of ct / y (where y is 0 the derivative is undefined, as sqrt's at 0)
+@l2_pool2d.jvp
+def _l2_jvp(e, primals, outputs, tangents, **attrs):
+    t = e.avg_pool2d(e.mul(primals[0], tangents[0]), **{**attrs, "activation": "none"})
+    return [e.activation_grad(e.div(t, outputs[0]), outputs[0], attrs["activation"])]
+
+
+@l2_pool2d.vjp
+def _l2_vjp(e, primals, outputs, cotangents, **attrs):
+    ct = e.div(e.activation_grad(cotangents[0], outputs[0], attrs["activation"]), outputs[0])
+    (back,) = _avg_vjp(e, primals, outputs, [ct], **{**attrs, "activation": "none"})
+    return [e.mul(primals[0], back)]

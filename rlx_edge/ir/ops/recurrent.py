@@ -125,9 +125,15 @@ def _svdf_ref(x, weights_feature, weights_time, state, bias, *, rank, activation
 # integer semantics ----------------------------------------------------------------------------
 # TFLite Micro's PrepareSvdf and EvalIntegerSvdfReference. Its integer kernel ignores the fused
 # activation (it clamps to int8 only), and so does this one: the graphs it runs are TFLite Micro's.
-def _scale_f32(a: float, b: float, c: float) -> float:
-    """``a * b / c`` in float32, as TFLite Micro multiplies the float scales before widening to double."""
-    return float(np.float32(np.float32(a) * np.float32(b)) / np.float32(c))
+def _effective_scale(a: float, b: float, c: float) -> float:
+    """``a * b / c`` of float32 scales, computed in double.
+
+    TFLite Micro's source reads as if the product were taken in float32, but the
+    interpreter we pin to computes it in double: the float32 product moves the
+    multiplier's last bits, which flips rare roundings (keyword_scrambled's first
+    layer, once in a dozen invokes).
+    """
+    return float(np.float32(a)) * float(np.float32(b)) / float(np.float32(c))
 
 
 @svdf.prepare
@@ -136,8 +142,10 @@ def _svdf_prepare(ctx: QContext, *, rank: int, activation: str) -> dict[str, Any
     bt = ctx.in_types[4] if len(ctx.in_types) > 4 else None
     yt = ctx.out_types[0]
     s_x, zp_x = scalar_params(xt.quant, "svdf input")
-    s_wf, _ = scalar_params(wft.quant, "svdf weights_feature")
-    s_wt, _ = scalar_params(wtt.quant, "svdf weights_time")
+    s_wf, zp_wf = scalar_params(wft.quant, "svdf weights_feature")
+    s_wt, zp_wt = scalar_params(wtt.quant, "svdf weights_time")
+    if zp_wf or zp_wt:  # TFLite Micro reads neither zero point: only symmetric weights mean what they say
+        raise ValueError(f"svdf weights must be symmetric (zero points {zp_wf} and {zp_wt}, not 0)")
     s_s, zp_s = scalar_params(st.quant, "svdf state")
     s_y, zp_y = scalar_params(yt.quant, "svdf output")
     if bt is not None:
@@ -145,8 +153,8 @@ def _svdf_prepare(ctx: QContext, *, rank: int, activation: str) -> dict[str, Any
         # TFLite Micro refuses any other bias scale (the kernel adds the bias to time sums unscaled)
         if abs(float(s_b) - float(np.float32(s_s) * np.float32(s_wt))) >= 1e-5:
             raise ValueError(f"svdf bias scale {s_b} must be state scale x weights_time scale ({s_s} x {s_wt})")
-    m1, e1 = fp.quantize_multiplier(_scale_f32(s_x, s_wf, s_s))
-    m2, e2 = fp.quantize_multiplier(_scale_f32(s_s, s_wt, s_y))
+    m1, e1 = fp.quantize_multiplier(_effective_scale(s_x, s_wf, s_s))
+    m2, e2 = fp.quantize_multiplier(_effective_scale(s_s, s_wt, s_y))
     state_lo, state_hi = storage_range(st.dtype.numpy)
     return {
         "in_zp": zp_x, "state_zp": zp_s, "out_zp": zp_y,
@@ -163,8 +171,12 @@ def _svdf_eval(p, x, weights_feature, weights_time, state, bias, *, rank, activa
     batch = x.shape[0]
     xs = xp.asarray(x).astype(xp.int64) - p.in_zp
     dot = fp.wrap_int32(xs @ xp.asarray(weights_feature).astype(xp.int64).T)  # [B, F]
-    newest = fp.multiply_by_quantized_multiplier(dot, p.feature_mult, p.feature_shift) + p.state_zp
-    newest = clamp_cast(newest, p.state_min, p.state_max, p.state_dtype)
+    # The TFLite Micro we pin to clamps to the state type before adding the state's zero point, and the
+    # store wraps (a non-zero zero point is int8 states only); later versions add it before the clamp.
+    newest = xp.clip(fp.multiply_by_quantized_multiplier(dot, p.feature_mult, p.feature_shift), p.state_min,
+                     p.state_max) + p.state_zp  # fmt: skip
+    span = p.state_max - p.state_min + 1
+    newest = ((newest - p.state_min) % span + p.state_min).astype(p.state_dtype)
     new_state = _shifted(xp.asarray(state), filters, memory, newest)
     hist = new_state.astype(xp.int64).reshape(batch, filters, memory) - p.state_zp
     per_filter = fp.wrap_int32((hist * xp.asarray(weights_time).astype(xp.int64)).sum(axis=2))
@@ -195,8 +207,8 @@ def _svdf_shapes(rng: np.random.Generator) -> tuple[int, int, int, int, int]:
 def _svdf_sample(rng):
     """Float draws, and (half of them) int8 draws with int8 or int16 state as TFLite Micro takes them.
 
-    PTQ has no SVDF rule (the state and time weights want their own types), so the
-    quantized draws carry their own parameters, the bias scale the one the kernel assumes.
+    The quantized draws carry their own parameters, the bias scale the one the kernel
+    assumes: PTQ keeps SVDF float (its state wants a type of its own).
     """
     batch, n_in, rank, units, memory = _svdf_shapes(rng)
     filters = units * rank

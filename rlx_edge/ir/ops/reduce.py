@@ -229,13 +229,15 @@ softmax = defop(
     attrs={
         "axis": Attr("int", -1, doc="normalized axis (negative counts from the end)"),
         "beta": Attr("float", 1.0, doc="inverse temperature: exp(beta * x) is normalized"),
+        # TFLite Micro's int8 kernel also writes int16 (keyword_scrambled's last layer)
+        "out_dtype": Attr("str", "same", choices=("same", "i16"), doc="quantized: i16 output of an i8 input"),
     },
     doc="exp(beta * (x - max)) / sum(exp(beta * (x - max))) along an axis.",
 )
 
 
 @softmax.infer
-def _softmax_infer(x, *, axis, beta):
+def _softmax_infer(x, *, axis, beta, out_dtype):
     _need_float_or_quant(x, "softmax")
     if x.rank == 0:
         fail("softmax needs an input of rank >= 1")
@@ -243,11 +245,15 @@ def _softmax_infer(x, *, axis, beta):
         fail(f"softmax: beta must be finite, got {beta}")
     norm_axis(axis, x.rank, "softmax")
     # quantized softmax outputs have fixed parameters of their own (TFLite: 1/256, -128)
-    return TensorType(x.shape, x.dtype)
+    if out_dtype == "same":
+        return TensorType(x.shape, x.dtype)
+    if x.dtype not in (DType.i8, DType.i16):
+        fail(f"softmax: out_dtype={out_dtype} needs a quantized i8 or i16 input, got {x.dtype}")
+    return TensorType(x.shape, DType.i16)
 
 
 @softmax.reference
-def _softmax_ref(x, *, axis, beta):
+def _softmax_ref(x, *, axis, beta, out_dtype):
     z = beta * x.astype(compute_dtype(x.dtype))
     if z.size:
         # subtracting the max of beta*x keeps exp in range for either sign of beta
@@ -261,6 +267,7 @@ log_softmax = defop(
     family="reduce",
     inputs=("x",),
     attrs={"axis": Attr("int", -1, doc="normalized axis (negative counts from the end)")},
+    int_dtypes=("i8",),  # TFLite Micro's LOG_SOFTMAX: float32 or int8
     doc="x - max - log(sum(exp(x - max))) along an axis.",
 )
 
@@ -318,12 +325,12 @@ def _softmax_lin(e, y, t, axis: int, beta: float):
 
 
 @softmax.jvp
-def _softmax_jvp(e, primals, outputs, tangents, *, axis, beta):
+def _softmax_jvp(e, primals, outputs, tangents, *, axis, beta, out_dtype):
     return [_softmax_lin(e, outputs[0], tangents[0], axis, beta)]
 
 
 @softmax.vjp
-def _softmax_vjp(e, primals, outputs, cotangents, *, axis, beta):
+def _softmax_vjp(e, primals, outputs, cotangents, *, axis, beta, out_dtype):
     return [_softmax_lin(e, outputs[0], cotangents[0], axis, beta)]
 
 
@@ -434,7 +441,7 @@ def _softmax_int16_luts() -> tuple[np.ndarray, np.ndarray]:
 
 
 @softmax.prepare
-def _softmax_prepare(ctx, *, axis, beta):
+def _softmax_prepare(ctx, *, axis, beta, out_dtype):
     """int8 input: the Q5.26 input multiplier, diff_min and the exp of every byte difference.
 
     int16 (TFLite's SoftmaxInt16): the multiplier mapping differences so that
@@ -510,7 +517,7 @@ def _softmax_int16(p, x):
 
 
 @softmax.eval
-def _softmax_eval(p, x, *, axis, beta):
+def _softmax_eval(p, x, *, axis, beta, out_dtype):
     xp = fp.namespace(x)
     a = norm_axis(axis, x.ndim, "softmax")
     kernel = _softmax_int8 if p.kind == "int8" else _softmax_int16
@@ -553,3 +560,67 @@ def _mean_eval(p, x, *, axes, keepdims):
     total = fp.wrap_int32(x.astype(xp.int64).sum(axis=ax, keepdims=keepdims) + p.sum_offset)
     y = fp.multiply_by_quantized_multiplier(total, p.mult, p.shift) + p.out_zp
     return clamp_cast(y, p.out_min, p.out_max, p.dtype)
+
+
+# TFLite Micro's int8 LogSoftmax: the output is fixed at scale 16/256 and zero point 127
+# (log-probabilities in [-255/16, 0]); differences to the row max in Q5.26 as for softmax,
+# their exps summed in Q12.19, and the sum's log (Q5.26) subtracted from each difference.
+_LOG_SOFTMAX_OUTPUT_INTEGER_BITS = 4
+LOG_SOFTMAX_OUTPUT_SCALE = 16.0 / 256
+LOG_SOFTMAX_OUTPUT_ZERO_POINT = 127
+
+
+@log_softmax.prepare
+def _log_softmax_prepare(ctx, *, axis):
+    """The Q5.26 input multiplier, its inverse (for the row's cut-off), diff_min, each byte difference's exp."""
+    xt, yt = ctx.in_types[0], ctx.out_types[0]
+    if xt.dtype != DType.i8 or yt.dtype != DType.i8:
+        raise ValueError(f"log_softmax has an integer kernel for int8 only, not {xt.dtype} -> {yt.dtype}")
+    s_x, _ = scalar_params(xt.quant, "log_softmax input")
+    s_y, zp_y = scalar_params(yt.quant, "log_softmax output")
+    if np.float32(s_y) != np.float32(LOG_SOFTMAX_OUTPUT_SCALE) or zp_y != LOG_SOFTMAX_OUTPUT_ZERO_POINT:
+        raise ValueError(
+            f"log_softmax: int8 output must have scale 16/256 and zero point 127 (TFLite Micro's), "
+            f"got {float(s_y)!r}, {zp_y}"
+        )
+    mult, left_shift = fp.preprocess_softmax_scaling(1.0, s_x, _SCALED_DIFF_INTEGER_BITS)
+    reverse_mult, reverse_shift = fp.quantize_multiplier_smaller_than_one_exp((1 << (31 - left_shift)) / mult)
+    diff_min = -fp.calculate_input_radius(_SCALED_DIFF_INTEGER_BITS, left_shift)
+    diffs = -np.arange(256, dtype=np.int64)
+    scaled = fp.multiply_by_quantized_multiplier(diffs, mult, left_shift)
+    # per byte difference -k: its Q5.26 value and its exp as a Q12.19 term of the sum (0 below
+    # diff_min, which the kernel skips): what a Cortex-M kernel looks up instead of computing
+    exp_terms = fp.rounding_divide_by_pot(fp.exp_on_negative_values(scaled, _SCALED_DIFF_INTEGER_BITS),
+                                          _ACCUMULATION_INTEGER_BITS)  # fmt: skip
+    return {
+        "mult": mult, "left_shift": left_shift, "reverse_mult": reverse_mult, "reverse_shift": reverse_shift,
+        "diff_min": diff_min, "scaled_table": scaled.astype(np.int32),
+        "exp_table": np.where(diffs >= diff_min, exp_terms, 0).astype(np.int32),
+    }  # fmt: skip
+
+
+def _log_softmax_int8(p, x):
+    xp = fp.namespace(x)
+    xi = x.astype(xp.int64)
+    diff = xi - xi.max(axis=-1, keepdims=True)
+    # int8 differences lie in [-255, 0]: prepare tabulated each one's Q5.26 value and exp term
+    scaled = xp.asarray(p.scaled_table, dtype=xp.int64)[-diff]
+    terms = xp.asarray(p.exp_table, dtype=xp.int64)[-diff]
+    sum_of_exps = xp.where(diff >= p.diff_min, terms, 0).sum(axis=-1, keepdims=True)
+    log_sum = fp.log_x_for_x_greater_than_or_equal_to_1(
+        sum_of_exps, _ACCUMULATION_INTEGER_BITS, _SCALED_DIFF_INTEGER_BITS
+    )
+    # differences whose log-probability lies below Q5.26's range give the lowest output
+    cut = fp.multiply_by_quantized_multiplier(fp.wrap_int32(log_sum + fp.INT32_MIN), p.reverse_mult, p.reverse_shift)
+    adjusted_diff_min = xp.maximum(p.diff_min - 1, cut)
+    to_output = 31 - _SCALED_DIFF_INTEGER_BITS - _LOG_SOFTMAX_OUTPUT_INTEGER_BITS
+    out = fp.rounding_divide_by_pot(fp.wrap_int32(scaled - log_sum), to_output) + LOG_SOFTMAX_OUTPUT_ZERO_POINT
+    y = xp.clip(out, -128, 127)
+    return xp.where(diff > adjusted_diff_min, y, -128).astype(xp.int8)
+
+
+@log_softmax.eval
+def _log_softmax_eval(p, x, *, axis):
+    xp = fp.namespace(x)
+    a = norm_axis(axis, x.ndim, "log_softmax")
+    return xp.moveaxis(_log_softmax_int8(p, xp.moveaxis(x, a, -1)), -1, a)

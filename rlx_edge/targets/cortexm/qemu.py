@@ -51,6 +51,10 @@ class FirmwareRun:
     """Everything the firmware wrote on its console UART."""
 
 
+# What QEMU prints once the UART port of -serial tcp:...,server=on,wait=on is open.
+_LISTENING = "waiting for connection"
+
+
 def _qemu_base_argv(elf: Path, board: Board) -> list[str]:
     if not board.is_qemu:
         raise RlxError(f"board {board.name} is a real board, not a QEMU machine; use a qemu-mps2-* board")
@@ -203,14 +207,20 @@ class QemuBoard:
             self._log_dir = None
 
     def log(self) -> str:
+        # QEMU always announces that it waits for the UART client; not news.
+        return "\n".join(line for line in self._raw_log().splitlines() if _LISTENING not in line)
+
+    def listening(self) -> bool:
+        """Whether QEMU has opened its UART port: it says so before it waits for the first client."""
+        return _LISTENING in self._raw_log()
+
+    def _raw_log(self) -> str:
         if self._log_dir is None:
             return ""
         try:
-            text = (Path(self._log_dir.name) / "qemu.log").read_text(errors="replace")
+            return (Path(self._log_dir.name) / "qemu.log").read_text(errors="replace")
         except OSError:
             return ""
-        # QEMU always announces that it waits for the UART client; not news.
-        return "\n".join(line for line in text.splitlines() if "waiting for connection" not in line)
 
     def fail(self, message: str):
         log = self.log().strip()

@@ -632,6 +632,20 @@ def _select_v2(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_select_s8", "rlx_select_params", fields, consts, args)
 
 
+@RULES.rule("resize_bilinear")
+def _resize_bilinear(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The rows, columns and 1/1024 weights each output pixel reads come from the op's prepare."""
+    _int8(graph, node, node.inputs[0], node.outputs[0])
+    n, h, w, c = _shape(_t(graph, node.inputs[0]))
+    _, oh, ow, _ = _shape(_t(graph, node.outputs[0]))
+    keys = ("y0", "y1", "dy", "x0", "x1", "dx")
+    fields = {"batches": n, "in_h": h, "in_w": w, "channels": c, "out_h": oh, "out_w": ow}
+    fields.update({k: Const(k) for k in keys})
+    consts = {k: np.asarray(params[k], np.int32) for k in keys}
+    args = [("in", 0), ("out", 0)]
+    return Layer("rlx_resize_bilinear_s8", "rlx_resize_bilinear_params", fields, consts, args)
+
+
 @RULES.rule(
     "relu",
     "relu6",
@@ -677,6 +691,47 @@ def _softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
         "out_bits": params.out_bits,
     }
     return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("svdf")
+def _svdf(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The state in, its update out (the op is functional); int8 input and output, int8 or int16 state."""
+    x, _, wt, state = node.inputs[:4]
+    bias = node.inputs[4] if len(node.inputs) > 4 else None
+    _int8(graph, node, x, node.outputs[0])
+    st = _t(graph, state)
+    _need(st.dtype in (DType.i8, DType.i16), node, f"needs an int8 or int16 state ({state} is {st.dtype})")
+    batch, n_in = _shape(_t(graph, x))
+    filters, memory = _shape(_t(graph, wt))
+    rank = node.attrs["rank"]
+    p = params
+    fields = {
+        "batch": batch, "inputs": n_in, "units": filters // rank, "rank": rank, "memory": memory,
+        "state_bytes": st.dtype.storage_bytes, "in_zp": p.in_zp, "state_zp": p.state_zp, "out_zp": p.out_zp,
+        "feature_mult": p.feature_mult, "feature_shift": p.feature_shift, "out_mult": p.out_mult,
+        "out_shift": p.out_shift, "state_min": p.state_min, "state_max": p.state_max, "has_bias": int(bias is not None),
+    }  # fmt: skip
+    # without a bias the kernel's pointer is a literal 0 (a null pointer; has_bias says it is not read)
+    bias_arg = ("in", 4) if bias is not None else ("bytes", 0)
+    args = [("in", 0), ("in", 1), ("in", 2), ("in", 3), bias_arg, ("out", 0), ("out", 1)]
+    return Layer("rlx_svdf_s8", "rlx_svdf_params", fields, {}, args)
+
+
+@RULES.rule("log_softmax")
+def _log_softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates each byte difference's Q5.26 value and exp; the kernel sums, takes the log."""
+    x, y = node.inputs[0], node.outputs[0]
+    _int8(graph, node, x, y)
+    shape = _shape(_t(graph, x))
+    axis = node.attrs["axis"] % len(shape)
+    p = params
+    fields = {
+        "outer": math.prod(shape[:axis]), "depth": shape[axis], "inner": math.prod(shape[axis + 1:]),
+        "scaled_table": Const("scaled"), "exp_table": Const("exp"), "diff_min": p.diff_min,
+        "reverse_mult": p.reverse_mult, "reverse_shift": p.reverse_shift,
+    }  # fmt: skip
+    consts = {"scaled": p.scaled_table, "exp": p.exp_table}
+    return Layer("rlx_log_softmax_s8", "rlx_log_softmax_params", fields, consts, [("in", 0), ("out", 0)])
 
 
 # layout ------------------------------------------------------------------------------------
@@ -759,6 +814,7 @@ def _transpose(graph: Graph, node: Node, params: Prepared) -> Layer:
     "broadcast_to",
     "gather",
     "gather_nd",
+    "resize_nearest_neighbor",
 )
 def _gather(graph: Graph, node: Node, params: Prepared) -> Layer:
     """Pure data movement: walks the op's own reference gives at compile time (``_gather``), or
@@ -1060,7 +1116,7 @@ _S4_RULES = {"conv2d": _conv2d_s4, "depthwise_conv2d": _depthwise_s4, "fully_con
 _S16_MOVEMENT = frozenset(
     {"reshape", "squeeze", "unsqueeze", "pad", "concat", "stack", "transpose", "slice", "split", "unstack",
      "mirror_pad", "space_to_depth", "depth_to_space", "space_to_batch_nd", "batch_to_space_nd", "broadcast_to",
-     "gather", "gather_nd"}
+     "gather", "gather_nd", "resize_nearest_neighbor"}
 )  # fmt: skip
 
 
@@ -1203,6 +1259,7 @@ _S16_RULES: dict[str, Callable[[Graph, Node, Prepared], Layer]] = {
     "clamp": _rescale_s16,
     "leaky_relu": _rescale_s16,
     "softmax": _softmax_s16,
+    "svdf": _svdf,  # int8 activations; an int16 state is the one rule's case too
 }
 
 

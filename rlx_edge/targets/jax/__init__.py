@@ -19,6 +19,7 @@ from rlx_edge.targets.jax import (  # noqa: F401  (registration of the rules)
     rules_layout,
     rules_pool,
     rules_quant,
+    rules_recurrent,
     rules_reduce,
 )
 from rlx_edge.targets.jax._table import INT_MATMUL_MODES, RULES, LowerOptions

@@ -93,6 +93,8 @@ def _concat(ctx: LowerCtx):
     "broadcast_to",
     "gather",
     "gather_nd",
+    "resize_nearest_neighbor",
+    "resize_bilinear",
 )
 def _movement(ctx: LowerCtx):
     # these ops' references are written against the array namespace (ir/ops/movement.py):

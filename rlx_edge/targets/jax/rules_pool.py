@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.ir.ops import apply_activation, compute_dtype, finish, window_counts, window_shape
+from rlx_edge.ir.ops import apply_activation, compute_dtype, finish, get_op, window_counts, window_shape
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.jax._lazy import jnp, lax
 from rlx_edge.targets.jax._table import RULES, LowerCtx
@@ -80,3 +80,11 @@ def _max_pool2d(ctx: LowerCtx):
         return apply_activation(y, a["activation"]).astype(x.dtype)
 
     return max_float
+
+
+@RULES.rule("l2_pool2d")
+def _l2_pool2d(ctx: LowerCtx):
+    # float only (the op has no integer semantics); its reference is written against the array
+    # namespace and sums the squares tap by tap, so traced it is the reference's arithmetic
+    opdef, attrs = get_op("l2_pool2d"), ctx.attrs
+    return lambda x: opdef.run_reference([x], attrs)[0]

@@ -1,12 +1,14 @@
 """Reductions and normalizations for the jax target: mean, sum, argmax/argmin, reduce_max/min, softmax, norms.
 
-Quantized softmax (int8 and int16), mean and sum run the op's own integer eval
-(the reference's code, traced in jax.numpy) on the node's prepared parameters.
+Quantized softmax (int8 and int16), log_softmax and l2_normalize (int8), mean and sum
+run the op's own integer eval (the reference's code, traced in jax.numpy) on the node's
+prepared parameters.
 """
 
 from __future__ import annotations
 
 from rlx_edge.ir.ops import compute_dtype, finish, norm_axes
+from rlx_edge.ir.ops.norm import L2_NORMALIZE_EPSILON
 from rlx_edge.ir.shape import along_axis
 from rlx_edge.targets.jax._lazy import jnp
 from rlx_edge.targets.jax._table import RULES, LowerCtx
@@ -92,7 +94,7 @@ def _softmax(ctx: LowerCtx):
 @RULES.rule("log_softmax")
 def _log_softmax(ctx: LowerCtx):
     if ctx.quantized:
-        raise ctx.unsupported("quantized log_softmax (the op has no integer reference)")
+        return ctx.shared_eval()
     xt = ctx.in_types[0]
     axis = ctx.attrs["axis"]
 
@@ -103,6 +105,21 @@ def _log_softmax(ctx: LowerCtx):
         return finish(z - jnp.log(jnp.exp(z).sum(axis=axis, keepdims=True)), xt.dtype)
 
     return log_softmax
+
+
+@RULES.rule("l2_normalize")
+def _l2_normalize(ctx: LowerCtx):
+    if ctx.quantized:
+        return ctx.shared_eval()
+    xt = ctx.in_types[0]
+    axis = ctx.attrs["axis"]
+
+    def l2_normalize(x):
+        xc = x.astype(compute_dtype(x.dtype))
+        norm = jnp.sqrt(jnp.square(xc).sum(axis=axis, keepdims=True))
+        return finish(xc / jnp.maximum(norm, L2_NORMALIZE_EPSILON), xt.dtype)
+
+    return l2_normalize
 
 
 # normalization (float only) ----------------------------------------------------------------------

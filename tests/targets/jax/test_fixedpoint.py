@@ -165,6 +165,10 @@ CASES: dict[str, Callable[[np.random.Generator], list[Case]]] = {
     "logistic_fixed": lambda rng: [Case((_i32(rng),), (bits,)) for bits in (0, 5, 12)],
     "tanh_fixed": lambda rng: [Case((_i32(rng),), (bits,)) for bits in (0, 4, 12)],
     "get_reciprocal": lambda rng: [Case((_nonneg(rng)[1:],), (digits,)) for digits in (0, 12)],
+    # raws of values >= 1: log_softmax's Q12.19 sums to Q5.26, and a narrower input
+    "log_x_for_x_greater_than_or_equal_to_1": lambda rng: [
+        Case((np.maximum(_nonneg(rng), 1 << (31 - bits)),), (bits, out)) for bits, out in ((12, 5), (3, 2))
+    ],
     # negative inputs too: rsqrt's eval passes them to the special case of 0 and 1
     "inv_sqrt_quantized_multiplier_exp": lambda rng: [Case((_i32(rng),), (-1,)), Case((_nonneg(rng),), (1,))],
     "saturating_rounding_doubling_high_mul_int16": lambda rng: [Case(_pairs16(rng))],

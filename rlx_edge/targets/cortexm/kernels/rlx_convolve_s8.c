@@ -594,17 +594,18 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
         int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
         int32_t q = 0;
 #if RLX_GEMM_ASM
-        if (full >= 2) {
-            /* the whole quads two per pass (one CMP + BNE per 32 MACs); C compilers spill here */
-            const int8_t *px = x, *const end = x + 4 * (full & ~1);
+        if (full > 0) {
+            /* the whole quads, one per pass (two would cost 84 bytes of flash, which VWW's 256 KB
+             * link lacks); C compilers spill here */
+            const int8_t *px = x, *const end = x + 4 * full;
             uint32_t xv, xe, wv;
-            __asm__ volatile("1:\n\t" RLX_ROW_QUAD_ASM RLX_ROW_QUAD_ASM "cmp    %[px], %[end]\n\t"
-                                                                     "bne    1b\n\t"
+            __asm__ volatile("1:\n\t" RLX_ROW_QUAD_ASM "cmp    %[px], %[end]\n\t"
+                                                         "bne    1b\n\t"
                              : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [px] "+r"(px),
                                [pw] "+r"(w), [xv] "=&r"(xv), [xe] "=&r"(xe), [wv] "=&r"(wv)
                              : [end] "r"(end)
                              : "cc", "memory");
-            q = full & ~1;
+            q = full;
         }
 #endif
         for (; q < kq; q++) {

@@ -292,6 +292,28 @@ RLX_INLINE int32_t rlx_clz32(uint32_t x)
 #endif
 }
 
+/* gemmlowp RoundingHalfSum: (a + b) / 2 rounded away from zero. */
+RLX_INLINE int32_t rlx_rounding_half_sum(int32_t a, int32_t b)
+{
+    const int64_t s = (int64_t)a + b;
+    return (int32_t)((s + (s >= 0 ? 1 : -1)) / 2);
+}
+
+/* gemmlowp one_over_one_plus_x_for_x_in_0_1, Q0.31 in and out (softmax, log_softmax). */
+static inline int32_t rlx_one_over_one_plus_x(int32_t a)
+{
+    const int32_t f2_one = 1 << 29;                 /* 1.0 in Q2.29 */
+    const int32_t c48_over_17 = 1515870810;         /* Q2.29 */
+    const int32_t cneg32_over_17 = -1010580540;     /* Q2.29 */
+    const int32_t half_den = rlx_rounding_half_sum(a, INT32_MAX);
+    int32_t x = c48_over_17 + rlx_srdhm(half_den, cneg32_over_17);
+    for (int32_t i = 0; i < 3; i++) {
+        const int32_t one_minus = f2_one - rlx_srdhm(half_den, x);
+        x = x + rlx_sat_mul_pot(rlx_srdhm(x, one_minus), 2);
+    }
+    return rlx_sat_mul_pot(x, 1);
+}
+
 /* float32 round half away from zero for |v| well inside int32 (callers clamp
  * first), computed as numpy's floor(|v| + 0.5) with copysign. */
 RLX_INLINE int32_t rlx_round_half_away_f32(float v)

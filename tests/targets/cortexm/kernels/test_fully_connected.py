@@ -30,8 +30,8 @@ def test_fully_connected_random(check):
 
 
 def test_fully_connected_dsp_asm_on_m4_odd_quads(tmp_path):
-    """The M4's asm loop (whole quads two per pass) after an odd quad count, a partial last quad and
-    fewer than two whole quads, under QEMU (the host builds run the C schedule, not the asm)."""
+    """The M4's asm loop over the whole quads (odd and even counts, a single one), then a partial last
+    quad, under QEMU (the host builds run the C schedule, not the asm)."""
     rng = np.random.default_rng(5)
     g = Graph("fc_chain")
     h = g.input("x", (1, 20), "i8", quant=QuantParams(np.float32(0.05), 3))

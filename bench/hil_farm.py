@@ -1,0 +1,98 @@
+"""The hil/ suite serially and under pytest-xdist over a local labgrid farm of QEMU places, in one run.
+
+    .venv/bin/python bench/hil_farm.py [--places 4] [-k EXPR]
+
+First ``pytest hil/`` as it runs by default (serially, one QEMU per test,
+boards qemu-mps2-an386 and qemu-mps2-an385), then ``pytest hil/ -n N --farm N``
+(N QEMU places, the two boards in turn: 2 x M4 + 2 x M3 for N = 4, one xdist
+worker per place). Each run starts from an empty firmware cache (its own
+basetemp), so both build the same firmware. Records the wall time of each,
+their ratio, pass counts, which place ran how many tests, and the CPU time of
+each run (user + system of every process it started, QEMU included): CPU time
+close to wall time x cores means the run was CPU-bound, and more workers
+cannot make it faster on this host. Appends one JSON line to
+bench/results/hil_farm.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, record
+
+
+def _run(argv: list[str], junit: Path) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "hil/", f"--junitxml={junit}", *argv]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = {"argv": " ".join(["pytest", "hil/", *argv]), "rc": proc.returncode, "wall_s": round(wall, 1)}
+    out["cpu_s"] = round(cpu, 1)
+    out["cpu_per_wall"] = round(cpu / wall, 2)
+    if junit.exists():
+        suite = ET.parse(junit).getroot().find("testsuite")
+        suite = suite if suite is not None else ET.parse(junit).getroot()
+        cases = suite.findall("testcase")
+        bad = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
+        skipped = sum(1 for c in cases if c.find("skipped") is not None)
+        out.update(tests=len(cases), passed=len(cases) - bad - skipped, failed=bad, skipped=skipped)
+        places = Counter(p.get("value") for c in cases for p in c.iter("property") if p.get("name") == "hil_place")
+        if places:
+            out["tests_by_place"] = dict(sorted(places.items()))
+        slowest = max(cases, key=lambda c: float(c.get("time", 0)), default=None)
+        if slowest is not None:
+            out["slowest_test"] = {"name": slowest.get("name"), "s": round(float(slowest.get("time", 0)), 1)}
+    if proc.returncode != 0:
+        out["tail"] = proc.stdout[-2000:] + proc.stderr[-1000:]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--places", type=int, default=4, help="QEMU places and xdist workers of the farm run")
+    ap.add_argument("-k", default=None, help="pytest -k expression (both runs): a quick check of the script")
+    args = ap.parse_args()
+    extra = ["-k", args.k] if args.k else []
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="hil-farm-bench-") as tmp:
+        serial = _run(extra, Path(tmp) / "serial.xml")
+        farm = _run(["-n", str(args.places), "--farm", str(args.places), *extra], Path(tmp) / "farm.xml")
+    cores = os.cpu_count() or 1
+    ratio = farm["wall_s"] / serial["wall_s"]
+    ok = serial["rc"] == 0 and farm["rc"] == 0 and serial.get("tests") == farm.get("tests") == serial.get("passed")
+    ok = ok and farm.get("passed") == farm.get("tests")
+    record(
+        "hil_farm",
+        {
+            "places": args.places,
+            "k": args.k,
+            "cores": cores,
+            "loadavg_1m_before": round(load_before[0], 2),
+            "serial": serial,
+            "farm": farm,
+            "ratio": round(ratio, 3),
+            "target_ratio": 0.4,
+            "meets_target": ratio <= 0.4,
+            # With CPU-bound work, wall time cannot drop below CPU time / cores.
+            "ratio_floor_from_cpu": round(farm["cpu_s"] / cores / serial["wall_s"], 3),
+            "ok": ok,
+        },
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

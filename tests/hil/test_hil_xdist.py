@@ -1,0 +1,84 @@
+"""The hil/ suite under pytest-xdist, one worker per labgrid place of a 2-place QEMU farm.
+
+Each worker acquires its own place through the coordinator, runs the tests of
+that place's board, and releases the place when its session ends.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from rlx_edge.hil import _labgrid
+from rlx_edge.hil.farm import QemuFarm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def farm():
+    with QemuFarm(["qemu-m4", "qemu-m3"], prefix="xd") as f:
+        yield f
+
+
+def _holders(farm: QemuFarm) -> dict[str, str | None]:
+    s = _labgrid.Session(farm.coordinator)
+    try:
+        return {p.name: s.acquired_by(p.name) for p in farm.places}
+    finally:
+        s.close()
+
+
+def _hil(farm: QemuFarm, junit: Path, *args: str) -> subprocess.CompletedProcess:
+    places = ",".join(p.name for p in farm.places)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "hil/test_link.py", "-n", "2"]
+    argv += ["--places", places, "--lg-coordinator", farm.coordinator, f"--junitxml={junit}", *args]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def test_each_worker_runs_its_boards_tests_on_its_own_place(farm, tmp_path):
+    junit = tmp_path / "hil.xml"
+    proc = _hil(farm, junit, "-k", "identity or reset")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    cases = ET.parse(junit).getroot().iter("testcase")
+    ran = {}
+    for c in cases:
+        assert c.find("failure") is None and c.find("error") is None and c.find("skipped") is None, c.get("name")
+        props = {p.get("name"): p.get("value") for p in c.iter("property")}
+        ran[c.get("name")] = (props["hil_worker"], props["hil_place"])
+    m4, m3 = (p.name for p in farm.places)
+    assert sorted(ran) == sorted(
+        f"test_{t}[{b}]" for t in ("identity", "reset_command") for b in ("qemu-mps2-an386", "qemu-mps2-an385")
+    )
+    # Every test ran on the place of its board, and each worker held one place, not the other's.
+    assert {n: place for n, (_, place) in ran.items()} == {n: m4 if "an386" in n else m3 for n in ran}
+    workers = {place: {w for w, p in ran.values() if p == place} for place in (m4, m3)}
+    assert len(workers[m4]) == len(workers[m3]) == 1 and workers[m4] != workers[m3], workers
+    assert all(w.startswith("gw") for ws in workers.values() for w in ws)
+    assert _holders(farm) == {m4: None, m3: None}
+
+
+def test_a_worker_whose_place_is_taken_fails_and_leaves_it_alone(farm, tmp_path):
+    m4 = farm.places[0].name
+    other = _labgrid.Session(farm.coordinator)
+    try:
+        other.acquire(m4)
+        proc = _hil(farm, tmp_path / "hil.xml", "-k", "identity and an386")
+        assert proc.returncode == 1, proc.stdout[-3000:]
+        assert f"place {m4} is acquired by" in proc.stdout
+        assert other.acquired_by(m4) is not None
+    finally:
+        other.release(m4)
+        other.close()
+    assert _holders(farm) == {p.name: None for p in farm.places}
+
+
+def test_places_and_workers_must_match(farm):
+    proc = _hil(farm, Path(os.devnull), "-n", "3")
+    assert proc.returncode == 4 and "2 places and 3 xdist workers" in proc.stderr, proc.stderr[-2000:]
