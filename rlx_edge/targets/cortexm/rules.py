@@ -657,7 +657,6 @@ def _resize_bilinear(graph: Graph, node: Node, params: Prepared) -> Layer:
     "elu",
     "abs",
     "rsqrt",
-    "requantize",
     "dequantize",
 )
 def _lut(graph: Graph, node: Node, params: Prepared) -> Layer:
@@ -676,7 +675,7 @@ def _softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, y = node.inputs[0], node.outputs[0]
     _int8(graph, node, x)
     xt, yt = _t(graph, x), _t(graph, y)
-    _need(yt.dtype.numpy == np.int8, node, "supports int8 softmax outputs")
+    _need(yt.dtype.numpy in (np.int8, np.int16), node, "supports int8 and int16 softmax outputs")
     shape = _shape(xt)
     axis = node.attrs["axis"] % len(shape)
     _need(axis == len(shape) - 1, node, "normalizes the innermost axis only")
@@ -732,6 +731,18 @@ def _log_softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
     }  # fmt: skip
     consts = {"scaled": p.scaled_table, "exp": p.exp_table}
     return Layer("rlx_log_softmax_s8", "rlx_log_softmax_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("l2_normalize")
+def _l2_normalize(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The kernel takes each slice's inverse norm itself (it depends on the data); prepare gives the zero point."""
+    x, y = node.inputs[0], node.outputs[0]
+    _int8(graph, node, x, y)
+    shape = _shape(_t(graph, x))
+    axis = node.attrs["axis"] % len(shape)
+    fields = {"outer": math.prod(shape[:axis]), "depth": shape[axis], "inner": math.prod(shape[axis + 1:]),
+              "in_zp": params.in_zp}  # fmt: skip
+    return Layer("rlx_l2_normalize_s8", "rlx_l2_normalize_params", fields, {}, [("in", 0), ("out", 0)])
 
 
 # layout ------------------------------------------------------------------------------------
@@ -954,6 +965,33 @@ def _reduce(graph: Graph, node: Node, params: Prepared) -> Layer:
     lead = 4 - len(shape)
     fields = {"shape": [1] * lead + shape, "reduce": [0] * lead + reduce, "op": _REDUCE_CODES[node.op]}
     return Layer("rlx_reduce_s8", "rlx_reduce_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+# the kernel's element type codes (RLX_RQ_* in kernels/rlx_requantize_int.h)
+_RQ_TYPES = {DType.i8: 0, DType.u8: 1, DType.i16: 2, DType.i32: 3}
+
+
+@RULES.rule("requantize")
+def _requantize(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """Byte inputs quantized per tensor look up the op's table; int16 inputs and per-channel
+    parameters run the multiplier and shift of the same prepare (kernels/rlx_requantize_int.c)."""
+    if params.get("table") is not None:
+        return _lut(graph, node, params)
+    xt, yt = _t(graph, node.inputs[0]), _t(graph, node.outputs[0])
+    _need(xt.dtype in (DType.i8, DType.u8, DType.i16), node, f"requantizes int8, uint8 or int16 inputs, got {xt.dtype}")
+    _need(yt.dtype in _RQ_TYPES, node, f"requantizes to int8, uint8, int16 or int32, got {yt.dtype}")
+    shape = _shape(xt)
+    arrays = {k: np.asarray(params[k], np.int64) for k in ("in_zp", "mult", "shift", "out_zp")}
+    # prepare shapes per-channel arrays to broadcast against x: the one axis longer than 1 is the channel's
+    axes = {a for arr in arrays.values() if arr.ndim for a, n in enumerate(arr.shape) if n > 1}
+    _need(len(axes) <= 1, node, "needs one quantized channel axis")
+    axis = axes.pop() if axes else len(shape)
+    channels = shape[axis] if axis < len(shape) else 1
+    consts = {k: np.broadcast_to(arr.reshape(-1), (channels,)).astype(np.int32) for k, arr in arrays.items()}
+    fields = {"outer": math.prod(shape[:axis]), "channels": channels, "inner": math.prod(shape[axis + 1:]),
+              "in_type": _RQ_TYPES[xt.dtype], "out_type": _RQ_TYPES[yt.dtype], **{k: Const(k) for k in consts},
+              "act_min": int(params.act_min), "act_max": int(params.act_max)}  # fmt: skip
+    return Layer("rlx_requantize_int", "rlx_requantize_params", fields, consts, [("in", 0), ("out", 0)])
 
 
 @RULES.rule("quantize")
@@ -1232,6 +1270,8 @@ def _rescale_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
 
 def _softmax_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, y = node.inputs[0], node.outputs[0]
+    if _t(graph, x).dtype == DType.i8:  # int8 in, int16 out: the int8 kernel's gemmlowp softmax, 16 output bits
+        return _softmax(graph, node, params)
     _int16(graph, node, x, y)
     shape = _shape(_t(graph, x))
     _need(node.attrs["axis"] % len(shape) == len(shape) - 1, node, "normalizes the innermost axis only")
@@ -1259,6 +1299,7 @@ _S16_RULES: dict[str, Callable[[Graph, Node, Prepared], Layer]] = {
     "clamp": _rescale_s16,
     "leaky_relu": _rescale_s16,
     "softmax": _softmax_s16,
+    "requantize": _requantize,  # one rule for every storage type
     "svdf": _svdf,  # int8 activations; an int16 state is the one rule's case too
 }
 

@@ -24,6 +24,14 @@ activations up to about 180.
 The reference runs all inputs as one batch when the graph allows it (batch
 axis first everywhere); TFLite Micro runs them one at a time, keeping every
 tensor (``kPreserveAllTensors``) so intermediates can be read back.
+
+Stateful models (``graph.metadata["state"]``: a TFLite variable tensor, e.g.
+SVDF's, imported as a graph input paired with its update, an extra output)
+are compared as one sequence of invokes: the inputs drawn cover the model's
+own inputs only, every state starts at its zero point (as TFLite Micro
+initializes variable tensors) and each invoke's updated state feeds the next
+on every side separately (TFLite Micro keeps its own in one interpreter), so
+a drift in a state shows in every later invoke.
 """
 
 from __future__ import annotations
@@ -48,7 +56,9 @@ __all__ = [
     "Mismatch",
     "compare_with_target",
     "compare_with_tflm",
+    "initial_state",
     "make_inputs",
+    "run_threaded",
 ]
 
 EDGE_INPUTS = ("all-minimum", "all-maximum", "all-zero-point")  # in the order make_inputs appends them
@@ -155,7 +165,10 @@ def make_inputs(graph: Graph, n_inputs: int, seed: int, *, edge: bool = True) ->
     rng = np.random.default_rng(seed)
     out: list[dict[str, np.ndarray]] = []
     specs = []
+    state = graph.metadata.get("state", {})
     for name in graph.inputs:
+        if name in state:  # carried from invoke to invoke (run_threaded), not drawn
+            continue
         t = graph.types[name]
         shape = tuple(int(d) for d in t.shape)
         dt = t.dtype.numpy
@@ -185,6 +198,44 @@ def make_inputs(graph: Graph, n_inputs: int, seed: int, *, edge: bool = True) ->
             sample[n] = np.full(s, (lo, hi, zp)[pick], dtype=dt)
         out.append(sample)
     return out
+
+
+def initial_state(graph: Graph) -> dict[str, np.ndarray]:
+    """Every state input at what TFLite Micro starts a variable tensor at: its zero point (0 unquantized)."""
+    out = {}
+    for name in graph.metadata.get("state", {}):
+        t = graph.types[name]
+        zp = 0 if t.quant is None else int(t.quant.zero_point[0])
+        out[name] = np.full(tuple(int(d) for d in t.shape), zp, t.dtype.numpy)
+    return out
+
+
+def run_threaded(
+    graph: Graph,
+    samples: list[dict[str, np.ndarray]],
+    invoke: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+) -> list[dict[str, np.ndarray]]:
+    """``invoke`` on each sample in order, the states threaded: each result's state updates feed the next.
+
+    ``invoke`` takes every graph input and returns at least the graph
+    outputs; a graph without state just runs each sample.
+    """
+    pairs = graph.metadata.get("state", {})
+    state = initial_state(graph)
+    per = []
+    for s in samples:
+        got = invoke({**s, **state})
+        state = {k: np.asarray(got[u]) for k, u in pairs.items()}
+        per.append(got)
+    return per
+
+
+def _traced(graph: Graph) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    def one(feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs, traced = run(graph, feed, trace=True)
+        return {**traced, **outs}
+
+    return one
 
 
 # our side --------------------------------------------------------------------------------
@@ -218,6 +269,8 @@ def _rebatch(graph: Graph, n: int) -> Graph | None:
 def _run_reference(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
     """Every traced value (and output) per sample, batched when the graph allows."""
     n = len(samples)
+    if graph.metadata.get("state"):  # each invoke needs the one before: no batch
+        return run_threaded(graph, samples, _traced(graph))
     batched = _rebatch(graph, n)
     if batched is not None:
         feed = {k: np.concatenate([s[k] for s in samples], axis=0) for k in graph.inputs}
@@ -263,11 +316,12 @@ def _run_in_arena(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[di
     from rlx_edge.targets.reference.arena import run_program
 
     program = to_program(graph, "reference", AS_GIVEN)  # as given: intermediates keep TFLite's tensors
-    per = []
-    for s in samples:
-        outs, traced = run_program(program, s, trace=True)
-        per.append({**traced, **outs})
-    return per
+
+    def one(feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs, traced = run_program(program, feed, trace=True)
+        return {**traced, **outs}
+
+    return run_threaded(graph, samples, one)
 
 
 RUNNERS = {"interpreter": _run_reference, "arena": _run_in_arena}
@@ -413,14 +467,15 @@ def compare_with_target(
     """Outputs of ``runner`` (a target's, see :mod:`rlx_edge.runners`) against the reference on the same inputs.
 
     ``graph`` is MIR. Integer outputs must be equal, float ones within
-    ``atol`` / ``rtol`` of the reference.
+    ``atol`` / ``rtol`` of the reference. A stateful graph runs the samples
+    as one sequence, each side threading its own state (module docstring).
     """
     _check_tolerance(atol, rtol)
     samples = make_inputs(graph, n_inputs, seed, edge=edge)
     tally = _Tally(n_inputs, len(samples) - n_inputs, atol, rtol)
-    for k, sample in enumerate(samples):
-        want = run(graph, sample)
-        got = runner(sample)
+    wants = run_threaded(graph, samples, lambda feed: run(graph, feed))
+    gots = run_threaded(graph, samples, runner)
+    for k, (want, got) in enumerate(zip(wants, gots)):
         for name in graph.outputs:
             tally.check(name, -1, k, got[name], want[name])
     return tally.result(graph.name, len(graph.outputs))

@@ -138,7 +138,7 @@ typedef struct {
      * 0 below TFLite's diff_min, where an input no longer contributes. */
     const int32_t *exp_table;
     int32_t out_zp;          /* -128 for int8 outputs */
-    int32_t out_bits;        /* 8 */
+    int32_t out_bits;        /* 8, or 16 for int16 outputs (zero point -32768) */
 } rlx_softmax_params;
 
 typedef struct {
@@ -182,7 +182,7 @@ void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
 void rlx_mul_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
 void rlx_lut_8(const rlx_lut_params *p, const void *in, void *out);
-void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, int8_t *out);
+void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, void *out); /* int8 or int16 (out_bits) */
 void rlx_pad(const rlx_pad_params *p, const void *in, void *out);
 void rlx_concat(const rlx_concat_params *p, const void *const *ins, void *out);
 void rlx_mean_s8(const rlx_mean_params *p, const int8_t *in, int8_t *out);

@@ -12,13 +12,12 @@
 
 #define RLX_ACCUMULATION_BITS 12
 
-void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, int8_t *out)
+void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, void *out)
 {
     const int32_t lo = -(1 << (p->out_bits - 1));
     const int32_t hi = (1 << (p->out_bits - 1)) - 1;
     for (int32_t r = 0; r < p->rows; r++) {
         const int8_t *x = in + r * p->depth;
-        int8_t *y = out + r * p->depth;
         int32_t max = INT8_MIN;
         for (int32_t i = 0; i < p->depth; i++) {
             max = x[i] > max ? x[i] : max;
@@ -37,7 +36,12 @@ void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, int8_t *out)
         for (int32_t i = 0; i < p->depth; i++) {
             const int32_t e = table[x[i] - INT8_MIN];
             const int32_t v = rlx_rdbpot(rlx_srdhm(scale, e), out_shift) + lo;
-            y[i] = (int8_t)(e == 0 ? lo : rlx_clamp(v, lo, hi));
+            const int32_t q = e == 0 ? lo : rlx_clamp(v, lo, hi);
+            if (p->out_bits == 16) {
+                ((int16_t *)out)[r * p->depth + i] = (int16_t)q;
+            } else {
+                ((int8_t *)out)[r * p->depth + i] = (int8_t)q;
+            }
         }
     }
 }
