@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from modelfiles import MLPERF
+from modelfiles import MLPERF, model_path
 from rlx_edge.cli import main
 from rlx_edge.targets.reference.compare import DEFAULT_ATOL, DEFAULT_RTOL, EDGE_INPUTS
 
@@ -129,3 +129,12 @@ def test_nothing_to_compare_is_a_usage_error(capsys):
     assert "nothing to compare" in capsys.readouterr().err
     assert main(["compare", str(MLPERF / "ad01_int8.tflite"), "--against", "tflm", "--atol", "-1"]) == 2
     assert "--atol must be" in capsys.readouterr().err
+
+
+def test_stateful_model_threads_its_state_against_tflm(capsys):
+    """keyword_scrambled's SVDF states start at their zero points and carry over: 13 invokes, one sequence."""
+    path = model_path("tflm/keyword_scrambled.tflite")
+    code, obj = compare_json(capsys, str(path), "--against", "tflm", "--inputs", "10")
+    assert code == 0, obj["first_mismatch"]
+    assert obj["mismatches"] == 0 and obj["inputs"] == 10 and obj["edge_inputs"] == 3
+    assert obj["tensors"] == 22  # the 7 state updates among them, checked against TFLite Micro's variable tensors

@@ -30,7 +30,7 @@ static void rlx_inv_sqrt(int32_t x, int32_t *mult, int32_t *left_shift)
     const int32_t half_input = rlx_rdbpot(x >> 1, 1); /* Q3.28 */
     const int32_t three_halves = (1 << 28) + (1 << 27);
     int32_t est = 1 << 28; /* Newton-Raphson from 1.0, Q3.28 */
-    for (int32_t i = 0; i < 4; i++) {
+    for (int32_t i = 0; i < 5; i++) {
         const int32_t cube = rlx_sat_mul_pot(rlx_srdhm(rlx_srdhm(est, est), est), 6);
         const int32_t step = (int32_t)((uint32_t)rlx_srdhm(three_halves, est) - (uint32_t)rlx_srdhm(half_input, cube));
         est = rlx_sat_mul_pot(step, 3);
