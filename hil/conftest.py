@@ -25,6 +25,7 @@ failed. Without xdist the one process acquires every place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -179,7 +180,8 @@ def _read_places(config: pytest.Config, names: str | None, env: str | None) -> _
 
 def _board_of(nodeid: str, boards: Sequence[str]) -> str | None:
     """The board a collected test runs on: hil_board is the first parameter of its id (None: not board-bound)."""
-    params = nodeid.partition("::")[2].partition("[")[2][:-1]
+    # rpartition: --dist loadgroup appends "@group" after the parameters.
+    params = nodeid.partition("::")[2].partition("[")[2].rpartition("]")[0]
     fits = [b for b in boards if params == b or params.startswith(f"{b}-")]
     return max(fits, key=len) if fits else None
 
@@ -215,20 +217,40 @@ def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
         as they finish; a worker with nothing left for its board is shut down.
         """
 
+        def __init__(self, config: pytest.Config, log: Any = None) -> None:
+            super().__init__(config, log)
+            self.last_module: dict[Any, str] = {}  # a worker -> the test module of the last test sent to it
+
         def _fits(self, node: Any, index: int) -> bool:
             assert self.collection is not None
             board = _board_of(self.collection[index], farm.boards)
             return board is None or farm.places[node.workerinput["hil_farm"]["mine"]] == board
 
+        def _order(self, node: Any, mine: list[int]) -> list[int]:
+            # Keep a worker on its test module (module fixtures such as test_link's `link` are set up,
+            # and firmware built, once), and start a worker on a module no other worker of its board is
+            # on (the long campaigns spread over the board's places); else collection order.
+            assert self.collection is not None
+            board = farm.places[node.workerinput["hil_farm"]["mine"]]
+            last = self.last_module.get(node)
+            busy = {
+                m
+                for n, m in self.last_module.items()
+                if n is not node and farm.places[n.workerinput["hil_farm"]["mine"]] == board
+            }
+            module = [self.collection[i].partition("::")[0] for i in range(len(self.collection))]
+            return sorted(mine, key=lambda i: (module[i] != last, module[i] in busy, i))
+
         def check_schedule(self, node: Any, duration: float = 0) -> None:
             if node.shutting_down or self.collection is None:
                 return
-            mine = [i for i in self.pending if self._fits(node, i)]
+            mine = self._order(node, [i for i in self.pending if self._fits(node, i)])
             take = mine[: max(0, 2 - len(self.node2pending[node]))]
             for i in take:
                 self.pending.remove(i)
             if take:
                 self.node2pending[node].extend(take)
+                self.last_module[node] = self.collection[take[-1]].partition("::")[0]
                 node.send_runtest_some(take)
             if len(mine) == len(take):
                 node.shutdown()
@@ -255,10 +277,25 @@ class HilPlace:
     board: Board
     url: str
     _flash: Any
+    _power_off: Any
 
     def flash(self, elf: Path) -> None:
         """Puts the firmware on the board (a QEMU place restarts its QEMU; its UART listens on return)."""
         self._flash(elf)
+
+    @contextlib.contextmanager
+    def running(self, elf: Path) -> Iterator[str]:
+        """Flashes ``elf`` and yields the UART's URL; a QEMU place's QEMU is stopped afterwards.
+
+        An idle model runner polls its UART, so a QEMU left running would keep
+        a host core busy while other places' tests need it.
+        """
+        self.flash(elf)
+        try:
+            yield self.url
+        finally:
+            if self._power_off is not None:
+                self._power_off()
 
 
 @pytest.fixture(scope="session")
@@ -278,7 +315,7 @@ def _hil_places(request) -> Iterator[dict[str, HilPlace]]:
             session.acquire(name)
             acquired.append(name)
             link = _labgrid.resolve(session, name)
-            held.setdefault(link.board.name, HilPlace(name, link.board, link.url, link.flash))
+            held.setdefault(link.board.name, HilPlace(name, link.board, link.url, link.flash, link.power_off))
         yield held
     finally:
         for name in acquired:

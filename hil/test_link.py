@@ -6,6 +6,7 @@ board unable to compute the right answer afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import struct
 
@@ -35,25 +36,26 @@ def link(hil_board, hil_place, hil_options, firmware_cache):
     elf, build = build_model_firmware(graph, hil_board, firmware_cache)
     qemu = None
     port = hil_options["port"] or hil_board.console.port
-    if hil_place is not None:
-        hil_place.flash(elf)
-        transport = Transport(hil_place.url, baudrate=hil_place.board.console.baudrate)
-    elif hil_board.is_qemu and hil_options["port"] is None:
-        qemu = QemuBoard(elf, hil_board)
-        qemu.start()
-        transport = open_uart(qemu)
-    else:
-        if not hil_board.is_qemu and hil_options["flash"]:
-            flash(elf, hil_board, probe=hil_options["probe"])
-        transport = Transport(port, baudrate=hil_board.console.baudrate)
-    client = HilClient(transport, timeout=2.0, run_timeout=30.0)
-    try:
-        client.hello()
-        yield client, graph, build
-    finally:
-        client.close()
-        if qemu is not None:
-            qemu.close()
+    with contextlib.ExitStack() as on_place:
+        if hil_place is not None:
+            url = on_place.enter_context(hil_place.running(elf))
+            transport = Transport(url, baudrate=hil_place.board.console.baudrate)
+        elif hil_board.is_qemu and hil_options["port"] is None:
+            qemu = QemuBoard(elf, hil_board)
+            qemu.start()
+            transport = open_uart(qemu)
+        else:
+            if not hil_board.is_qemu and hil_options["flash"]:
+                flash(elf, hil_board, probe=hil_options["probe"])
+            transport = Transport(port, baudrate=hil_board.console.baudrate)
+        client = HilClient(transport, timeout=2.0, run_timeout=30.0)
+        try:
+            client.hello()
+            yield client, graph, build
+        finally:
+            client.close()
+            if qemu is not None:
+                qemu.close()
 
 
 def _check_inference(client, graph, seed=0):

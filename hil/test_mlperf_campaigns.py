@@ -6,6 +6,7 @@ real board (flashed first with its definition's tool).
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -27,22 +28,22 @@ def graphs():
 
 @pytest.mark.parametrize("model", list(COUNTS))
 def test_campaign_is_bit_exact(graphs, hil_board, hil_place, hil_options, firmware_cache, model):
-    port = hil_options["port"]
-    if hil_place is not None:
-        # The place is flashed here, through labgrid; run_campaign only talks to its UART.
-        elf, _ = build_model_firmware(graphs[model], hil_board, firmware_cache)
-        hil_place.flash(elf)
-        port = hil_place.url
-    report = run_campaign(
-        graphs[model],
-        hil_board,
-        port=port,
-        count=COUNTS[model],
-        progress=False,
-        workdir=firmware_cache,
-        flash=hil_options["flash"] and hil_place is None,
-        probe=hil_options["probe"],
-    )
+    with contextlib.ExitStack() as on_place:
+        port = hil_options["port"]
+        if hil_place is not None:
+            # The place is flashed here, through labgrid; run_campaign only talks to its UART.
+            elf, _ = build_model_firmware(graphs[model], hil_board, firmware_cache)
+            port = on_place.enter_context(hil_place.running(elf))
+        report = run_campaign(
+            graphs[model],
+            hil_board,
+            port=port,
+            count=COUNTS[model],
+            progress=False,
+            workdir=firmware_cache,
+            flash=hil_options["flash"] and hil_place is None,
+            probe=hil_options["probe"],
+        )
     rec = report.to_json()
     print(json.dumps({k: rec[k] for k in ("model", "board", "count", "mismatches", "latency", "link")}))
     assert rec["errors"] == 0, rec["error_messages"]

@@ -214,6 +214,8 @@ class PlaceLink:
     board: Board
     url: str
     flash: Callable[[Path], None]
+    power_off: Callable[[], None] | None = None
+    """Stops the board until it is flashed again (a QEMU place: its QEMU exits); None where the place cannot."""
 
 
 def resolve(session: Session, place: str, flash_tool: str | None = None) -> PlaceLink:
@@ -232,7 +234,9 @@ def resolve(session: Session, place: str, flash_tool: str | None = None) -> Plac
     scheme = "socket" if args.get("protocol") == "raw" else "rfc2217"
     url = f"{scheme}://{args['host']}:{args['port']}"
     if qemu is not None:
-        return PlaceLink(place, board.with_port(url), url, _qemu_flasher(place, qemu.args))
+        return PlaceLink(
+            place, board.with_port(url), url, _qemu_flasher(place, qemu.args), _qemu_killer(place, qemu.args)
+        )
     if board.is_qemu:
         raise FarmError(f"place {place}: board {board.name} is a QEMU machine but the place has no {QEMU_RESOURCE}")
     return PlaceLink(place, board.with_port(url), url, _ProbeFlasher(session, place, board, flash_tool))
@@ -251,6 +255,21 @@ def _qemu_flasher(place: str, args: dict[str, Any]) -> Callable[[Path], None]:
             raise FarmError(f"place {place}: restarting QEMU failed: {answer.get('error')}")
 
     return flash
+
+
+def _qemu_killer(place: str, args: dict[str, Any]) -> Callable[[], None]:
+    host, port, slot = args["host"], int(args["port"]), args.get("slot", place)
+
+    def power_off() -> None:
+        # An idle model runner polls its UART: its QEMU would keep a host core busy until the next flash.
+        try:
+            answer = _qemu_places.request(host, port, {"op": "kill", "place": slot})
+        except OSError as e:
+            raise FarmError(f"place {place}: QEMU place server {host}:{port} unreachable: {e}") from None
+        if not answer.get("ok"):
+            raise FarmError(f"place {place}: stopping QEMU failed: {answer.get('error')}")
+
+    return power_off
 
 
 class _ProbeFlasher:
