@@ -16,8 +16,10 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Two workers, a test file each at a time: CI has two cores, and most tests wait on gcc, QEMU or a
+# simulator; session fixtures (batched builds) stay within one file's worker.
 test: setup lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 format: setup
 	$(VENV)/bin/ruff format .

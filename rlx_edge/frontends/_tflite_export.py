@@ -388,8 +388,13 @@ def _svdf(w: _Writer, node: Node) -> _OpOut | str:
     w.variables.add(ins[4])
     w.tensor_index[update] = ins[4]
     declared = _builtin(node)
-    return _OpOut(declared.name, ins, [w.tensor(node.outputs[0])], declared.options, declared.option_fields(
-        node.attrs, AsymmetricQuantizeInputs=False))
+    return _OpOut(
+        declared.name,
+        ins,
+        [w.tensor(node.outputs[0])],
+        declared.options,
+        declared.option_fields(node.attrs, AsymmetricQuantizeInputs=False),
+    )
 
 
 @_RULES.rule("cast")

@@ -40,7 +40,7 @@ from rlx_edge.ir.plan import node_context
 from rlx_edge.quant.calibrate import calibrate
 from rlx_edge.quant.ptq import quantize
 from rlx_edge.targets.reference import run
-from rlx_edge.targets.reference.compare import DEFAULT_ATOL, DEFAULT_RTOL, compare_with_tflm, make_inputs
+from rlx_edge.targets.reference.compare import DEFAULT_ATOL, DEFAULT_RTOL, compare_with_tflm, initial_state, make_inputs
 
 DTYPES = ("float", "int8", "int16x8")
 SIDES = ("tflm", "reference", "cortexm", "jax")
@@ -301,7 +301,9 @@ def make_case(builtin: str, dtype: str, workdir: Path) -> Case:
             case.reason = mismatch
             case.sides["cortexm"] = case.sides["jax"] = "-"
             return case
-        case.samples = make_inputs(graph, N_INPUTS, sum(map(ord, case.key)))
+        # a stateful op (svdf) runs each sample from the state TFLite Micro starts at: the targets then
+        # compare single invokes on equal inputs, the state threading is compared with TFLite Micro above
+        case.samples = [s | initial_state(graph) for s in make_inputs(graph, N_INPUTS, sum(map(ord, case.key)))]
         case.want = [run(graph, s) for s in case.samples]
         return case
     if written:

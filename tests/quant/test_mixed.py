@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlx_edge.cli import main
-from rlx_edge.errors import RlxError, UnsupportedOpError
+from rlx_edge.errors import RlxError
 from rlx_edge.frontends.tflite import to_tflite_bytes
 from rlx_edge.frontends.tflm import TflmModel
 from rlx_edge.ir.dtype import DType
@@ -174,8 +174,13 @@ def test_int16_regions_export_bit_exact_in_tflite_micro(sensitive, tmp_path, lay
         assert np.array_equal(tflm(xq)[0], run(q, xq)["fc"])
 
 
-def test_int16_layers_are_refused_by_cortexm_naming_the_node(sensitive, tmp_path):
+def test_int8_int16x8_int4w_mix_is_bit_exact_on_cortexm_host(sensitive, tmp_path):
+    # requantize i8 -> i16 before b and i16 -> i8 after it run as Cortex-M kernels too
     g, _, rec = sensitive
     q = quantize(g, rec, layer_schemes={"a": "int8", "b": "int16x8", "c": "int4w", "fc": "int8"})
-    with pytest.raises(UnsupportedOpError, match="node 'b' \\(conv2d\\)"):
-        compile_host(q, tmp_path)
+    assert {q.types[n.outputs[0]].dtype for n in q.nodes if n.name in ("a", "b")} == {DType.i8, DType.i16}
+    samples = make_inputs(q, 4, 0)
+    for dsp in (False, True):
+        model = compile_host(q, tmp_path, dsp_emulate=dsp)
+        for s in samples:
+            assert np.array_equal(model.run(s)["fc"], run(q, s)["fc"])

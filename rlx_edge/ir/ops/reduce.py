@@ -180,7 +180,7 @@ def _extreme_reduce(name: str, largest: bool) -> OpDef:
         ax = norm_axes(axes, x.rank, name)
         for a in ax:
             if x.shape[a] == 0:
-                fail(f"{name}: axis {a} of shape {list(x.shape)} is empty; it has no {name[7:]}imum")
+                fail(f"{name}: axis {a} of shape {list(x.shape)} is empty; no {name[7:]}imum of no values is supported")
         return TensorType(_reduced_shape(x.shape, ax, keepdims), x.dtype, _per_tensor(x))
 
     def _pick(x, *, axes, keepdims):
