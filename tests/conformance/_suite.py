@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opgraphs import single_node_graph
+from opgraphs import merge_graphs, single_node_graph
 from rlx_edge.errors import RlxError, UnsupportedOpError
 from rlx_edge.frontends._tflite_ops import BUILTINS
 from rlx_edge.frontends._tflite_schema import schema_module
@@ -349,27 +349,7 @@ def _one_line(e: BaseException) -> str:
 # the batched targets ------------------------------------------------------------------------------
 def _merge(cases: list[Case]) -> Graph:
     """Disjoint branches of one graph, case ``i``'s names prefixed ``c{i}_``."""
-    m = Graph("conformance")
-    for i, c in enumerate(cases):
-        g = c.graph
-        ren = {v: f"c{i}_{v}" for v in g.types}
-        for v in g.inputs:
-            t = g.types[v]
-            m.input(ren[v], t.shape, t.dtype, t.quant)
-        for v, a in g.params.items():
-            t = g.types[v]
-            m.param(ren[v], a, t.quant, t.dtype)
-        for n in g.nodes:
-            m.add_node(
-                n.op,
-                [None if v is None else ren[v] for v in n.inputs],
-                n.attrs,
-                name=f"c{i}_{n.name}",
-                out_quant=[g.types[o].quant for o in n.outputs],
-                out_names=[ren[o] for o in n.outputs],
-            )
-        m.output(*[ren[o] for o in g.outputs])
-    return m
+    return merge_graphs([c.graph for c in cases], "conformance", "c")
 
 
 def _accepts(target: str, g: Graph) -> str | None:

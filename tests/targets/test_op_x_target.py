@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opgraphs import single_node_graph
+from opgraphs import merge_graphs, single_node_graph
 from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
@@ -147,26 +147,7 @@ def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, 
 
 def merge(graphs: list[Graph]) -> Graph:
     """Disjoint branches of one graph: draw ``i``'s names prefixed ``d{i}_``."""
-    m = Graph("op_x_target")
-    for i, g in enumerate(graphs):
-        ren = {v: f"d{i}_{v}" for v in g.types}
-        for v in g.inputs:
-            t = g.types[v]
-            m.input(ren[v], t.shape, t.dtype, t.quant)
-        for v, a in g.params.items():
-            t = g.types[v]
-            m.param(ren[v], a, t.quant, t.dtype)
-        for n in g.nodes:
-            m.add_node(
-                n.op,
-                [None if v is None else ren[v] for v in n.inputs],
-                n.attrs,
-                name=f"d{i}_{n.name}",
-                out_quant=[g.types[o].quant for o in n.outputs],
-                out_names=[ren[o] for o in n.outputs],
-            )
-        m.output(*[ren[o] for o in g.outputs])
-    return m
+    return merge_graphs(graphs, "op_x_target", "d")
 
 
 def merged_feed(graphs: list[Graph], feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
