@@ -12,6 +12,10 @@ each run (user + system of every process it started, QEMU included): CPU time
 close to wall time x cores means the run was CPU-bound, and more workers
 cannot make it faster on this host. Appends one JSON line to
 bench/results/hil_farm.jsonl.
+
+``--firmware-cache DIR`` runs both with the firmware already built in DIR
+(``$RLX_EDGE_CACHE``, which the hil/ suite then reads): for a farm host
+without the ARM toolchain, and to time the campaigns alone.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, record
 
 
-def _run(argv: list[str], junit: Path) -> dict:
+def _run(argv: list[str], junit: Path, env: dict[str, str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "hil/", f"--junitxml={junit}", *argv]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -64,12 +68,16 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--places", type=int, default=4, help="QEMU places and xdist workers of the farm run")
     ap.add_argument("-k", default=None, help="pytest -k expression (both runs): a quick check of the script")
+    ap.add_argument("--firmware-cache", type=Path, default=None, help="firmware built beforehand (both runs read it)")
     args = ap.parse_args()
     extra = ["-k", args.k] if args.k else []
+    env = {k: v for k, v in os.environ.items() if k != "RLX_EDGE_CACHE"}
+    if args.firmware_cache is not None:
+        env["RLX_EDGE_CACHE"] = str(args.firmware_cache.resolve())
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="hil-farm-bench-") as tmp:
-        serial = _run(extra, Path(tmp) / "serial.xml")
-        farm = _run(["-n", str(args.places), "--farm", str(args.places), *extra], Path(tmp) / "farm.xml")
+        serial = _run(extra, Path(tmp) / "serial.xml", env)
+        farm = _run(["-n", str(args.places), "--farm", str(args.places), *extra], Path(tmp) / "farm.xml", env)
     cores = os.cpu_count() or 1
     ratio = farm["wall_s"] / serial["wall_s"]
     ok = serial["rc"] == 0 and farm["rc"] == 0 and serial.get("tests") == farm.get("tests") == serial.get("passed")
@@ -80,6 +88,7 @@ def main() -> int:
             "places": args.places,
             "k": args.k,
             "cores": cores,
+            "firmware": "prebuilt" if args.firmware_cache is not None else "built in each run",
             "loadavg_1m_before": round(load_before[0], 2),
             "serial": serial,
             "farm": farm,

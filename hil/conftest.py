@@ -370,6 +370,9 @@ def hil_options(request) -> dict:
 
 @pytest.fixture(scope="session")
 def firmware_cache(tmp_path_factory) -> Path:
-    # The directory tests/targets/cortexm uses too: a firmware built there in
+    # $RLX_EDGE_CACHE, the library's own firmware cache, when the user names one
+    # (a farm host whose firmware was built elsewhere); else the session's
+    # directory, which tests/targets/cortexm uses too: a firmware built there in
     # the same session is not built again here.
-    return tmp_path_factory.getbasetemp() / "fw"
+    named = os.environ.get("RLX_EDGE_CACHE")
+    return Path(named) if named else tmp_path_factory.getbasetemp() / "fw"
