@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import time
@@ -26,6 +27,8 @@ def record(bench: str, payload: dict) -> dict:
         ).stdout.strip()
     except OSError:
         commit = ""
+    # a copy of a checkout without its .git (a remote host) says which commit it is
+    commit = commit or os.environ.get("RLX_BENCH_COMMIT", "")
     rec = {
         "bench": bench,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -383,8 +383,10 @@ def build_model_firmware(
         for f in sorted(info["files"]):
             p = Path(tmp) / "project" / f
             digest.update(f.encode() + b"\0" + p.read_bytes())
-        # The whole board: a definition file's baud rate is compiled in too.
-        digest.update(f"{b!r} {opt}".encode())
+        # The whole board, a definition file's baud rate is compiled in too; not the
+        # host's serial URL, which is not (a campaign on a farm place names one).
+        built = replace(b, console=replace(b.console, port=None))
+        digest.update(f"{built!r} {opt}".encode())
         key = digest.hexdigest()[:16]
         out = root / key
         elf = out / "firmware.elf"
