@@ -42,6 +42,12 @@ from rlx_edge.hil.farm import QemuFarm
 BOARDS = ("qemu-mps2-an386", "qemu-mps2-an385")
 
 
+def _why(case: ET.Element) -> str:
+    bad = case.find("failure")
+    bad = case.find("error") if bad is None else bad
+    return (bad.get("message") or "")[:300] if bad is not None else ""
+
+
 def _run(argv: list[str], junit: Path, env: dict[str, str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -63,6 +69,9 @@ def _run(argv: list[str], junit: Path, env: dict[str, str]) -> dict:
         places = Counter(p.get("value") for c in cases for p in c.iter("property") if p.get("name") == "hil_place")
         if places:
             out["tests_by_place"] = dict(sorted(places.items()))
+        failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
+        if failed:  # the tail below is often warnings: keep which tests failed and why
+            out["failed_tests"] = {c.get("name"): _why(c) for c in failed}
         slowest = max(cases, key=lambda c: float(c.get("time", 0)), default=None)
         if slowest is not None:
             out["slowest_test"] = {"name": slowest.get("name"), "s": round(float(slowest.get("time", 0)), 1)}
