@@ -597,7 +597,12 @@ class Importer:
         if v.is_const:
             arr = v.const if perm is None else np.transpose(v.const, perm)  # type: ignore[arg-type]
             base = v.src if perm is None else f"{v.src}__nhwc" if perm == NHWC and v.src else ""
-            return self.param(arr, quant=quant, key=(id(v.const), perm) if quant is None else None, base=base)
+            key = (id(v.const), perm) if quant is None else None
+            if key is not None and key not in self._param_cache:
+                # the key's id must stay unique while cached: a temporary constant (a broadcast
+                # reshape) would otherwise be freed and its id reused by the next one
+                self._const_keep.append(v.const)  # type: ignore[arg-type]
+            return self.param(arr, quant=quant, key=key, base=base)
         if v.perm == perm:
             return v.name  # type: ignore[return-value]
         # internal = onnx.T(v.perm); wanted = onnx.T(perm) = internal.T(inv(v.perm)[perm])

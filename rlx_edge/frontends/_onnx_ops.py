@@ -31,6 +31,7 @@ from rlx_edge.frontends._onnx_import import (
     inverse,
 )
 from rlx_edge.ir.dtype import DType, from_numpy
+from rlx_edge.ir.ops.conv import transpose_conv_pads
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 
@@ -282,6 +283,54 @@ def _conv(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     imp.set_out(node, 0, out, NHWC)
 
 
+def _conv_transpose_geometry(a: dict[str, Any], size: int, k: int, s: int, i: int) -> tuple[int, int]:
+    """(output size, rows cut off the top of the full canvas) of one spatial axis ``i`` of ConvTranspose,
+    as onnxruntime distributes the padding (SAME_UPPER puts the odd row at the end, otherwise the start)."""
+    out_pad = int(a.get("output_padding", (0, 0))[i])
+    canvas = s * (size - 1) + k + out_pad
+    auto = a.get("auto_pad", "NOTSET")
+    if "output_shape" in a or auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = int(a["output_shape"][-2 + i]) if "output_shape" in a else size * s
+        total = canvas - out
+        return out, (total // 2 if auto == "SAME_UPPER" else total - total // 2)
+    if auto == "VALID":
+        return canvas, 0
+    if auto != "NOTSET":
+        raise Unsupported(f"auto_pad={auto!r} is not supported")
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    return canvas - pads[i] - pads[2 + i], pads[i]
+
+
+@HANDLERS.rule("ConvTranspose")
+def _conv_transpose(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """transpose_conv2d: weight [I, O, KH, KW] -> [O, KH, KW, I]; the top and left rows ONNX's padding
+    cuts off become TFLite's SAME padding where they are that, else a slice of the VALID result."""
+    x, w = _runtime(imp, node, 0), _runtime(imp, node, 1)
+    b = imp.val(node, 2)
+    if imp.rank(x) != 4 or imp.rank(w) != 4:
+        raise Unsupported("only 2-D ConvTranspose (4-D NCHW input and weight) is supported")
+    if int(a.get("group", 1)) != 1 or tuple(a.get("dilations", (1, 1))) != (1, 1):
+        raise Unsupported("ConvTranspose with groups or dilations is not supported")
+    n, _, h, wd = _static(imp.onnx_shape(x), "ConvTranspose input")
+    _, o, kh, kw = _static(imp.onnx_shape(w), "ConvTranspose weight")
+    strides = tuple(int(v) for v in a.get("strides", (1, 1)))
+    (oh, top), (ow, left) = (_conv_transpose_geometry(a, size, k, s, i)
+                             for i, (size, k, s) in enumerate(((h, kh, strides[0]), (wd, kw, strides[1]))))  # fmt: skip
+    if min(oh, ow) < 1 or min(top, left) < 0:
+        raise Unsupported(f"ConvTranspose with output {oh}x{ow} and padding {top}, {left} is not supported")
+    ins = [imp.rt(x, NHWC), imp.rt(w, _DW_PERM), None if b is None else imp.plain(b)]
+    base = imp.out_base(node, 0, NHWC)
+    if (top, left) == transpose_conv_pads((oh, ow), (kh, kw), strides, "same"):
+        attrs = {"output_shape": (n, oh, ow, o), "strides": strides, "padding": "same"}
+        out = imp.emit("transpose_conv2d", ins, attrs, base=base)
+    else:
+        attrs = {"output_shape": (n, top + oh, left + ow, o), "strides": strides, "padding": "valid"}
+        full = imp.emit("transpose_conv2d", ins, attrs)
+        cut = {"begin": (0, top, left, 0), "end": (n, top + oh, left + ow, o)}
+        out = imp.emit("slice", [full], cut, base=base)
+    imp.set_out(node, 0, out, NHWC)
+
+
 def _scalar_const(imp: Importer, value: float, like: DType) -> str:
     return imp.param(np.asarray(value, dtype=like.numpy))
 
@@ -384,7 +433,17 @@ def _axes_of(imp: Importer, node: onnx.NodeProto, a: dict[str, Any], input_index
     return None
 
 
-_REDUCE_OPS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min"}
+# ONNX reduction -> (elementwise op before, IR reduction, elementwise op after); the composite
+# ones are their ONNX definitions: sum of squares, sum of magnitudes, root of the sum of squares
+_REDUCE_OPS: dict[str, tuple[str | None, str, str | None]] = {
+    "ReduceMean": (None, "mean", None),
+    "ReduceSum": (None, "sum", None),
+    "ReduceMax": (None, "reduce_max", None),
+    "ReduceMin": (None, "reduce_min", None),
+    "ReduceSumSquare": ("square", "sum", None),
+    "ReduceL1": ("abs", "sum", None),
+    "ReduceL2": ("square", "sum", "sqrt"),
+}
 
 
 @HANDLERS.rule(*_REDUCE_OPS)
@@ -393,17 +452,38 @@ def _reduce(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     r = imp.rank(x)
     axes = _axes_of(imp, node, a, 1)
     keep = bool(a.get("keepdims", 1))
+    before, op, after = _REDUCE_OPS[node.op_type]
     if not axes:
         if a.get("noop_with_empty_axes", 0):
+            if before or after:  # whether the elementwise part still applies is not settled between runtimes
+                raise Unsupported(f"noop_with_empty_axes=1 without axes is not supported in {node.op_type}")
             imp.vals[node.output[0]] = x
             return
         axes = list(range(r))
     axes = sorted({_axis(v, r) for v in axes})
-    op = _REDUCE_OPS[node.op_type]
     iaxes = tuple(internal_axis(x.perm, v) for v in axes)
     perm = x.perm if keep else drop_axes(x.perm, axes)
-    out = imp.emit(op, [imp.rt(x, x.perm)], {"axes": iaxes, "keepdims": keep}, base=imp.out_base(node, 0, perm))
-    imp.set_out(node, 0, out, perm)
+    base = imp.out_base(node, 0, perm)
+    y = imp.rt(x, x.perm)
+    if before:
+        y = imp.emit(before, [y])
+    y = imp.emit(op, [y], {"axes": iaxes, "keepdims": keep}, base=None if after else base)
+    if after:
+        y = imp.emit(after, [y], base=base)
+    imp.set_out(node, 0, y, perm)
+
+
+@HANDLERS.rule("CumSum")
+def _cumsum(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    x = _runtime(imp, node)
+    c = imp.const_input(node, 1, "axis")
+    if c is None or np.asarray(c).size != 1:
+        raise Unsupported("CumSum needs a constant axis of one value")
+    axis = _axis(int(np.asarray(c).reshape(-1)[0]), imp.rank(x))
+    attrs = {"axis": internal_axis(x.perm, axis), "exclusive": bool(a.get("exclusive", 0)),
+             "reverse": bool(a.get("reverse", 0))}  # fmt: skip
+    out = imp.emit("cumsum", [imp.rt(x, x.perm)], attrs, base=imp.out_base(node, 0, x.perm))
+    imp.set_out(node, 0, out, x.perm)
 
 
 @HANDLERS.rule("ArgMax", "ArgMin")
@@ -657,8 +737,9 @@ def _pad(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     x = _runtime(imp, node)
     r = imp.rank(x)
     mode = a.get("mode", "constant")
-    if mode != "constant":
-        raise Unsupported(f"mode={mode!r} is not supported (constant padding only)")
+    if mode not in ("constant", "reflect"):
+        # edge repeats the border value and wrap the other side: neither is TFLite's MIRROR_PAD
+        raise Unsupported(f"mode={mode!r} is not supported (constant or reflect padding)")
     if imp.opset < 11:
         pads = [int(v) for v in a.get("pads", a.get("paddings", ()))]
         value = float(a.get("value", 0.0))
@@ -678,7 +759,11 @@ def _pad(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         pairs[ax] = (pads[k], pads[k + len(axes)])
     order = x.perm if x.perm is not None else tuple(range(r))
     flat = tuple(v for p in order for v in pairs[p])
-    out = imp.emit("pad", [imp.rt(x, x.perm)], {"pads": flat, "value": value}, base=imp.out_base(node, 0, x.perm))
+    base = imp.out_base(node, 0, x.perm)
+    if mode == "reflect":  # numpy's reflect (the edge not repeated): TFLite's MIRROR_PAD REFLECT
+        out = imp.emit("mirror_pad", [imp.rt(x, x.perm)], {"pads": flat, "mode": "reflect"}, base=base)
+    else:
+        out = imp.emit("pad", [imp.rt(x, x.perm)], {"pads": flat, "value": value}, base=base)
     imp.set_out(node, 0, out, x.perm)
 
 
@@ -1043,3 +1128,7 @@ def _qlinear_concat(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> N
     names = [ensure_quant(imp, v, q, perm) for v, q in zip(vals, quants)]
     out = imp.emit("concat", names, {"axis": internal_axis(perm, axis)}, out_quant=yq, base=imp.out_base(node, 0, perm))
     imp.set_out(node, 0, out, perm)
+
+
+# The ONNX equivalents of TFLite Micro's other builtins register themselves in HANDLERS on import.
+from rlx_edge.frontends import _onnx_ops_more  # noqa: E402, F401

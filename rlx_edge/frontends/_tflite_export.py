@@ -40,6 +40,7 @@ from rlx_edge.frontends._tflite_schema import (
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops import QContext, get_op, same_pads
+from rlx_edge.ir.ops.reduce import int8_softmax_refusal
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import QuantParams, TensorType
 
@@ -357,6 +358,11 @@ def _softmax(w: _Writer, node: Node) -> _OpOut | str:
     rank = w.g.types[node.inputs[0]].rank
     if node.attrs.get("axis", -1) not in (-1, rank - 1):
         return f"{node.op} over an axis other than the last"
+    xt = w.g.types[node.inputs[0]]
+    if node.op == "softmax" and xt.dtype == DType.i8 and xt.quant is not None and xt.quant.scale.size == 1:
+        why = int8_softmax_refusal(node.attrs.get("beta", 1.0), float(xt.quant.scale[0]))
+        if why is not None:  # a model TFLite Micro would abort on
+            return why
     return _plain(w, node)
 
 
@@ -397,6 +403,52 @@ def _svdf(w: _Writer, node: Node) -> _OpOut | str:
     )
 
 
+@_RULES.rule("transpose_conv2d")
+def _transpose_conv(w: _Writer, node: Node) -> _OpOut:
+    """TFLite's inputs are (output shape, weights, input, bias); without a bias the op has three."""
+    x, wv, b = (node.inputs + [None])[:3]
+    ins = [w.const_i32(f"{node.name}/output_shape", node.attrs["output_shape"]), w.tensor(wv), w.tensor(x)]
+    if b is not None:
+        ins.append(w.tensor(b))
+    return _op_out(w, node, _builtin(node), ins)
+
+
+@_RULES.rule("lstm")
+def _lstm(w: _Writer, node: Node) -> _OpOut | str:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM: hidden and cell state become variable tensors as SVDF's state does.
+
+    TFLite's 24 inputs: the node's first 13 at 0-8 and 12-15, the states at 18 and 19, the
+    variants' slots (peephole, projection, layer norm) absent.
+    """
+    states, updates = node.inputs[13:15], node.outputs[1:3]
+    for state, update in zip(states, updates):
+        readers = [n for n in w.g.nodes if state in n.inputs]
+        if state not in w.g.inputs or len(readers) != 1 or any(update in n.inputs for n in w.g.nodes):
+            return "lstm whose states are not graph inputs read by it alone, with their updates graph outputs"
+    if states[0] == states[1]:
+        return "lstm whose hidden and cell state are one value"
+    ins = [-1] * 24
+    for j, v in zip((*range(9), *range(12, 16), 18, 19), node.inputs):
+        ins[j] = w.tensor(v)
+    for j, update in zip((18, 19), updates):
+        w.variables.add(ins[j])
+        w.tensor_index[update] = ins[j]
+    declared = _builtin(node)
+    return _OpOut(
+        declared.name,
+        ins,
+        [w.tensor(node.outputs[0])],
+        declared.options,
+        declared.option_fields(
+            node.attrs,
+            FusedActivationFunction=schema_module("ActivationFunctionType").ActivationFunctionType.TANH,
+            ProjClip=0.0,
+            AsymmetricQuantizeInputs=False,
+            DiagonalRecurrentTensors=False,
+        ),
+    )
+
+
 @_RULES.rule("cast")
 def _cast(w: _Writer, node: Node) -> _OpOut:
     src, dst = w.g.types[node.inputs[0]].dtype, w.g.types[node.outputs[0]].dtype
@@ -412,6 +464,24 @@ def _select_v2(w: _Writer, node: Node) -> _OpOut | str:
         q = w.g.types[v].quant
         if out_q is not None and (q is None or not _same_quant(q, out_q)):
             return "select_v2 with x or y quantized unlike its output (TFLite Micro's SELECT_V2 copies stored values)"
+    return _plain(w, node)
+
+
+@_RULES.rule("maximum", "minimum")
+def _minmax(w: _Writer, node: Node) -> _OpOut | str:
+    out_q = w.g.types[node.outputs[0]].quant
+    for v in node.inputs:
+        q = w.g.types[v].quant
+        if out_q is not None and (q is None or not _same_quant(q, out_q)):
+            return f"{node.op} with an input quantized unlike its output (TFLite Micro compares stored values)"
+    return _plain(w, node)
+
+
+@_RULES.rule("matmul")
+def _matmul(w: _Writer, node: Node) -> _OpOut | str:
+    ranks = [w.g.types[v].rank for v in node.inputs]
+    if not all(2 <= r <= 5 for r in ranks):
+        return f"matmul of ranks {ranks[0]} and {ranks[1]} (TFLite's BATCH_MATMUL takes 2 to 5; reshape a vector)"
     return _plain(w, node)
 
 
@@ -480,12 +550,18 @@ def _arg_reduce(w: _Writer, node: Node) -> _OpOut | str:
     return _op_out(w, node, _builtin(node), ins, OutputType=DTYPE_TO_TFL[w.g.types[node.outputs[0]].dtype])
 
 
-@_RULES.rule("mean", "sum", "reduce_max", "reduce_min")
+@_RULES.rule("mean", "sum", "reduce_max", "reduce_min", "reduce_all")
 def _mean(w: _Writer, node: Node) -> _OpOut:
     axes = node.attrs.get("axes")
     if axes is None:  # all axes
         axes = tuple(range(w.g.types[node.inputs[0]].rank))
     return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/axes", list(axes))])
+
+
+@_RULES.rule("cumsum")
+def _cumsum(w: _Writer, node: Node) -> _OpOut:
+    axis = [int(node.attrs["axis"])]
+    return _op_out(w, node, _builtin(node), _ins(w, node) + [w.const_i32(f"{node.name}/axis", axis)])
 
 
 @_RULES.rule("transpose")
@@ -506,6 +582,9 @@ def _slice(w: _Writer, node: Node) -> _OpOut | str:
     strides = list(a.get("strides") or [1] * len(a["begin"]))
     if len(a["begin"]) != rank or rank == 0:
         return "slice of a scalar or with fewer bounds than axes"
+    picked = _slice_or_reverse(w, node, shape, strides)
+    if picked is not None:
+        return picked
     # numpy's bounds resolved here; a walk backwards through the first element has no end
     # index TFLite reads as such (-1 counts from the end), so its end mask says it
     begin, end, end_mask = [], [], 0
@@ -528,6 +607,32 @@ def _slice(w: _Writer, node: Node) -> _OpOut | str:
     if end_mask:
         out.table, out.fields = "StridedSliceOptions", {"EndMask": end_mask}
     return out
+
+
+_SLICE_MAX_RANK = 5  # TFLite Micro's SLICE and REVERSE_V2 kernels take up to 5 axes
+
+
+def _slice_or_reverse(w: _Writer, node: Node, shape: list[int], strides: list[int]) -> _OpOut | None:
+    """The builtin TensorFlow's converter writes for such a slice: REVERSE_V2 for whole axes, some
+    walked backwards (TFLite Micro reverses a contiguous run of axes only), SLICE for a non-empty
+    stride-1 slice; None leaves it to STRIDED_SLICE."""
+    a = node.attrs
+    spans = [range(*slice(b, e, st).indices(d)) for b, e, st, d in zip(a["begin"], a["end"], strides, shape)]
+    if len(shape) > _SLICE_MAX_RANK or not all(spans):
+        return None
+    # an axis of one element is the same walked either way
+    backwards = [i for i, (r, d) in enumerate(zip(spans, shape)) if r.step < 0 and d > 1]
+    whole = all(len(r) == d for r, d in zip(spans, shape))
+    if whole and backwards and backwards == list(range(backwards[0], backwards[-1] + 1)):
+        ins = _ins(w, node) + [w.const_i32(f"{node.name}/axis", backwards)]
+        return _op_out(w, node, BUILTINS["REVERSE_V2"], ins)
+    if all(r.step == 1 or len(r) == 1 for r in spans):
+        ins = _ins(w, node) + [
+            w.const_i32(f"{node.name}/begin", [r.start for r in spans]),
+            w.const_i32(f"{node.name}/size", [len(r) for r in spans]),
+        ]
+        return _op_out(w, node, BUILTINS["SLICE"], ins)
+    return None
 
 
 @_RULES.rule("unsqueeze")
@@ -563,6 +668,9 @@ def _stack(w: _Writer, node: Node) -> _OpOut | str:
 @_RULES.rule("split")
 def _split(w: _Writer, node: Node) -> _OpOut:
     sizes = list(node.attrs["sizes"])
+    if sizes[0] > 0 and len(set(sizes)) == 1:  # equal parts: SPLIT, as TensorFlow's converter writes them
+        ins = [w.const_i32(f"{node.name}/axis", node.attrs["axis"]), *_ins(w, node)]  # the axis comes first
+        return _op_out(w, node, BUILTINS["SPLIT"], ins, NumSplits=len(sizes))
     ins = _ins(w, node) + [
         w.const_i32(f"{node.name}/size_splits", sizes),
         w.const_i32(f"{node.name}/axis", [node.attrs["axis"]]),
@@ -595,8 +703,27 @@ def _broadcast_to(w: _Writer, node: Node) -> _OpOut:
 
 
 @_RULES.rule("gather")
-def _gather(w: _Writer, node: Node) -> _OpOut:
-    return _op_out(w, node, BUILTINS["GATHER"])  # EMBEDDING_LOOKUP, read as a gather, is one too
+def _gather(w: _Writer, node: Node) -> _OpOut | str:
+    """GATHER (EMBEDDING_LOOKUP, read as a gather, is one too). TFLite Micro's kernel takes int32
+    positions in [0, n) only (it refuses int64 ones when loading, negative ones when invoked):
+    constant indices are written so, the same positions; computed int64 ones are refused here."""
+    x, idx = node.inputs
+    if idx not in w.g.params:
+        if w.g.types[idx].dtype != DType.i32:
+            return "gather with computed int64 indices (TFLite Micro's GATHER reads int32 positions only)"
+        return _op_out(w, node, BUILTINS["GATHER"])
+    arr = np.asarray(w.g.params[idx])
+    n = int(w.g.types[x].shape[node.attrs["axis"] % w.g.types[x].rank])
+    if arr.dtype == np.int32 and not (arr < 0).any():
+        return _op_out(w, node, BUILTINS["GATHER"])
+    pos = np.where(arr < 0, arr + n, arr).astype(np.int32)  # the IR's negatives count from the end
+    t = TensorType(tuple(arr.shape), DType.i32)
+    shared = idx in w.tensor_index or idx in w.g.outputs or sum(idx in m.inputs for m in w.g.nodes) > 1
+    if shared:  # others read the indices as they are: these positions under a name of their own
+        ins = [w.tensor(x), w.const_tensor(idx, pos, t)]
+    else:
+        ins = [w.tensor(x), w.add_tensor(idx, t, w.add_buffer(pos, DType.i32))]
+    return _op_out(w, node, BUILTINS["GATHER"], ins)
 
 
 @_RULES.rule("resize_nearest_neighbor", "resize_bilinear")

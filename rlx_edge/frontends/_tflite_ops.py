@@ -172,6 +172,21 @@ _declare("L2_POOL_2D", "l2_pool2d", options="Pool2DOptions", fields=_POOL, optio
 _declare("ADD", "add", options="AddOptions", fields=(_ACT,), int8_version=2, int16_version=3)
 _declare("SUB", "sub", options="SubOptions", fields=(_ACT,), int8_version=2, int16_version=3)
 _declare("MUL", "mul", options="MulOptions", fields=(_ACT,), int8_version=2, int16_version=4)
+_declare("DIV", "div", options="DivOptions", fields=(_ACT,), int8_version=2)  # int8 and float (TFLite Micro's)
+# the adjoint flags become transposes at import (tflite.py); matmul is written without them.
+# AsymmetricQuantizeInputs concerns hybrid kernels only.
+_declare(
+    "BATCH_MATMUL",
+    "matmul",
+    options="BatchMatMulOptions",
+    fields=(
+        OptionField("AdjX", default=False),
+        OptionField("AdjY", default=False),
+        OptionField("AsymmetricQuantizeInputs", default=False),
+    ),
+    int8_version=2,
+    int16_version=3,
+)
 _declare("MAXIMUM", "maximum", options="MaximumMinimumOptions", int8_version=2, int16_version=4)
 _declare("MINIMUM", "minimum", options="MaximumMinimumOptions", int8_version=2, int16_version=4)
 _declare("LOGISTIC", "sigmoid", int8_version=2, int16_version=3)
@@ -268,11 +283,31 @@ for _name, _op in (("SUM", "sum"), ("REDUCE_MAX", "reduce_max"), ("REDUCE_MIN", 
         int8_version=2,
         int16_version=3,
     )
+# bool in and out (the reductions' axes input, converter and rule)
+_declare(
+    "REDUCE_ALL",
+    "reduce_all",
+    options="ReducerOptions",
+    fields=(OptionField("KeepDims", "keepdims", default=False, to_ir=bool, to_tfl=bool),),
+)
+# the axis is an input tensor (its converter and rule), float32 and int8 in TFLite Micro
+_declare(
+    "CUMSUM",
+    "cumsum",
+    options="CumsumOptions",
+    fields=(
+        OptionField("Exclusive", "exclusive", default=False, to_ir=bool, to_tfl=bool),
+        OptionField("Reverse", "reverse", default=False, to_ir=bool, to_tfl=bool),
+    ),
+)
 # ARG_MAX / ARG_MIN: the axis is an input tensor; OutputType follows the output's dtype
 _declare("ARG_MAX", "argmax", options="ArgMaxOptions", fields=(OptionField("OutputType"),), int8_version=2)
 _declare("ARG_MIN", "argmin", options="ArgMinOptions", fields=(OptionField("OutputType"),), int8_version=2)
 _declare("TRANSPOSE", "transpose", options="TransposeOptions", int8_version=2, int16_version=5)
 _declare("STRIDED_SLICE", "slice", options="StridedSliceOptions", int8_version=2, int16_version=4)
+# a stride-1 slice (begin and size tensors), as converters write tf.slice; its SliceOptions table
+# is empty, we write none. The exporter's slice rule picks among SLICE, REVERSE_V2, STRIDED_SLICE.
+_declare("SLICE", "slice", options="SliceOptions", write_options=False, int8_version=2, int16_version=4)
 # Data movement (ir/ops/movement.py and the layout ops they map to). Options tables without
 # fields (ExpandDims, ReverseV2, PadV2, SpaceToBatchND, BatchToSpaceND, BroadcastTo) may be
 # in a file; we write none.
@@ -382,6 +417,31 @@ _declare(
     options="SVDFOptions",
     fields=(OptionField("Rank", "rank", default=1), _ACT, OptionField("AsymmetricQuantizeInputs", default=False)),
     int8_version=3,
+)
+# inputs (output shape, weights, input, bias): converter and export rule in tflite.py and
+# _tflite_export.py; QuantizedBiasType is left 0 (the bias tensor's own type decides)
+_declare(
+    "TRANSPOSE_CONV",
+    "transpose_conv2d",
+    options="TransposeConvOptions",
+    fields=(*_WINDOW, _ACT, OptionField("QuantizedBiasType")),
+    options_required=True,
+    int8_version=3,
+)
+# hidden and cell state become graph input/output pairs as SVDF's (converter in tflite.py, export
+# rule in _tflite_export.py); FusedActivationFunction is the cell gate's (TANH: the import checks it)
+_declare(
+    "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    "lstm",
+    options="UnidirectionalSequenceLSTMOptions",
+    fields=(
+        OptionField("FusedActivationFunction"),
+        OptionField("CellClip", "cell_clip", default=0.0, to_ir=_f32, to_tfl=_f32),
+        OptionField("ProjClip", default=0.0),
+        OptionField("TimeMajor", "time_major", default=False, to_ir=bool, to_tfl=bool),
+        OptionField("AsymmetricQuantizeInputs", default=False),
+        OptionField("DiagonalRecurrentTensors", default=False),
+    ),
 )
 # Shape-only builtins: folded to constants at import (tflite.py)
 _declare("SHAPE", options="ShapeOptions", write_options=False, folded=True)

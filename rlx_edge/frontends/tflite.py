@@ -533,6 +533,8 @@ def _fused_activation(op: _Op) -> int | None:
     table = None if declared is None else declared.options
     if table is None or not hasattr(getattr(schema_module(table), table), "FusedActivationFunction"):
         return None
+    if op.opname == "UNIDIRECTIONAL_SEQUENCE_LSTM":
+        return None  # there the field names the cell gate's nonlinearity, which the op's check reads
     return int(_opt(op, "FusedActivationFunction", 0))
 
 
@@ -688,16 +690,29 @@ def _check_concat(imp: _Importer, op: _Op) -> str | None:
     return f"CONCATENATION with fused {ACT_NAMES.get(act, act)}" if act else None
 
 
-@_CHECKS.rule("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
+@_CHECKS.rule("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL")
 def _check_mean(imp: _Importer, op: _Op) -> str | None:
     imp.const_input(op, 1, "axes")
     return None
 
 
-@_CONVERTERS.rule("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
+@_CONVERTERS.rule("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL")
 def _mean(imp: _Importer, op: _Op) -> None:
     axes = tuple(int(v) for v in imp.const_input(op, 1, "axes").reshape(-1))
     imp.emit(op, op.builtin.ir_ops[0], [imp.x(op, 0)], {"axes": axes, **op.attrs()})
+
+
+@_CHECKS.rule("CUMSUM")
+def _check_cumsum(imp: _Importer, op: _Op) -> str | None:
+    if imp.const_input(op, 1, "axis").size != 1:
+        return "CUMSUM with an axis input that is not one value"
+    return None
+
+
+@_CONVERTERS.rule("CUMSUM")
+def _cumsum(imp: _Importer, op: _Op) -> None:
+    (axis,) = _const_ints(imp, op, 1, "axis")
+    imp.emit(op, "cumsum", [imp.x(op, 0)], {"axis": axis, **op.attrs()})
 
 
 @_CHECKS.rule("ARG_MAX", "ARG_MIN")
@@ -725,6 +740,31 @@ def _check_transpose(imp: _Importer, op: _Op) -> str | None:
 def _transpose(imp: _Importer, op: _Op) -> None:
     perm = tuple(int(v) for v in imp.const_input(op, 1, "permutation").reshape(-1))
     imp.emit(op, "transpose", [imp.x(op, 0)], {"perm": perm})
+
+
+# BATCH_MATMUL: an adjoint flag transposes its operand's last two axes first (exact in any type)
+@_CHECKS.rule("BATCH_MATMUL")
+def _check_batch_matmul(imp: _Importer, op: _Op) -> str | None:
+    ranks = [len(imp.shape_of(op, j)) for j in (0, 1)]
+    if not all(2 <= r <= 5 for r in ranks):
+        return f"BATCH_MATMUL of ranks {ranks[0]} and {ranks[1]} (TFLite Micro takes 2 to 5)"
+    dtypes = {imp.tensors[op.inputs[j]].dtype for j in (0, 1)}
+    if len(dtypes) > 1:
+        return "hybrid BATCH_MATMUL (float and int8 operands); TFLite Micro has no hybrid kernel"
+    return None
+
+
+@_CONVERTERS.rule("BATCH_MATMUL")
+def _batch_matmul(imp: _Importer, op: _Op) -> None:
+    xs = []
+    for j, flag in enumerate(("AdjX", "AdjY")):
+        v = imp.x(op, j)
+        if op.option(flag):
+            r = len(imp.shape_of(op, j))
+            perm = (*range(r - 2), r - 1, r - 2)
+            v = imp.helper(op, "transpose", [v], {"perm": perm}, flag.lower(), imp.g.types[v].quant)
+        xs.append(v)
+    imp.emit(op, "matmul", xs, {})
 
 
 @_CHECKS.rule("STRIDED_SLICE")
@@ -861,6 +901,85 @@ def _svdf(imp: _Importer, op: _Op) -> None:
     imp.state_pairs[state] = update
 
 
+# TRANSPOSE_CONV: inputs (output shape, weights, input, optional bias); the shape becomes an attribute
+@_CHECKS.rule("TRANSPOSE_CONV")
+def _check_transpose_conv(imp: _Importer, op: _Op) -> str | None:
+    if imp.const_input(op, 0, "output shape").size != 4:
+        return "TRANSPOSE_CONV with an output shape that is not 4 sizes"
+    return _check_padding(imp, op)
+
+
+@_CONVERTERS.rule("TRANSPOSE_CONV")
+def _transpose_conv(imp: _Importer, op: _Op) -> None:
+    shape = tuple(_const_ints(imp, op, 0, "output shape"))
+    x, w, b = imp.x(op, 2), imp.x(op, 1), imp.x(op, 3, optional=True)
+    if imp.g.types[x].dtype.is_float:  # hybrid file: the weights' float meaning (as weights() does)
+        w, b = imp.as_float(w), imp.as_float(b)
+    imp.emit(op, "transpose_conv2d", [x, w, b], {**op.attrs(), "output_shape": shape})
+
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM ---------------------------------------------------------------------
+# Its hidden (input 18) and cell (19) states are variable tensors, imported as SVDF's state is: each
+# a graph input, its update an output of the node (ir/ops/recurrent.py). The IR op's inputs are
+# TFLite's 0-8 (input, input and recurrent weights), 12-15 (gate biases), 18 and 19; TFLite Micro
+# refuses the others (peephole 9-11, projection 16-17, layer norm 20-23), and so does the import.
+_LSTM_TAKEN = (*range(9), *range(12, 16), 18, 19)
+_LSTM_VARIANTS = {9: "peephole", 10: "peephole", 11: "peephole", 16: "projection", 17: "projection",
+                  20: "layer norm", 21: "layer norm", 22: "layer norm", 23: "layer norm"}  # fmt: skip
+
+
+@_CHECKS.rule("UNIDIRECTIONAL_SEQUENCE_LSTM")
+def _check_lstm(imp: _Importer, op: _Op) -> str | None:
+    if len(op.inputs) != 24:
+        raise _Bad(f"UNIDIRECTIONAL_SEQUENCE_LSTM {op.name!r} needs 24 inputs, it has {len(op.inputs)}")
+    for j, what in _LSTM_VARIANTS.items():
+        if op.inputs[j] != -1:
+            return f"UNIDIRECTIONAL_SEQUENCE_LSTM with {what} (input {j}), which TFLite Micro does not run"
+    if any(op.inputs[j] == -1 for j in _LSTM_TAKEN):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM without an input gate, a bias or a state (TFLite Micro needs them)"
+    if ACT_NAMES.get(op.option("FusedActivationFunction")) != "TANH":
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM whose cell activation is not TANH"
+    if op.option("ProjClip") or op.option("DiagonalRecurrentTensors"):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with a projection clip or diagonal recurrent weights"
+    for j in (18, 19):
+        info = imp.tensors[op.inputs[j]]
+        if not imp.r.sg.Tensors(op.inputs[j]).IsVariable() or imp.const(op.inputs[j]) is not None:
+            return "UNIDIRECTIONAL_SEQUENCE_LSTM whose state is not a variable tensor"
+        if op.inputs[j] in imp.value_of:
+            return f"LSTM state {shorten(info.raw_name, _NAME_CHARS)!r} shared by several operators or states"
+        imp.value_of[op.inputs[j]] = ""  # claimed here; the converter binds it
+    return None
+
+
+@_CONVERTERS.rule("UNIDIRECTIONAL_SEQUENCE_LSTM")
+def _lstm(imp: _Importer, op: _Op) -> None:
+    x = imp.x(op, 0)
+    consts = [imp.x(op, j) for j in _LSTM_TAKEN[1:13]]
+    if imp.g.types[x].dtype.is_float:  # hybrid file: the weights' float meaning (as weights() does)
+        consts = [imp.as_float(c) for c in consts]
+    states, updates, quants = [], [], []
+    for j in (18, 19):
+        info = imp.tensors[op.inputs[j]]
+        states.append(imp.g.input(info.name, info.shape, info.dtype, quant=info.quant).name)
+        imp.value_of[op.inputs[j]] = states[-1]
+        updates.append(_sanitize(f"{info.name}/next", -1, imp.used))
+        quants.append(info.quant)
+    y_info = imp.tensors[op.outputs[0]]
+    y, _, _ = imp.g.add_node(
+        "lstm", [x, *consts, *states], op.attrs(), name=y_info.name, out_quant=[y_info.quant, *quants],
+        out_names=[y_info.name, *updates],
+    )  # fmt: skip
+    if tuple(y.shape) != y_info.shape or y.dtype != y_info.dtype:
+        raise _Bad(
+            f"operator {op.index} (UNIDIRECTIONAL_SEQUENCE_LSTM) output {_named(op.outputs[0], y_info.raw_name)} is"
+            f" {y_info.dtype}{list(y_info.shape)} in the file, but its inputs give {y.dtype}{list(y.shape)}"
+        )
+    imp.bind(op.outputs[0], y_info.name)
+    for j, state, update in zip((18, 19), states, updates):
+        imp.index_of[update] = op.inputs[j]
+        imp.state_pairs[state] = update
+
+
 def _const_ints(imp: _Importer, op: _Op, j: int, what: str) -> list[int]:
     return [int(v) for v in imp.const_input(op, j, what).reshape(-1)]
 
@@ -880,6 +999,7 @@ _CHECKS.add("EXPAND_DIMS", _need_consts((1, "axis")))
 _CHECKS.add("SPLIT", _need_consts((0, "axis")))
 _CHECKS.add("SPLIT_V", _need_consts((1, "size_splits"), (2, "axis")))
 _CHECKS.add("REVERSE_V2", _need_consts((1, "axes")))
+_CHECKS.add("SLICE", _need_consts((1, "begin"), (2, "size")))
 _CHECKS.add("SPACE_TO_BATCH_ND", _need_consts((1, "block_shape"), (2, "paddings")))
 _CHECKS.add("BATCH_TO_SPACE_ND", _need_consts((1, "block_shape"), (2, "crops")))
 _CHECKS.add("BROADCAST_TO", _need_consts((1, "shape")))
@@ -970,6 +1090,24 @@ def _reverse(imp: _Importer, op: _Op) -> None:
     end = tuple(-_OPEN - 1 if i in axes else _OPEN for i in range(len(shape)))
     strides = tuple(-1 if i in axes else 1 for i in range(len(shape)))
     imp.emit(op, "slice", [imp.x(op, 0)], {"begin": begin, "end": end, "strides": strides})
+
+
+@_CONVERTERS.rule("SLICE")
+def _slice(imp: _Importer, op: _Op) -> None:
+    """``size`` elements from ``begin`` on each axis, -1 meaning through the end (tf.slice)."""
+    shape = imp.shape_of(op, 0)
+    begin, size = _const_ints(imp, op, 1, "begin"), _const_ints(imp, op, 2, "size")
+    if not len(begin) == len(size) == len(shape):
+        raise _Bad(f"SLICE {op.name!r}: begin {begin} and size {size} need one entry per axis of {list(shape)}")
+    end = []
+    for b, s, d in zip(begin, size, shape):
+        e = d if s == -1 else b + s
+        # TFLite Micro reads out of bounds for these; numpy would clamp them
+        if not 0 <= b <= e <= d:
+            raise _Bad(f"SLICE {op.name!r}: begin {begin} and size {size} do not fit in {list(shape)}")
+        end.append(e)
+    attrs = {"begin": tuple(begin), "end": tuple(end), "strides": (1,) * len(shape)}
+    imp.emit(op, "slice", [imp.x(op, 0)], attrs)
 
 
 @_CHECKS.rule("PADV2")

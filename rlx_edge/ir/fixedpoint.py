@@ -55,15 +55,19 @@ __all__ = [
     "INT32_MIN",
     "activation_range",
     "calculate_input_radius",
+    "checked_log2",
+    "count_leading_sign_bits",
     "count_leading_zeros_u32",
     "down_scale_int32_to_int16_multiplier",
     "exp_on_interval_between_negative_one_quarter_and_0_excl",
     "exp_on_negative_values",
     "gen_lut_int16",
     "get_reciprocal",
+    "int16_sigmoid_tanh_input_params",
     "int16_table_lookup",
     "inv_sqrt_quantized_multiplier_exp",
     "logistic_fixed",
+    "logistic_int16",
     "multiply_by_quantized_multiplier",
     "multiply_by_quantized_multiplier_greater_than_one",
     "multiply_by_quantized_multiplier_int64",
@@ -78,6 +82,7 @@ __all__ = [
     "quantize_multiplier_smaller_than_one_exp",
     "round_half_away",
     "rounding_divide_by_pot",
+    "rounding_divide_by_pot_x86",
     "rounding_half_sum",
     "saturating_doubling_high_mul_int16",
     "saturating_left_shift_int16",
@@ -85,6 +90,7 @@ __all__ = [
     "saturating_rounding_doubling_high_mul_int16",
     "saturating_rounding_multiply_by_pot",
     "tanh_fixed",
+    "tanh_int16",
     "wrap_int32",
 ]
 
@@ -231,6 +237,19 @@ def rounding_divide_by_pot(x, exponent) -> Array:
     return (x + half - ((x < 0) & (e > 0))) >> e
 
 
+def rounding_divide_by_pot_x86(x, exponent) -> Array:
+    """``RoundingDivideByPOT`` as TFLite Micro's x86-64 build computes it for ``exponent`` 0..63.
+
+    Past 31, outside what gemmlowp asserts (TFLite Micro's DIV reaches it for small dividends),
+    its int32 mask ``(1ll << exponent) - 1`` truncates to -1 and the x86 shift takes the count
+    modulo 32: ``(x >> (exponent - 32)) + (x >= 0)``. The reference pins that build, so do we.
+    """
+    xp = namespace(x, exponent)
+    x, e = _i64(x, xp), _i64(exponent, xp)
+    wide = (x >> (e & 31)) + (x >= 0)
+    return xp.where(e > 31, wide, rounding_divide_by_pot(x, xp.minimum(e, 31)))
+
+
 def multiply_by_quantized_multiplier(x, multiplier, shift) -> Array:
     """TFLite's int32 ``MultiplyByQuantizedMultiplier`` (double rounding).
 
@@ -304,6 +323,16 @@ def count_leading_zeros_u32(x) -> Array:
     # below 2**53 float64 holds x exactly, and frexp's exponent is then its bit length (0 for 0)
     _, bit_length = xp.frexp(x.astype(xp.float64))
     return 32 - bit_length.astype(xp.int64)
+
+
+def count_leading_sign_bits(x) -> Array:
+    """TFLite's ``CountLeadingSignBits`` of an int32: the redundant sign bits (31 for 0 and -1)."""
+    xp = namespace(x)
+    x = _i64(x, xp)
+    # INT32_MIN has none; its 2 * -x - 1 would not fit the uint32 the C code computes in
+    return xp.where(
+        x >= 0, count_leading_zeros_u32(x) - 1, xp.where(x == INT32_MIN, 0, count_leading_zeros_u32(-2 * x - 1))
+    )
 
 
 # activation range -----------------------------------------------------------------------
@@ -407,8 +436,10 @@ def _newton_reciprocal_half(a: Array) -> Array:
     half_denominator = rounding_half_sum(a, INT32_MAX)
     x = _C48_OVER_17 + _mul(half_denominator, _CNEG32_OVER_17)
     for _ in range(3):
-        one_minus = _F2_ONE - _mul(half_denominator, x)
-        x = x + saturating_rounding_multiply_by_pot(_mul(x, one_minus), 2)
+        # gemmlowp's FixedPoint + and - wrap in int32: never inside a in [0, 1), but a = -1 (the
+        # reciprocal of 0 TFLite Micro's DIV takes for a zero divisor) overflows
+        one_minus = wrap_int32(_F2_ONE - _mul(half_denominator, x))
+        x = wrap_int32(x + saturating_rounding_multiply_by_pot(_mul(x, one_minus), 2))
     return x
 
 
@@ -631,3 +662,116 @@ def int16_table_lookup(value, lut: Array) -> Array:
     slope = table[index + 1] - base
     delta = (slope * offset + 64) >> 7
     return base + delta
+
+
+# int16 logistic / tanh (TFLite's reference_integer_ops Logistic / Tanh for int16) ----------------
+def _sigmoid_table_uint16() -> np.ndarray:
+    """TFLite's ``sigmoid_table_uint16``: sigmoid(i / 24) in unsigned Q0.16 for i = 0..255.
+
+    Like :func:`gen_lut_int16`'s entries, each sample is biased by half the
+    error linear interpolation makes at the step's midpoint, then rounded (in
+    double: no entry lies within 0.004 of a tie). The last entry is the
+    uint16 maximum (its biased sample would round to 65534): TFLite's table
+    ends there, and the kernels interpolate towards it above 254 / 24.
+    """
+    i = np.arange(255, dtype=np.float64)
+
+    def sig(v: np.ndarray) -> np.ndarray:
+        return 65536.0 / (1.0 + np.exp(-v / 24.0))
+
+    sample, mid, nxt = sig(i), sig(i + 0.5), sig(i + 1.0)
+    biased = sample - ((sample + nxt) / 2.0 - mid) / 2.0
+    table = np.empty(256, dtype=np.int64)
+    table[:255] = round_half_away(biased).astype(np.int64)
+    table[255] = 0xFFFF
+    return table
+
+
+SIGMOID_TABLE_UINT16 = _sigmoid_table_uint16()
+SIGMOID_TABLE_UINT16.flags.writeable = False
+
+
+def _int16_lut_input(x, input_multiplier: int, input_left_shift: int) -> tuple[Array, ModuleType]:
+    """The input rescaled to units of 1 / (3 * 4096) (the table's step, 1/24, is 512 of them), as both kernels do.
+
+    A multiplier of 0 is the power-of-two case: the input is multiplied by
+    ``3 << input_left_shift`` with no shift. The product wraps in int32 as
+    the C code's does (only reachable with shifts the kernels never get).
+    """
+    if input_left_shift < 0:
+        raise ValueError(f"input_left_shift must be >= 0, got {input_left_shift}")
+    if input_multiplier == 0:
+        input_multiplier, input_left_shift = 3 << input_left_shift, 0
+    xp = namespace(x)
+    rnd = (1 << (input_left_shift - 1)) if input_left_shift > 0 else 0
+    return wrap_int32(_i64(x, xp) * input_multiplier + rnd) >> input_left_shift, xp
+
+
+def _sigmoid_lut_interpolate(a: Array, frac_bits: int, xp: ModuleType) -> tuple[Array, Array]:
+    """The table interpolated at ``a / 2**frac_bits`` (a >= 0), scaled by ``2**frac_bits``, and where that
+    passes the table's last step (the kernels saturate there)."""
+    uh = a >> frac_bits
+    idx = xp.minimum(uh, 254)
+    table = xp.asarray(SIGMOID_TABLE_UINT16)
+    ua, ub = table[idx], table[idx + 1]
+    ut = a & ((1 << frac_bits) - 1)
+    return (ua << frac_bits) + ut * (ub - ua), uh >= 255
+
+
+def logistic_int16(x, input_multiplier: int, input_left_shift: int) -> Array:
+    """TFLite's int16 ``reference_integer_ops::Logistic(input_multiplier, input_left_shift, ...)``.
+
+    ``x`` holds int16 values; the result (int16 values in int64, scale
+    2**-15) is sigmoid interpolated in ``SIGMOID_TABLE_UINT16`` on the
+    rescaled input's magnitude (9 fractional bits: the 1/(3*4096) grid is
+    1/24 per 512), mirrored for negative inputs as 1 - sigmoid(|x|).
+    ``(0, 0)`` is an input of scale 2**-12 (what TFLite Micro's LSTM gates pass).
+    """
+    v, xp = _int16_lut_input(x, input_multiplier, input_left_shift)
+    interp, saturated = _sigmoid_lut_interpolate(xp.abs(v), 9, xp)
+    r = xp.where(saturated, 0x7FFF << 10, interp)
+    r = xp.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1)
+    return (((r >> 10) + 2**15) & 0xFFFF) - 2**15  # static_cast<int16_t>
+
+
+def tanh_int16(x, input_multiplier: int, input_left_shift: int) -> Array:
+    """TFLite's int16 ``reference_integer_ops::Tanh(input_multiplier, input_left_shift, ...)``.
+
+    tanh(x) = 2 sigmoid(2x) - 1: the same table read with 8 fractional bits
+    (twice the argument), recentred and mirrored for negative inputs; int16
+    values in int64, scale 2**-15.
+    """
+    v, xp = _int16_lut_input(x, input_multiplier, input_left_shift)
+    interp, saturated = _sigmoid_lut_interpolate(xp.abs(v), 8, xp)
+    r = xp.where(saturated, 0xFFFF << 8, interp)
+    r = xp.where(v >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1)
+    return (((r >> 8) + 2**15) & 0xFFFF) - 2**15
+
+
+def checked_log2(x: float) -> tuple[int, bool]:
+    """TFLite's ``CheckedLog2`` in float32: ``(round(log2 x), whether log2 x lies within 1e-3 of that integer)``."""
+    f32 = np.float32
+    log2 = f32(np.log(f32(x))) * (f32(1.0) / f32(np.log(f32(2.0))))
+    rounded = f32(round_half_away(f32(log2)))
+    return int(rounded), bool(abs(f32(log2 - rounded)) < f32(1e-3))
+
+
+def int16_sigmoid_tanh_input_params(input_scale: float, *, tanh: bool) -> tuple[int, int]:
+    """``(input_multiplier, input_left_shift)`` of TFLite Micro's int16 LOGISTIC / TANH Prepare.
+
+    A power-of-two input scale that the table's grid takes with a shift of 0
+    (logistic: 2**-12) or 0 or 1 (tanh: 2**-12, 2**-11) gives multiplier 0;
+    any other scale a 15-bit multiplier of ``input_scale * 3 * 4096``
+    doubled (with the shift counting the doublings) until it passes
+    32767 / 2, truncated. ``input_scale`` is the tensor's float32 scale.
+    """
+    log2, pot = checked_log2(input_scale)
+    shift = (15 - 3) + log2
+    if pot and (shift == 0 or (tanh and shift == 1)):
+        return 0, shift
+    multiplier = float(np.float32(input_scale)) * 4096.0 * 3.0
+    shift = 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift

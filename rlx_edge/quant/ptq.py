@@ -13,8 +13,13 @@ quantization spec):
   still clips, the raised scales and degenerate ranges are counted per tensor
   in ``metadata["quantization"]["numerics"]``, and a clip warns once;
 - softmax and logistic outputs fixed at scale 1/256, zero point -128; tanh at
-  1/128, 0; log_softmax at 16/256, 127; l2_normalize at 1/128, 0; pooling,
-  reshape and the other layout ops keep their input's parameters.
+  1/128, 0; log_softmax at 16/256, 127; l2_normalize at 1/128, 0; in int16
+  softmax, logistic and tanh at 2**-15, 0; pooling, reshape and the other
+  layout ops keep their input's parameters;
+- ``shared_quant`` ops (maximum, minimum, select_v2: their kernels compare or
+  copy stored values) share one set of parameters between their float inputs
+  and output, from the union of their ranges: an input read only by such ops
+  is made in them, another one is requantized (TFLite's QUANTIZE).
 
 Schemes: ``int8``; ``int16x8`` (int16 activations, symmetric, zero point 0;
 int8 weights; int64 bias); ``int4w`` (int4 weights in [-7, 7], stored one per
@@ -45,7 +50,8 @@ from rlx_edge.ir.types import QuantParams
 from rlx_edge.pipeline import PipelineOptions, optimize_graph
 from rlx_edge.quant.record import CalibrationRecord
 
-WEIGHTED = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0}  # op -> weight channel axis
+# op -> weight channel axis
+WEIGHTED = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0, "transpose_conv2d": 0}
 F32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal float32: a scale below it is degenerate
 # The accumulators each bias type's kernels take: int32 ones wrap past 2**31; the 16x8 (int64)
 # requantization multiplies the accumulator by a 16-bit multiplier in int64, so TFLite Micro
@@ -308,6 +314,13 @@ class _Quantizer:
         self.fv: dict[str, str] = {}  # original value -> name of its float version
         self.prod = {o: n for n in g.nodes for o in n.outputs}
         self._aq: dict[tuple[str, DType], QuantParams] = {}
+        self._readers: dict[str, list[Node]] = {}
+        for n in g.nodes:
+            for v in dict.fromkeys(n.inputs):
+                if v is not None:
+                    self._readers.setdefault(v, []).append(n)
+        self._shared: dict[tuple[str, DType], QuantParams] = {}  # (shared_quant node, type) -> its parameters
+        self._as: dict[tuple[str, DType, float, int], str] = {}  # (value, type, scale, zp) -> a version so quantized
         self.decisions: dict[str, str] = {}
         self.counts: dict[str, dict[str, Any]] = {}  # tensor -> what its quantization clipped or adjusted
 
@@ -417,6 +430,10 @@ class _Quantizer:
             and sch.act == natural.act
         ):  # fmt: skip
             qp = self.aq(node.inputs[0], sch)
+        elif node is not None and get_op(node.op).shared_quant and self.quantized_node(node) is None:
+            qp = self.shared_qp(node, sch)
+        elif (shared := self._shared_readers_qp(v, sch)) is not None:
+            qp = shared  # made in the parameters its readers share: no requantize between
         else:
             lo, hi = self.rec[v].scalar()
             qp = activation_qparams(lo, hi, sch)
@@ -424,6 +441,39 @@ class _Quantizer:
                 self.note(v, node.name if node is not None else "input", zero_range=max(abs(lo), abs(hi)) <= 1e-30)
         self._aq[(v, sch.act)] = qp
         return qp
+
+    def shared_qp(self, node: Node, scheme: Scheme) -> QuantParams:
+        """One set of parameters for a ``shared_quant`` node's float inputs and output: the union of their ranges."""
+        got = self._shared.get((node.name, scheme.act))
+        if got is not None:
+            return got
+        lo, hi = 0.0, 0.0
+        for v in [*node.inputs, *node.outputs]:
+            if v is None or not self.is_float(v):
+                continue  # the condition of a select
+            if v in self.g.params:
+                arr = self.g.params[v]
+                a, b = float(arr.min(initial=0.0)), float(arr.max(initial=0.0))
+            else:
+                a, b = self.rec[v].scalar()
+            lo, hi = min(lo, a), max(hi, b)
+        got = activation_qparams(lo, hi, scheme)
+        self._shared[(node.name, scheme.act)] = got
+        return got
+
+    def _shared_readers_qp(self, v: str, scheme: Scheme) -> QuantParams | None:
+        """The parameters of the shared_quant node(s) that read ``v`` when they are its only readers and agree."""
+        readers = self._readers.get(v, [])
+        if v in self.g.params or not readers:
+            return None
+        qps = []
+        for r in readers:
+            if not get_op(r.op).shared_quant or self.quantized_node(r) is not None:
+                return None
+            if self.scheme_of(r).act != scheme.act:
+                return None
+            qps.append(self.shared_qp(r, scheme))
+        return qps[0] if all(q == qps[0] for q in qps[1:]) else None
 
     # value access ------------------------------------------------------------------------
     def _fresh(self, base: str) -> str:
@@ -466,6 +516,29 @@ class _Quantizer:
             self.qv[v] = name
         else:
             self.qalt[(v, act)] = name
+        return name
+
+    def qname_as(self, v: str, qp: QuantParams, scheme: Scheme) -> str:
+        """``v`` quantized with exactly ``qp`` (a shared_quant node's input), made on demand: its quantized
+        version where that has ``qp``, else a constant quantized so, or a quantize / requantize node."""
+        if not self.is_float(v) or self.aq(v, scheme) == qp:
+            return self.qname(v, scheme)
+        key = (v, qp.storage, float(qp.scale[0]), int(qp.zero_point[0]))
+        if key in self._as:
+            return self._as[key]
+        node = self.prod.get(v)
+        made_float = v in self.fv and (node is None or self.decisions.get(node.name) != "quantized")
+        if v in self.g.params:
+            from rlx_edge.ir.ops.quant import affine_quantize
+
+            name = self.out.param(self._fresh(f"{v}/quant"), affine_quantize(self.g.params[v], qp, qp.storage), qp).name
+        elif made_float:
+            name = self._fresh(f"{v}/quant")
+            self.out.add_node("quantize", [self.fv[v]], {"dtype": qp.storage}, name=name, out_quant=qp)
+        else:
+            name = self._fresh(f"{v}/requant")
+            self.out.add_node("requantize", [self.qname(v, scheme)], {"dtype": qp.storage}, name=name, out_quant=qp)
+        self._as[key] = name
         return name
 
     def fname(self, v: str) -> str:
@@ -567,6 +640,10 @@ class _Quantizer:
     def _quantized(self, node: Node) -> None:
         if node.op in WEIGHTED:
             ins = self._weighted_inputs(node)
+        elif get_op(node.op).shared_quant:
+            sch = self.scheme_of(node)
+            qp = self.shared_qp(node, sch)
+            ins = [None if v is None else self.qname_as(v, qp, sch) for v in node.inputs]
         else:
             sch = self.scheme_of(node)
             ins = [None if v is None else self.qname(v, sch) for v in node.inputs]
@@ -655,6 +732,9 @@ class _Quantizer:
         if node.op == "depthwise_conv2d":
             mult = node.attrs["depth_multiplier"]
             return dw[0].sum(axis=(0, 1)) * np.repeat(mean, mult)
+        if node.op == "transpose_conv2d":  # an output pixel takes 1 / (sh * sw) of the taps on average
+            sh, sw = node.attrs["strides"]
+            return dw.sum(axis=(1, 2)) @ mean / (sh * sw)
         return dw @ mean
 
 

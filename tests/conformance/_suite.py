@@ -18,11 +18,19 @@ exporter, read back by the importer and run on four sides:
 A case ``pass``es when every side that applies passes; ``wrong`` is any
 mismatch (must never happen); ``unsupported`` is a clear RlxError (ours) and
 counts as not passing; ``tflm-unsupported`` cases are not counted.
+
+A few builtins cannot come out of the exporter (``HAND_MADE``): EMBEDDING_LOOKUP
+is the gather GATHER writes, and the shape-only builtins fold to constants at
+import. Their models are written by hand (``tflitefiles.hand_made``), each from
+a seeded draw, and the rest of the case is the same: TFLite Micro runs the file,
+the reference runs what it imports to (for a shape-only builtin, the folded
+graph), and the targets run that.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,13 +42,16 @@ from rlx_edge.frontends._tflite_ops import BUILTINS
 from rlx_edge.frontends._tflite_schema import schema_module
 from rlx_edge.frontends.tflite import load_tflite_bytes, to_tflite_bytes
 from rlx_edge.frontends.tflm import TflmError, TflmModel
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.plan import node_context
+from rlx_edge.ir.types import QuantParams, TensorType
 from rlx_edge.quant.calibrate import calibrate
 from rlx_edge.quant.ptq import quantize
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import DEFAULT_ATOL, DEFAULT_RTOL, compare_with_tflm, initial_state, make_inputs
+from tflitefiles import hand_made
 
 DTYPES = ("float", "int8", "int16x8")
 SIDES = ("tflm", "reference", "cortexm", "jax")
@@ -56,32 +67,38 @@ _F = frozenset(("float",))
 _Q = frozenset(("int8", "int16x8"))
 
 # inputs models hold as constants (weights, biases, positions)
-_CONSTANT_INPUTS = ("w", "bias", "indices", "weights_feature", "weights_time")
+_CONSTANT_INPUTS = ("w", "bias", "indices", "weights_feature", "weights_time",
+                    *(f"{k}_{g}" for k in "wrb" for g in ("input", "forget", "cell", "output")))  # fmt: skip
 # a divisor held constant, as models hold it: compare's edge inputs (all zeros) would divide by zero
 _CONSTANT_DIVISOR = ("floor_div", "floor_mod")
 
 # TFLite Micro's builtin set (issue #16: its op resolver's builtins) and, per builtin, the dtypes its
 # kernels take, read off the TFLite Micro kernel sources. Only consulted for a case we cannot write
 # (no importer, folded at import, PTQ keeps the op float): a case we can write is decided by
-# TFLite Micro itself. "float" for bool / int32 ops means the unquantized model.
+# TFLite Micro itself. "float" for bool / int32 ops means the unquantized model. (FILL's eval takes
+# float32, int32 and int8 values, no int16; ZEROS_LIKE's takes int8 too: fill.cc, zeros_like.cc.
+# REDUCE_MAX / REDUCE_MIN take float32 and int8 only: an int16 model fails its invoke with "Only
+# float32 and int8 types are supported", reduce_common.cc; RESIZE_BILINEAR's with "requires float
+# or int8", resize_bilinear.cc. EXP's Prepare takes float32 only: an int8 model fails to prepare with
+# "input->type != kTfLiteFloat32 (INT8 != FLOAT32)", exp.cc.)
 TFLM_DTYPES: dict[str, frozenset[str]] = {
     "ABS": _ALL3, "ADD": _ALL3, "ADD_N": _FI8, "ARG_MAX": _FI8, "ARG_MIN": _FI8, "AVERAGE_POOL_2D": _ALL3,
     "BATCH_MATMUL": _ALL3, "BATCH_TO_SPACE_ND": _FI8, "BROADCAST_ARGS": _F, "BROADCAST_TO": _ALL3, "CAST": _F,
     "CEIL": _F, "CONCATENATION": _ALL3, "CONV_2D": _ALL3, "COS": _F, "CUMSUM": _FI8, "DEPTHWISE_CONV_2D": _ALL3,
     "DEPTH_TO_SPACE": _FI8, "DEQUANTIZE": _Q, "DIV": _FI8, "ELU": _FI8, "EMBEDDING_LOOKUP": _FI8, "EQUAL": _FI8,
-    "EXP": _FI8, "EXPAND_DIMS": _ALL3, "FILL": _ALL3, "FLOOR": _F, "FLOOR_DIV": _F, "FLOOR_MOD": _F,
+    "EXP": _F, "EXPAND_DIMS": _ALL3, "FILL": _FI8, "FLOOR": _F, "FLOOR_DIV": _F, "FLOOR_MOD": _F,
     "FULLY_CONNECTED": _ALL3, "GATHER": _FI8, "GATHER_ND": _FI8, "GREATER": _FI8, "GREATER_EQUAL": _FI8,
     "HARD_SWISH": _FI8, "L2_NORMALIZATION": _FI8, "L2_POOL_2D": _F, "LEAKY_RELU": _ALL3, "LESS": _FI8,
     "LESS_EQUAL": _FI8, "LOG": _F, "LOGICAL_AND": _F, "LOGICAL_NOT": _F, "LOGICAL_OR": _F, "LOGISTIC": _ALL3,
     "LOG_SOFTMAX": _FI8, "MAXIMUM": _ALL3, "MAX_POOL_2D": _ALL3, "MEAN": _ALL3, "MINIMUM": _ALL3,
     "MIRROR_PAD": _FI8, "MUL": _ALL3, "NEG": _F, "NOT_EQUAL": _FI8, "PACK": _ALL3, "PAD": _ALL3, "PADV2": _ALL3,
-    "PRELU": _FI8, "QUANTIZE": _Q, "REDUCE_ALL": _F, "REDUCE_MAX": _ALL3, "REDUCE_MIN": _ALL3, "RELU": _ALL3,
-    "RELU6": _ALL3, "RESHAPE": _ALL3, "RESIZE_BILINEAR": _ALL3, "RESIZE_NEAREST_NEIGHBOR": _ALL3,
+    "PRELU": _FI8, "QUANTIZE": _Q, "REDUCE_ALL": _F, "REDUCE_MAX": _FI8, "REDUCE_MIN": _FI8, "RELU": _ALL3,
+    "RELU6": _ALL3, "RESHAPE": _ALL3, "RESIZE_BILINEAR": _FI8, "RESIZE_NEAREST_NEIGHBOR": _ALL3,
     "REVERSE_V2": _ALL3, "ROUND": _F, "RSQRT": _FI8, "SELECT_V2": _ALL3, "SHAPE": _F, "SIN": _F, "SLICE": _ALL3,
     "SOFTMAX": _ALL3, "SPACE_TO_BATCH_ND": _FI8, "SPACE_TO_DEPTH": _FI8, "SPLIT": _ALL3, "SPLIT_V": _ALL3,
     "SQRT": _F, "SQUARE": _F, "SQUARED_DIFFERENCE": _ALL3, "SQUEEZE": _ALL3, "STRIDED_SLICE": _ALL3, "SUB": _ALL3,
     "SUM": _ALL3, "SVDF": _FI8, "TANH": _ALL3, "TRANSPOSE": _ALL3, "TRANSPOSE_CONV": _ALL3,
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": _ALL3, "UNPACK": _FI8, "ZEROS_LIKE": _F,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _ALL3, "UNPACK": _FI8, "ZEROS_LIKE": _FI8,
 }  # fmt: skip
 
 
@@ -92,6 +109,7 @@ class Case:
     # side -> pass | wrong | unsupported | error | refuses (tflm) | n/a | - (not run)
     sides: dict[str, str] = field(default_factory=dict)
     reason: str = ""  # why it is not a pass: the first refusal or mismatch
+    note: str = ""  # how the model was made, where not by the exporter (shown for a pass too)
     model: bytes | None = None
     graph: Graph | None = None  # the imported model
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
@@ -242,6 +260,114 @@ def _build(builtin: str, dtype: str, op: str, rng: np.random.Generator) -> Graph
     return g
 
 
+# hand-made models ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HandMade:
+    """How a builtin the exporter never writes gets its model: ``make(dtype, rng)`` gives a file
+    holding it (None for a draw that makes none). Only for the dtypes its TFLite Micro kernel takes
+    (``TFLM_DTYPES``): the file says what we make it say, so one the kernel refuses tells nothing
+    (and TFLite Micro's refusals print stray numbers, which would make the table vary)."""
+
+    make: Callable[[str, np.random.Generator], bytes | None]
+    note: str
+
+
+def _embedding_lookup(dtype: str, rng: np.random.Generator) -> bytes | None:
+    """A drawn gather of whole rows (axis 0, a vector of indices, a table of rank >= 2, as TFLite
+    Micro's kernel takes) written as EMBEDDING_LOOKUP: the index vector first, then the table."""
+    g = _build("EMBEDDING_LOOKUP", dtype, "gather", rng)
+    if g is None or len(g.nodes) != 1:
+        return None
+    node = g.nodes[0]
+    x, idx = node.inputs
+    xt = g.types[x]
+    if node.attrs["axis"] % xt.rank or node.attrs["batch_dims"] or xt.rank < 2 or idx not in g.params:
+        return None
+    lookup = np.asarray(g.params[idx])
+    if lookup.ndim != 1:
+        return None
+    # the kernel reads int32 positions in [0, rows); the IR's negatives count from the end
+    lookup = (lookup % int(xt.shape[0])).astype(np.int32)
+    ops = [("EMBEDDING_LOOKUP", ["lookup", x], [node.outputs[0]], None, {})]
+    return hand_made(g, ops, {"lookup": (lookup, TensorType(lookup.shape, DType.i32))})
+
+
+def _case_quant(dtype: str, rng: np.random.Generator) -> tuple[str, QuantParams | None]:
+    """Storage and parameters of a hand-made model's activations: the case's dtype, as PTQ makes them."""
+    if dtype == "float":
+        return "f32", None
+    if dtype == "int8":
+        return "i8", QuantParams(np.float32(rng.uniform(0.01, 0.1)), int(rng.integers(-20, 21)), storage="i8")
+    return "i16", QuantParams(np.float32(rng.uniform(1e-4, 1e-3)), 0, storage="i16")  # int16x8: symmetric
+
+
+def _drawn_shape(rng: np.random.Generator) -> tuple[int, ...]:
+    return tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 4))))
+
+
+def _filled(kind: str, dtype: str, rng: np.random.Generator) -> bytes:
+    """FILL or ZEROS_LIKE making a tensor of x's shape that PACK stacks with x: after import, a
+    stack of x and the folded constant."""
+    st, q = _case_quant(dtype, rng)
+    shape = _drawn_shape(rng)
+    axis = int(rng.integers(-len(shape) - 1, len(shape) + 1))
+    g = Graph(kind)
+    x = g.input("x", shape, st, quant=q)
+    # the folded tensor's type; the value it stands for is the file's to say
+    z = g.param("z", np.zeros(shape, DType(st).numpy), quant=q)
+    g.output(g.stack(x, z, axis=axis, name="y", out_quant=q))
+    pack = ("PACK", ["x", "z"], ["y"], "PackOptions", {"ValuesCount": 2, "Axis": axis})
+    t = TensorType(shape, DType(st), q)
+    if kind == "ZEROS_LIKE":
+        return hand_made(g, [("ZEROS_LIKE", ["x"], ["z"], None, {}), pack], {"z": (None, t)})
+    value = np.asarray(rng.uniform(-4, 4), np.float32) if q is None else np.asarray(rng.integers(-100, 101))
+    extra = {
+        "dims": (np.array(shape, np.int32), TensorType((len(shape),), DType.i32)),
+        "value": (value.astype(DType(st).numpy), TensorType((), DType(st), q)),
+        "z": (None, t),
+    }
+    return hand_made(g, [("FILL", ["dims", "value"], ["z"], None, {}), pack], extra)
+
+
+def _shaped(kind: str, rng: np.random.Generator) -> bytes:
+    """SHAPE of x, or BROADCAST_ARGS of two constant shapes, feeding an int32 MAXIMUM with an input
+    (TFLite Micro's RESHAPE and BROADCAST_TO want constant shapes): after import, a maximum of the
+    folded shape and that input. SHAPE's x also feeds RELU, so the graph reads it."""
+    shape = _drawn_shape(rng)
+    g = Graph(kind)
+    rank_t = TensorType((len(shape),), DType.i32)
+    v = g.input("v", (len(shape),), "i32")
+    s = g.param("s", np.zeros(len(shape), np.int32))  # the folded shape's type, as above
+    ops: list = []
+    extra: dict = {"s": (None, rank_t)}
+    if kind == "SHAPE":
+        x = g.input("x", shape, "f32")
+        g.output(g.relu(x, name="r"))
+        ops += [("RELU", ["x"], ["r"], None, {}), ("SHAPE", ["x"], ["s"], "ShapeOptions", {"OutType": 2})]
+    else:
+        # a shape and one that broadcasts with it: some of its axes 1, maybe fewer of them
+        other = tuple(1 if rng.random() < 0.5 else d for d in shape[int(rng.integers(0, len(shape))) :])
+        a, b = (other, shape) if rng.random() < 0.5 else (shape, other)
+        extra["a"] = (np.array(a, np.int32), TensorType((len(a),), DType.i32))
+        extra["b"] = (np.array(b, np.int32), TensorType((len(b),), DType.i32))
+        ops.append(("BROADCAST_ARGS", ["a", "b"], ["s"], None, {}))
+    g.output(g.maximum(s, v, name="y"))
+    ops.append(("MAXIMUM", ["s", "v"], ["y"], None, {}))
+    return hand_made(g, ops, extra)
+
+
+_FOLDED = "hand-made: folded to a constant at import"
+# the builtins whose models are written by hand, and how
+HAND_MADE: dict[str, HandMade] = {
+    "EMBEDDING_LOOKUP": HandMade(_embedding_lookup, "hand-made: the exporter writes gather as GATHER"),
+    "FILL": HandMade(lambda d, rng: _filled("FILL", d, rng), _FOLDED),
+    "ZEROS_LIKE": HandMade(lambda d, rng: _filled("ZEROS_LIKE", d, rng), _FOLDED),
+    # int32 shapes whatever their input: the float (unquantized) case is their only one
+    "SHAPE": HandMade(lambda d, rng: _shaped("SHAPE", rng), _FOLDED),
+    "BROADCAST_ARGS": HandMade(lambda d, rng: _shaped("BROADCAST_ARGS", rng), _FOLDED),
+}
+
+
 def make_case(builtin: str, dtype: str, workdir: Path) -> Case:
     """Draw, write, read back and run the case's model in TFLite Micro and the reference.
 
@@ -252,20 +378,28 @@ def make_case(builtin: str, dtype: str, workdir: Path) -> Case:
     b = BUILTINS.get(builtin) if builtin in BUILTINS else None
     if b is None:
         return case.not_written("no importer for this builtin")
-    if b.folded:
+    hand = HAND_MADE.get(builtin)
+    if hand is not None:
+        case.note = hand.note
+        if not case.declared:
+            return case.not_written(f"{hand.note}, for the dtypes TFLite Micro's kernel takes")
+    elif b.folded:
         return case.not_written("folded to a constant at import: the exporter writes no such op")
-    op = b.ir_ops[0]
-    if REGISTRY[op]._sample is None:
+    op = b.ir_ops[0] if b.ir_ops else ""
+    if hand is None and REGISTRY[op]._sample is None:
         return case.not_written(f"{op} has no sampler")
     rng = np.random.default_rng(_seed(builtin, dtype))
     why, written, tflm_tries = "no draw of the sampler makes this builtin", set(), 0
     path = workdir / f"{builtin}_{dtype}.tflite"
     for _ in range(MAX_TRIES):
         try:
-            g = _build(builtin, dtype, op, rng)
-            if g is None:
+            if hand is not None:
+                data = hand.make(dtype, rng)
+            else:
+                g = _build(builtin, dtype, op, rng)
+                data = None if g is None else to_tflite_bytes(g)
+            if data is None:
                 continue
-            data = to_tflite_bytes(g)
         except RlxError as e:
             why = _one_line(e)
             continue

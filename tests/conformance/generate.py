@@ -30,6 +30,12 @@ the reference; JAX float within 1e-5). Cortex-M is an integer-only target: float
 Sides: `pass`, `wrong`, `unsupported` (a clear RlxError of ours), `error` (another exception), `refuses`
 (TFLite Micro will not load or run the model), `n/a` (not applicable: Cortex-M for float), `-` (not run).
 A case's draws go on until the exporter writes the builtin and TFLite Micro runs it (at most 3 models).
+Hand-made cases (`HAND_MADE` in `_suite.py`; the note says so): builtins the exporter cannot write get files
+written by hand from a seeded draw, for the dtypes TFLite Micro's kernel takes. EMBEDDING_LOOKUP is the
+gather the exporter writes as GATHER: a drawn gather of whole rows, written as EMBEDDING_LOOKUP. The
+shape-only builtins (FILL, ZEROS_LIKE, SHAPE, BROADCAST_ARGS) feed a real op (FILL / ZEROS_LIKE: PACK with
+the input; SHAPE / BROADCAST_ARGS: an int32 MAXIMUM with an input): TFLite Micro runs the file as written,
+while the importer folds the builtin to a constant, so the reference, Cortex-M and JAX run the folded graph.
 Status: `pass` (every side that applies passes); `wrong` (a mismatch on any side); `unsupported` / `error`
 (counted as not passing); `tflm-unsupported` (TFLite Micro refuses it and its kernels do not take this
 dtype: not counted); `n/a` (no model written and TFLite Micro has no kernel for this dtype: not counted).
@@ -55,11 +61,13 @@ def render(cases: list[Case]) -> str:
     lines = [HEADER, f"**{summary_line(cases)}**", ""]
     counts = Counter(c.status for c in cases)
     lines += ["Cases by status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""]
-    lines += ["| builtin | dtype | " + " | ".join(SIDES) + " | status | reason |"]
+    lines += ["| builtin | dtype | " + " | ".join(SIDES) + " | status | reason / note |"]
     lines += ["|" + "---|" * (len(SIDES) + 4)]
     for c in cases:
         cells = [c.sides.get(s, "-") for s in SIDES]
-        reason = "" if c.status == "pass" else c.reason.replace("|", "/")
+        why = "" if c.status == "pass" else c.reason
+        note = "" if why.startswith(c.note) else c.note  # a hand-made case not written says it already
+        reason = "; ".join(t for t in (note, why) if t).replace("|", "/")
         lines.append(f"| {c.builtin} | {c.dtype} | " + " | ".join(cells) + f" | {c.status} | {reason} |")
     return "\n".join(lines) + "\n"
 

@@ -71,6 +71,13 @@ for _op in ("floor_div", "floor_mod"):
     CASES[f"{_op}_f32"] = lambda op=_op: g_floored(op, (2, 3, 10))
     CASES[f"{_op}_f32_broadcast"] = lambda op=_op: g_floored(op, (3, 1))
 
+for _op in ("maximum", "minimum"):
+    # TFLite Micro compares stored values: operands and output quantized alike (as PTQ makes them)
+    CASES[f"{_op}_f32_broadcast"] = lambda op=_op: g_binary(op, "f32", b_shape=(3, 1))
+    CASES[f"{_op}_i8"] = lambda op=_op: g_binary(op, "i8", q8(0.05, -3), q8(0.05, -3), q8(0.05, -3))
+    CASES[f"{_op}_i8_broadcast"] = lambda op=_op: g_binary(op, "i8", q8(0.2, 127), q8(0.2, 127), q8(0.2, 127), (1, 10))
+    CASES[f"{_op}_i16_broadcast"] = lambda op=_op: g_binary(op, "i16", q16(0.001), q16(0.001), q16(0.001), (3, 1))
+
 
 def g_add_n(n: int, dtype: str, q=None, qy=None) -> Graph:
     g = Graph("add_n")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from tflite.Model import Model
 
-from rlx_edge.errors import UnsupportedOpError
+from rlx_edge.errors import ModelFileError, UnsupportedOpError
 from rlx_edge.frontends import _tflite_export
 from rlx_edge.frontends._tflite_schema import OP_NAMES
 from rlx_edge.frontends.tflite import export_tflite, load_tflite, load_tflite_bytes, to_tflite_bytes
@@ -23,6 +23,7 @@ from rlx_edge.ir.ops import get_op
 from rlx_edge.ir.types import QuantParams, TensorType
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import compare_with_tflm
+from tflitefiles import hand_made
 
 _QUANT = {
     "f32": None,
@@ -53,6 +54,10 @@ CASES: dict[str, tuple] = {
     "pack_last": ("stack", (2, 3), 2, {"axis": -1}, {"PACK"}, ALL),
     "unpack": ("unstack", (2, 3, 4), 1, {"axis": 1, "num": 3}, {"UNPACK"}, ALL),
     "split_v": ("split", (2, 7, 3), 1, {"axis": 1, "sizes": (2, 4, 1)}, {"SPLIT_V"}, ALL),
+    "split_equal": ("split", (2, 6, 3), 1, {"axis": -2, "sizes": (2, 2, 2)}, {"SPLIT"}, ALL),
+    "slice": ("slice", (4, 7, 5), 1, {"begin": (1, -5, 0), "end": (3, 2**31 - 1, 9), "strides": None}, {"SLICE"}, ALL),
+    # a backwards walk of one element is one element: still SLICE
+    "slice_one_backwards": ("slice", (3, 4), 1, {"begin": (2, 1), "end": (1, 3), "strides": (-1, 1)}, {"SLICE"}, ALL),
     "strided_slice": (
         "slice",
         (4, 7, 5),
@@ -66,6 +71,15 @@ CASES: dict[str, tuple] = {
         (3, 4, 2),
         1,
         {"begin": (0, -1, -1), "end": (2**31 - 1, -(2**31), -(2**31)), "strides": (1, -1, -1)},
+        {"REVERSE_V2"},
+        ALL,
+    ),
+    # TFLite Micro reverses contiguous axes only: axes 0 and 2 are a strided slice
+    "reverse_apart": (
+        "slice",
+        (3, 4, 2),
+        1,
+        {"begin": (-1, 0, 5), "end": (-(2**31), 2**31 - 1, -3), "strides": (-1, 1, -1)},
         {"STRIDED_SLICE"},
         ALL,
     ),
@@ -118,6 +132,15 @@ CASES: dict[str, tuple] = {
         (4, 5, 3),
         1,
         {"axis": 1, "operands": (np.array([[4, 0], [2, 2], [1, 3]], np.int32),)},
+        {"GATHER"},
+        NO_INT16,
+    ),
+    # TFLite Micro's GATHER reads int32 positions in [0, n): negative and int64 constants are written so
+    "gather_negative_int64": (
+        "gather",
+        (4, 5, 3),
+        1,
+        {"axis": -3, "operands": (np.array([[-1, 0], [2, -4]], np.int64),)},
         {"GATHER"},
         NO_INT16,
     ),
@@ -178,7 +201,7 @@ def test_round_trip(case: str) -> None:
 
 
 def test_reverse_v2_imports_as_a_backwards_slice(tmp_path) -> None:
-    """REVERSE_V2, which the exporter never writes (a slice says it), from a file written by hand."""
+    """REVERSE_V2 with a negative axis, which the exporter never writes, from a file written by hand."""
     g = Graph("reverse")
     x = g.input("x", (3, 4, 2), "f32")
     g.output(g.slice(x, begin=(0, -1, -1), end=(2**31 - 1, -(2**31), -(2**31)), strides=(1, -1, -1)))
@@ -194,24 +217,6 @@ def test_reverse_v2_imports_as_a_backwards_slice(tmp_path) -> None:
 
 
 # shape-only builtins: folded to constants at import -----------------------------------------
-def _hand_made(g: Graph, ops: list[tuple], extra: dict[str, tuple[np.ndarray | None, TensorType]]) -> bytes:
-    """A file of ``ops`` (builtin, input names, output names, options table, fields) over ``g``'s
-    values and the ``extra`` tensors (constant data, or None for a computed tensor) only the file has."""
-    w = _tflite_export._Writer(g)
-    for n in g.inputs:
-        w.tensor(n)
-
-    def index(name: str) -> int:
-        if name in extra and name not in w.tensor_index:
-            arr, t = extra[name]
-            w.add_tensor(name, t, 0 if arr is None else w.add_buffer(arr, t.dtype))
-        return w.tensor_index[name] if name in w.tensor_index else w.tensor(name)
-
-    for opname, ins, outs, table, fields in ops:
-        w.ops.append(_tflite_export._OpOut(opname, [index(n) for n in ins], [index(n) for n in outs], table, fields))
-    return w.build()
-
-
 def _shape_case(kind: str, dtype: str) -> bytes:
     q = _QUANT[dtype]
     i32 = TensorType((3,), DType.i32)
@@ -223,28 +228,28 @@ def _shape_case(kind: str, dtype: str) -> bytes:
         if kind == "shape":
             g.input("like", (2, 3, 4), "f32")
             ops = [("RELU", ["x"], ["y"], None, {}), ("SHAPE", ["like"], ["s"], "ShapeOptions", {"OutType": 2})]
-            return _hand_made(g, ops, {"s": (None, i32)})
+            return hand_made(g, ops, {"s": (None, i32)})
         ops = [("RELU", ["x"], ["y"], None, {}), ("BROADCAST_ARGS", ["a", "b"], ["s"], None, {})]
         extra = {
             "a": (np.array([3, 1], np.int32), TensorType((2,), DType.i32)),
             "b": (np.array([2, 1, 4], np.int32), i32),
             "s": (None, i32),
         }
-        return _hand_made(g, ops, extra)
+        return hand_made(g, ops, extra)
     x = g.input("x", (2, 3, 4), dtype, quant=q)
     z = g.param("z", np.zeros((2, 3, 4), DType(dtype).numpy), quant=q)  # stands for the folded tensor
     g.output(g.stack(x, z, axis=0, name="y", out_quant=q))
     t = TensorType((2, 3, 4), DType(dtype), q)
     pack = ("PACK", ["x", "z"], ["y"], "PackOptions", {"ValuesCount": 2, "Axis": 0})
     if kind == "zeros_like":
-        return _hand_made(g, [("ZEROS_LIKE", ["x"], ["z"], None, {}), pack], {"z": (None, t)})
+        return hand_made(g, [("ZEROS_LIKE", ["x"], ["z"], None, {}), pack], {"z": (None, t)})
     value = np.array(5, np.int8) if dtype != "f32" else np.array(1.75, np.float32)
     extra = {
         "dims": (np.array([2, 3, 4], np.int32), i32),
         "value": (value, TensorType((), DType(dtype), q)),
         "z": (None, t),
     }
-    return _hand_made(g, [("FILL", ["dims", "value"], ["z"], None, {}), pack], extra)
+    return hand_made(g, [("FILL", ["dims", "value"], ["z"], None, {}), pack], extra)
 
 
 SHAPE_ONLY = [(k, d) for k in ("shape", "broadcast_args", "zeros_like", "fill") for d in ("f32", "i8")]
@@ -276,7 +281,7 @@ def test_strided_slice_masks_and_negative_strides_from_a_file(tmp_path) -> None:
     # the file's output shape: axis 0 picks 3, 1; axis 1 picks 5..2; axis 2 is shrunk at 2
     g.types["y"] = TensorType((2, 4), DType.i8, _QUANT["i8"])
     path = tmp_path / "strided.tflite"
-    path.write_bytes(_hand_made(g, ops, extra))
+    path.write_bytes(hand_made(g, ops, extra))
     back = load_tflite(path)
     xs = np.arange(120, dtype=np.int8).reshape(5, 6, 4)
     assert np.array_equal(run(back, {"x": xs})[back.outputs[0]], xs[3::-2, :1:-1, 2])
@@ -284,8 +289,39 @@ def test_strided_slice_masks_and_negative_strides_from_a_file(tmp_path) -> None:
     assert r.mismatches == 0 and r.compared >= 13, r.first_mismatch
 
 
+def test_slice_through_the_end_from_a_file(tmp_path) -> None:
+    """SLICE's size -1 (through the end of the axis), as converters write tf.slice; the exporter
+    writes sizes out."""
+    g = Graph("slice")
+    x = g.input("x", (4, 6, 3), "i16", quant=_QUANT["i16"])
+    g.output(g.reshape(x, shape=(4, 6, 3), out_quant=_QUANT["i16"], name="y"))  # stands for the sliced output
+    g.types["y"] = TensorType((2, 4, 3), DType.i16, _QUANT["i16"])
+    i32 = TensorType((3,), DType.i32)
+    extra = {"begin": (np.array([1, 2, 0], np.int32), i32), "size": (np.array([2, -1, -1], np.int32), i32)}
+    path = tmp_path / "slice.tflite"
+    path.write_bytes(hand_made(g, [("SLICE", ["x", "begin", "size"], ["y"], None, {})], extra))
+    back = load_tflite(path)
+    xs = np.arange(72, dtype=np.int16).reshape(4, 6, 3)
+    assert np.array_equal(run(back, {"x": xs})[back.outputs[0]], xs[1:3, 2:, :])
+    r = compare_with_tflm(path, n_inputs=10, seed=4, atol=0.0, rtol=0.0)
+    assert r.mismatches == 0 and r.compared >= 13, r.first_mismatch
+    extra["size"] = (np.array([2, 5, -1], np.int32), i32)  # past the end of axis 1
+    path.write_bytes(hand_made(g, [("SLICE", ["x", "begin", "size"], ["y"], None, {})], extra))
+    with pytest.raises(ModelFileError, match=r"SLICE .*do not fit in \[4, 6, 3\]"):
+        load_tflite(path)
+
+
+def test_gather_of_computed_int64_indices_is_refused() -> None:
+    """TFLite Micro's GATHER refuses int64 positions: constant ones are rewritten, computed ones refused."""
+    g = Graph("gather")
+    x = g.input("x", (4, 3), "f32")
+    g.output(g.gather(x, g.input("i", (2,), "i64"), axis=0))
+    with pytest.raises(UnsupportedOpError, match="gather with computed int64 indices"):
+        to_tflite_bytes(g)
+
+
 def test_split_and_squeeze_of_every_unit_axis_from_a_file(tmp_path) -> None:
-    """SPLIT (axis first, equal parts) and SQUEEZE without squeeze_dims, which the exporter never writes."""
+    """SPLIT (its axis first) feeding SQUEEZE without squeeze_dims, which the exporter never writes."""
     g = Graph("split")
     x = g.input("x", (1, 6, 1, 2), "i8", quant=_QUANT["i8"])
     a, b, c = g.split(x, axis=1, sizes=(2, 2, 2), out_quant=[_QUANT["i8"]] * 3)
@@ -297,7 +333,7 @@ def test_split_and_squeeze_of_every_unit_axis_from_a_file(tmp_path) -> None:
         ("SQUEEZE", [a.name], ["y"], None, {}),
     ]
     path = tmp_path / "split.tflite"
-    path.write_bytes(_hand_made(g, ops, extra))
+    path.write_bytes(hand_made(g, ops, extra))
     back = load_tflite(path)
     assert [(n.op, n.attrs) for n in back.nodes] == [
         ("split", {"axis": 1, "sizes": (2, 2, 2)}),
@@ -317,6 +353,6 @@ def test_pack_of_differently_quantized_inputs_is_refused_both_ways(tmp_path) -> 
         to_tflite_bytes(g)
     ops = [("PACK", ["a", "b"], ["y"], "PackOptions", {"ValuesCount": 2, "Axis": 0})]
     path = tmp_path / "pack.tflite"
-    path.write_bytes(_hand_made(g, ops, {}))
+    path.write_bytes(hand_made(g, ops, {}))
     with pytest.raises(UnsupportedOpError, match="PACK of inputs quantized unlike its output"):
         load_tflite(path)

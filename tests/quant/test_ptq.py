@@ -119,10 +119,15 @@ def test_what_ptq_quantizes_comes_from_the_op_declarations():
     assert q.types["gap"].quant == q.types["act"].quant == q.types["flat"].quant
     for x in data[:4]:
         np.testing.assert_allclose(run(q, x[None])["out"], run(g, x[None])["out"], atol=0.02)
-    # sigmoid's integer kernel is declared int8-only: int16x8 keeps it in float
+    # sigmoid declares int8 and int16 kernels: int16x8 quantizes it too
     q16 = quantize(g, rec, scheme="int16x8")
-    assert q16.metadata["quantization"]["float_nodes"] == {"out": "sigmoid has an integer kernel for i8 only"}
-    assert q16.types["gap"].dtype == DType.i16
+    assert "out" not in q16.metadata["quantization"].get("float_nodes", {})
+    assert q16.types["gap"].dtype == q16.types["out"].dtype == DType.i16
+    # elu's integer kernel is declared int8-only: int16x8 keeps it in float
+    ge = Graph("elu")
+    ge.output(ge.elu(ge.input("x", (1, 3)), name="out"))
+    qe = quantize(ge, calibrate(ge, rng.standard_normal((16, 1, 3)).astype(np.float32)), scheme="int16x8")
+    assert qe.metadata["quantization"]["float_nodes"] == {"out": "elu has an integer kernel for i8 only"}
 
 
 def test_weights_quantizer():

@@ -3,7 +3,8 @@
 The cases are read off the targets' own rule tables (``rlx_edge.targets.support``):
 a new rule joins this test by existing, and a rule that computes one wrong
 bit on any draw fails it. Draws come from each op's sampler; a quantized draw
-is the float draw put through the real calibration and int8 PTQ, plus
+is the float draw put through the real calibration and int8 PTQ (the ``int``
+kind; Cortex-M's int16 ops again through int16x8 PTQ, the ``int16`` kind), plus
 edge-case inputs (the storage limits and the zero point). A draw that a
 target rejects must be rejected with its clear :class:`UnsupportedOpError`
 (any other exception fails), and each case must run ``DRAWS`` accepted draws.
@@ -41,12 +42,18 @@ FLOAT_TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(n
 
 
 def _cases() -> list[tuple[str, str, str]]:
+    from rlx_edge.targets.cortexm.rules import INT16_OPS
+
     out = []
     for fam in FAMILIES.values():
         for op, semantics in sorted(fam.ops.items()):
             for kind in ("float", "int"):
                 if kind in semantics and REGISTRY[op]._sample is not None:
                     out.append((fam.name, op, kind))
+            # the ops Cortex-M runs on int16 activations, drawn again through int16x8 PTQ
+            if fam.name == "cortexm" and op in INT16_OPS and DType.i16 in REGISTRY[op].int_dtypes:
+                if REGISTRY[op]._sample is not None:
+                    out.append((fam.name, op, "int16"))
     return out
 
 
@@ -86,8 +93,11 @@ def float_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[str,
     return g, feeds
 
 
-def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[str, np.ndarray]]] | None:
-    """A quantized one-node graph: typed ops draw their own, the rest go through calibration and int8 PTQ."""
+def quantized_draw(
+    op: str, rng: np.random.Generator, scheme: str = "int8"
+) -> tuple[Graph, list[dict[str, np.ndarray]]] | None:
+    """A quantized one-node graph: typed ops draw their own, the rest go through calibration and PTQ
+    (``scheme``; for int16x8 only draws whose node has int16 activations count)."""
     opdef = REGISTRY[op]
     inputs, attrs, out_q, in_q = opdef.draw(rng)
     consts = _constants(op, inputs, rng)
@@ -113,9 +123,11 @@ def quantized_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[
         if any(a.size == 0 for a in run(fg, {k: v[0] for k, v in data.items()}).values()):
             return None  # an empty result has no range to calibrate; models do not compute them
         # the op itself, not what the optimizer makes of it (a unit-axis transpose becomes a reshape)
-        g = quantize(fg, calibrate(fg, data, optimize=False), scheme="int8", optimize=False)
+        g = quantize(fg, calibrate(fg, data, optimize=False), scheme=scheme, optimize=False)
     node = next(n for n in g.nodes if n.op == op)
     assert node_context(g, node).quantized, f"{op}: PTQ left the node float"
+    if scheme == "int16x8" and not any(g.types[v].dtype == DType.i16 for v in (*node.inputs, *node.outputs) if v):
+        return None  # a typed draw of other storage types: the int kind covers it
     feeds = [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
     return g, feeds
 
@@ -222,12 +234,14 @@ def _fpga_graph(op: str, g: Graph) -> Graph:
 def _draws(target: str, op: str, kind: str) -> tuple[list[Graph], list[list[dict[str, np.ndarray]]], int]:
     """Up to DRAWS accepted draws of ``op`` for ``target`` (graphs, their feeds) and how many it refused."""
     rng = np.random.default_rng([sum(map(ord, target)), sum(map(ord, op)), len(kind)])
-    draw = quantized_draw if kind == "int" else float_draw
     graphs, feeds, rejected = [], [], 0
     for _ in range(MAX_TRIES):
         if len(graphs) == DRAWS:
             break
-        got = draw(op, rng)
+        if kind == "float":
+            got = float_draw(op, rng)
+        else:
+            got = quantized_draw(op, rng, "int16x8" if kind == "int16" else "int8")
         if got is None:
             rejected += 1
             continue

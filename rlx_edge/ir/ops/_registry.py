@@ -154,6 +154,10 @@ class OpDef:
     # kernel moves or picks stored values and never rescales (TFLite requires it of
     # reshape, pooling, pad...). PTQ gives such outputs their input's parameters.
     passthrough_quant: bool = False
+    # Quantized, the float inputs and the output share one set of parameters: the integer
+    # kernel compares or copies stored values of several inputs (TFLite's MAXIMUM, MINIMUM,
+    # SELECT_V2). PTQ gives them one range, the union of theirs.
+    shared_quant: bool = False
     # Activation storage types the integer semantics cover; PTQ keeps the op in float
     # under a scheme whose activations are of another type.
     int_dtypes: tuple[DType, ...] = (DType.i8, DType.i16)
@@ -451,6 +455,7 @@ def defop(
     typed: bool = False,
     view: bool = False,
     passthrough_quant: bool = False,
+    shared_quant: bool = False,
     int_dtypes: tuple[str | DType, ...] = ("i8", "i16"),
     differentiable: bool = True,
     elementwise: bool = False,
@@ -471,6 +476,7 @@ def defop(
         typed=typed,
         view=view,
         passthrough_quant=passthrough_quant or view,  # a view's bytes are its input's: nothing can rescale
+        shared_quant=shared_quant,
         int_dtypes=tuple(as_dtype(d) for d in int_dtypes),
         differentiable=differentiable,
         elementwise=elementwise,

@@ -8,10 +8,11 @@ import numpy as np
 
 from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir import fixedpoint as fp
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, compute_dtype, derivative, finish, rand_float, rand_shape
 from rlx_edge.ir.ops._quantized import byte_table, clamp_cast, quantize_bound, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import Attr, OpDef, QContext, defop
-from rlx_edge.ir.types import TensorType
+from rlx_edge.ir.types import QuantParams, TensorType
 
 
 def _unary(
@@ -22,9 +23,10 @@ def _unary(
     float_only: bool = True,
     int_dtypes=("i8", "i16"),
     sample_attrs=None,
+    int16_draw=None,
     doc: str,
 ) -> OpDef:
-    """Declare one shape-preserving unary op."""
+    """Declare one shape-preserving unary op (``int16_draw``: the sampler's quantized int16 draws, now and then)."""
     op = defop(
         name,
         family="activation",
@@ -53,6 +55,10 @@ def _unary(
 
     @op.sample
     def _sample(rng):
+        # drawn first: where the op x target test's seeds give every target an int16 and an int8 draw
+        # (tests/ir/ops/test_activation_int16.py holds that)
+        if int16_draw is not None and rng.random() < 0.4:
+            return int16_draw(rng, rand_shape(rng, int(rng.integers(0, 5))))
         shape = rand_shape(rng, int(rng.integers(0, 5)))
         if not float_only and rng.random() < 0.2:
             x = rng.integers(-20, 20, shape).astype(np.int32)
@@ -94,11 +100,27 @@ clamp = _unary(
     float_only=False,
     doc="min(max(x, min), max)",
 )
-# The integer kernels of these three are TFLite Micro's int8 ones.
+
+
+def _int16_sigmoid_tanh_draw(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
+    """An int16 input as 16x8 models have it (zero point 0), its scale one of the powers of two the
+    kernels take as they are or any other (the op x target test's other quantized draws are int8); the
+    output at 2**-15, 0, as TFLite fixes it."""
+    x = rng.integers(-(2**15), 2**15, shape).astype(np.int16)
+    scale = float(rng.choice([2.0**-12, 2.0**-11, float(np.exp2(rng.uniform(-17.0, -3.0)))]))
+    out_q = QuantParams(np.float32(2.0**-15), 0, storage="i16")
+    return [x], {}, [out_q], [QuantParams(np.float32(scale), 0, storage="i16")]
+
+
+# The integer kernels of these two are TFLite Micro's int8 and int16 ones; hard_swish's its int8 one.
 sigmoid = _unary(
-    "sigmoid", lambda x: 1 / (1 + np.exp(-x)), int_dtypes=("i8",), doc="1 / (1 + exp(-x)) (TFLite LOGISTIC)"
+    "sigmoid",
+    lambda x: 1 / (1 + np.exp(-x)),
+    int_dtypes=("i8", "i16"),
+    int16_draw=_int16_sigmoid_tanh_draw,
+    doc="1 / (1 + exp(-x)) (TFLite LOGISTIC)",
 )
-tanh = _unary("tanh", np.tanh, int_dtypes=("i8",), doc="tanh(x)")
+tanh = _unary("tanh", np.tanh, int_dtypes=("i8", "i16"), int16_draw=_int16_sigmoid_tanh_draw, doc="tanh(x)")
 gelu = _unary(
     "gelu",
     _gelu,
@@ -245,6 +267,8 @@ def _sigmoid_tanh_prepare(op: OpDef, eval_fn):
         exactly as the kernels compute it.
         """
         _declared_int_input(op, ctx)
+        if ctx.in_types[0].dtype == DType.i16:
+            return _int16_prepare(op, ctx)
         s_x, zp_x = scalar_params(ctx.in_types[0].quant, f"{op.name} input")
         mant, shift = math.frexp(float(s_x) * float(1 << (31 - _INPUT_INTEGER_BITS)))
         mult = int(fp.wrap_int32(int(fp.round_half_away(np.float64(mant * 2.0**31)))))
@@ -272,15 +296,37 @@ def _q4_eval(p, x, fixed_fn, out_frac_bits: int, out_zp: int):
     return _saturate_outside_radius(v, xp.clip(out + out_zp, -128, 127), p.radius)
 
 
+def _int16_prepare(op: OpDef, ctx: QContext) -> dict:
+    """TFLite Micro's int16 LOGISTIC / TANH Prepare: zero points 0 and an output scale of 2**-15 (its
+    checks), and the input's multiplier and shift onto the table's grid
+    (``fixedpoint.int16_sigmoid_tanh_input_params``)."""
+    where = f"node {ctx.node!r} ({op.name})"
+    s_x, zp_x = scalar_params(ctx.in_types[0].quant, f"{op.name} input")
+    s_y, zp_y = scalar_params(ctx.out_types[0].quant, f"{op.name} output")
+    if zp_x != 0 or zp_y != 0:
+        raise UnsupportedOpError(f"{where}: the int16 kernel needs zero points 0, got input {zp_x}, output {zp_y}")
+    log2, pot = fp.checked_log2(s_y)
+    if not pot or log2 != -15:
+        raise UnsupportedOpError(f"{where}: the int16 kernel's output scale is 2**-15, got {s_y:g}; quantize it so")
+    mult, shift = fp.int16_sigmoid_tanh_input_params(s_x, tanh=op is tanh)
+    if mult > fp.INT16_MAX:  # TFLite's DCHECK: the product with an int16 input must fit int32
+        raise UnsupportedOpError(f"{where}: input scale {s_x:g} is too large for the int16 kernel (at most 2.66)")
+    return {"int16": True, "mult": mult, "shift": shift}
+
+
 @sigmoid.eval
 def _sigmoid_eval(p, x):
-    """Output scale 1/256, zero point -128, as the kernel assumes."""
+    """int8: output scale 1/256, zero point -128, as the kernel assumes; int16: 2**-15, 0."""
+    if p.get("int16"):
+        return fp.logistic_int16(x, p.mult, p.shift).astype(fp.namespace(x).int16)
     return _q4_eval(p, x, fp.logistic_fixed, 8, -128)
 
 
 @tanh.eval
 def _tanh_eval(p, x):
-    """Output scale 1/128, zero point 0, as the kernel assumes."""
+    """int8: output scale 1/128, zero point 0, as the kernel assumes; int16: 2**-15, 0."""
+    if p.get("int16"):
+        return fp.tanh_int16(x, p.mult, p.shift).astype(fp.namespace(x).int16)
     return _q4_eval(p, x, fp.tanh_fixed, 7, 0)
 
 

@@ -174,6 +174,7 @@ select_v2 = defop(
     family="compare",
     inputs=("condition", "x", "y"),
     elementwise=True,
+    shared_quant=True,
     # differentiable in x and y, but the autodiff tests draw float operands only and cannot feed its
     # bool condition yet: declared non-differentiable until they can
     differentiable=False,
@@ -208,7 +209,7 @@ def _select_sample(rng):
         dt = (np.int32, np.int8)[int(rng.integers(2))]
         return [cond, rng.integers(-50, 50, x_shape).astype(dt), rng.integers(-50, 50, y_shape).astype(dt)], {}
     dt = FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
-    # operands of different ranges: quantized, one of them is requantized to the output's parameters
+    # operands of different ranges: quantized (shared_quant), one set of parameters covers both
     y_scale = float(rng.choice([0.3, 3.0]))
     return [cond, rng.standard_normal(x_shape).astype(dt), (rng.standard_normal(y_shape) * y_scale).astype(dt)], {}
 

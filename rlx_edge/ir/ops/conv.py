@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType, from_numpy, promote
 from rlx_edge.ir.ops._common import (
@@ -25,6 +26,7 @@ from rlx_edge.ir.ops._common import (
     apply_activation,
     batch_into_leading,
     broadcastable_pair,
+    check_pair,
     compute_dtype,
     elementwise_dtype,
     fail,
@@ -647,6 +649,40 @@ def _fc_eval(p, x, w, b, *, activation):
     return finish_accumulators(p, acc, b)
 
 
+# matmul: TFLite Micro's BATCH_MATMUL (reference_ops::BatchMatMul with FullyConnectedParams). Both
+# operands are activations, per tensor, of the output's type; sum (a - zp_a) * (b - zp_b) in int32
+# (int8) or int64 (int16, zero points 0), one multiplier s_a s_b / s_y, clamped to the type only.
+@matmul.prepare
+def _matmul_prepare(ctx: QContext) -> dict[str, Any]:
+    (at, bt), yt = ctx.in_types, ctx.out_types[0]
+    dtype = yt.dtype.numpy
+    if dtype not in (np.int8, np.int16) or at.dtype != yt.dtype or bt.dtype != yt.dtype:
+        raise UnsupportedOpError(
+            f"node {ctx.node!r} (matmul): TFLite Micro's BATCH_MATMUL takes two int8 or two int16 operands "
+            f"of the output's type, got {at.dtype} and {bt.dtype} to {yt.dtype}"
+        )
+    s_a, zp_a = scalar_params(at.quant, "matmul first operand")
+    s_b, zp_b = scalar_params(bt.quant, "matmul second operand")
+    s_y, zp_y = scalar_params(yt.quant, "matmul output")
+    if dtype == np.int16 and (zp_a, zp_b, zp_y) != (0, 0, 0):
+        raise UnsupportedOpError(
+            f"node {ctx.node!r} (matmul): int16 needs zero points 0, got {zp_a}, {zp_b} and {zp_y}"
+        )
+    mult, shift = channel_multipliers(s_a, np.array([s_b]), s_y, 1)
+    lo, hi = storage_range(dtype)
+    return {
+        "a_zp": zp_a, "b_zp": zp_b, "out_zp": zp_y, "mult": int(mult[0]), "shift": int(shift[0]),
+        "act_min": lo, "act_max": hi, "wide": dtype == np.int16, "dtype": dtype.name,
+    }  # fmt: skip
+
+
+@matmul.eval
+def _matmul_eval(p, a, b):
+    xp = fp.namespace(a, b)
+    acc = xp.matmul(a.astype(xp.int64) - p.a_zp, b.astype(xp.int64) - p.b_zp)
+    return finish_acc(acc, p.mult, p.shift, p.wide, p.out_zp, p.act_min, p.act_max, p.dtype)
+
+
 # numpy fast paths ------------------------------------------------------------------------
 # The reference interpreter binds each node once (OpDef.bind): the weights become the float
 # matrix of one BLAS product, the input zero point moves into the bias (folded_bias; padding
@@ -807,3 +843,180 @@ def _fc_bind(p, consts, *, activation):
         return acc.finish(sums, b_in if b is None else None).reshape(x.shape[:-1] + (wt.shape[1],))
 
     return kernel
+
+
+# transpose_conv2d ---------------------------------------------------------------------------
+# TFLite's TRANSPOSE_CONV. Each input pixel (iy, ix) adds x[iy, ix] * w[:, fy, fx, :] to the
+# output pixel (iy * sh - pad_top + fy, ix * sw - pad_left + fx); contributions outside the
+# given output shape are dropped. The padding is TFLite Micro's: computed as for a
+# convolution from the *output* size (ComputePaddingHeightWidth with the output as its
+# input), only its top and left parts used, so it does not depend on the input's size.
+transpose_conv2d = defop(
+    "transpose_conv2d",
+    family="conv",
+    inputs=("x", "w", "b?"),
+    attrs={
+        "output_shape": Attr("ints", doc="the output's shape [N, OH, OW, O], as TFLite's first input gives it"),
+        "strides": Attr("ints", (1, 1), doc="(stride_h, stride_w)"),
+        "padding": Attr("str", "valid", choices=("valid", "same"), doc="TFLite padding, from the output size"),
+        "activation": ACTIVATION,
+    },
+    doc="Transposed 2-D convolution: x [N,H,W,I], w [O,KH,KW,I], b [O] -> output_shape [N,OH,OW,O].",
+)
+
+
+def transpose_conv_pads(out_hw: tuple[int, int], kernel: tuple[int, int], strides, padding: str) -> tuple[int, int]:
+    """(top, left) padding of a transpose conv, as TFLite Micro computes it from the output size."""
+    if padding == "valid":  # a valid window never needs padding: (out - 1) * s + k <= size
+        return 0, 0
+    pads = []
+    for size, k, s in zip(out_hw, kernel, strides):
+        windows = (size + s - 1) // s
+        pads.append(max(0, (windows - 1) * s + k - size) // 2)
+    return pads[0], pads[1]
+
+
+@transpose_conv2d.infer
+def _tconv_infer(x, w, b, *, output_shape, strides, padding, activation):
+    need_rank(x, 4, "transpose_conv2d input")
+    need_rank(w, 4, "transpose_conv2d weight")
+    check_pair("strides", strides)
+    if len(output_shape) != 4 or any(int(d) < 1 for d in output_shape):
+        fail(f"output_shape {list(output_shape)} must be 4 positive sizes [N, OH, OW, O]")
+    dt = weighted_dtype(x, w, b)
+    o, _, _, i = (static_dim(d, "transpose_conv2d weight dimension") for d in w.shape)
+    unify(x.shape[3], i, "transpose_conv2d input channels vs weight dimension 3")
+    unify(x.shape[0], output_shape[0], "transpose_conv2d batch vs output_shape[0]")
+    if output_shape[3] != o:
+        fail(f"output_shape has {output_shape[3]} channels, the weight {o} (dimension 0)")
+    _check_bias(b, o)
+    return TensorType((x.shape[0], int(output_shape[1]), int(output_shape[2]), o), dt)
+
+
+def _tconv_scatter(x: np.ndarray, w: np.ndarray, out_shape, strides, pads: tuple[int, int]) -> np.ndarray:
+    """sum of every input pixel's contributions to the output pixels it reaches: [N, OH, OW, O].
+
+    One product per kernel tap over all input pixels, added onto a canvas that holds every
+    position a tap reaches ((H - 1) * s + K rows), then the output's rows and columns cut out.
+    """
+    n, h, wd, _ = x.shape
+    o, kh, kw, _ = w.shape
+    sh, sw = strides
+    canvas = np.zeros((n, (h - 1) * sh + kh, (wd - 1) * sw + kw, o), dtype=x.dtype)
+    for fy in range(kh):
+        for fx in range(kw):
+            canvas[:, fy : fy + (h - 1) * sh + 1 : sh, fx : fx + (wd - 1) * sw + 1 : sw] += x @ w[:, fy, fx, :].T
+    out = np.zeros((n, int(out_shape[1]), int(out_shape[2]), o), dtype=x.dtype)
+    pt, pl = pads
+    rows, cols = min(out.shape[1], canvas.shape[1] - pt), min(out.shape[2], canvas.shape[2] - pl)
+    out[:, : max(rows, 0), : max(cols, 0)] = canvas[:, pt : pt + max(rows, 0), pl : pl + max(cols, 0)]
+    return out
+
+
+def _tconv_pads_of(w_shape, output_shape, strides, padding) -> tuple[int, int]:
+    kh, kw = int(w_shape[1]), int(w_shape[2])
+    return transpose_conv_pads((int(output_shape[1]), int(output_shape[2])), (kh, kw), strides, padding)
+
+
+@transpose_conv2d.reference
+def _tconv_ref(x, w, b, *, output_shape, strides, padding, activation):
+    ct = compute_dtype(x.dtype)
+    pads = _tconv_pads_of(w.shape, output_shape, strides, padding)
+    y = _tconv_scatter(x.astype(ct), w.astype(ct), output_shape, strides, pads)
+    return _float_layer_end(y, b, ct, activation, x, w)
+
+
+@transpose_conv2d.macs
+def _tconv_macs(ins, outs, **attrs):
+    """Every input value times every tap of its output channels (taps that leave the output included)."""
+    x, w = ins[0], ins[1]
+    return int(np.prod(x.shape)) * int(w.shape[0]) * int(w.shape[1]) * int(w.shape[2])
+
+
+@transpose_conv2d.sample
+def _tconv_sample(rng):
+    dt = _pick_float(rng)
+    i, o = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    kh, kw = (int(k) for k in rng.integers(1, 4, 2))
+    strides = tuple(int(s) for s in rng.integers(1, 3, 2))
+    padding = str(rng.choice(["valid", "same"]))
+    n, h, wd = int(rng.integers(1, 3)), int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    # every output size TensorFlow's conv2d_transpose accepts for this input: the convolution
+    # of the output (same or valid) would give back the input's size
+    extra_h, extra_w = (int(rng.integers(0, s)) for s in strides)
+    if padding == "same":
+        oh, ow = h * strides[0] - extra_h, wd * strides[1] - extra_w
+    else:
+        oh, ow = (h - 1) * strides[0] + kh + extra_h, (wd - 1) * strides[1] + kw + extra_w
+    x = rand_float(rng, (n, h, wd, i), dt)
+    w = rand_float(rng, (o, kh, kw, i), dt)
+    b = rand_float(rng, (o,), dt) if rng.random() < 0.7 else None
+    attrs = {"output_shape": (n, oh, ow, o), "strides": strides, "padding": padding,
+             "activation": str(rng.choice(["none", "relu", "relu6"]))}  # fmt: skip
+    return [x, w, b], attrs
+
+
+@transpose_conv2d.prepare
+def _tconv_prepare(ctx: QContext, *, output_shape, strides, padding, activation) -> dict[str, Any]:
+    """TFLite Micro's TransposeConv: per-channel multipliers; int8 accumulates in int32, int16 in int64
+    (with any bias, or none: its 16x8 kernel always takes the int64 path) and ignores the zero points."""
+    wt = ctx.in_types[1]
+    out = _mac_prepare(ctx, "transpose_conv2d", static_dim(wt.shape[0], "transpose_conv2d output channels"), activation)
+    if ctx.in_types[0].dtype == DType.i16:
+        if out["in_zp"] or out["out_zp"]:
+            raise ValueError("transpose_conv2d with int16 activations needs zero points 0 (TFLite's 16x8 kernel)")
+        out["wide"] = True
+    out["tpads"] = _tconv_pads_of(wt.shape, output_shape, strides, padding)
+    return out
+
+
+@transpose_conv2d.eval
+def _tconv_eval(p, x, w, b, *, output_shape, strides, padding, activation):
+    """acc = sum (x - zp_x) * w over the input pixels that reach each output pixel (exact in float64:
+    int16 x int8 products summed stay far below 2**53); numpy only, as conv2d's eval."""
+    xs = x.astype(np.float64) - p.in_zp
+    acc = _exact_int(_tconv_scatter(xs, w.astype(np.float64), output_shape, strides, tuple(p.tpads)))
+    return finish_accumulators(p, acc, b)
+
+
+# transpose_conv2d's derivatives: it is the adjoint of conv2d(u, w^T) (w^T = w as [I, KH, KW, O]) in
+# u, with the same strides and the output's padding, so the input's cotangent is that convolution of
+# the cotangent and the weight's is conv2d's weight cotangent with the roles of input and output swapped.
+def _tconv_conv_pads(x_hw, out_hw, kernel, strides, pads: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) pads of the convolution over the output whose windows are the input pixels."""
+    (h, wd), (oh, ow), (kh, kw), (sh, sw), (pt, pl) = x_hw, out_hw, kernel, strides, pads
+    return pt, max(0, (h - 1) * sh + kh - oh - pt), pl, max(0, (wd - 1) * sw + kw - ow - pl)
+
+
+@transpose_conv2d.jvp
+def _tconv_jvp(e, primals, outputs, tangents, **attrs):
+    return _layer_jvp(e, "transpose_conv2d", primals, outputs, tangents, attrs)
+
+
+@transpose_conv2d.vjp
+def _tconv_vjp(e, primals, outputs, cotangents, *, output_shape, strides, padding, activation):
+    x, w, b = primals
+    ct = e.activation_grad(cotangents[0], outputs[0], activation)
+    o, kh, kw, i = e.static_shape(w)
+    n, h, wd, _ = e.static_shape(x)
+    top_left = _tconv_pads_of((o, kh, kw, i), output_shape, strides, padding)
+    pads = _tconv_conv_pads((h, wd), tuple(output_shape[1:3]), (kh, kw), strides, top_left)
+    dx = e.conv2d(ct, e.transpose(w, perm=(3, 1, 2, 0)), strides=strides, padding="explicit", pads=pads)
+    if tuple(e.static_shape(dx)[1:3]) != (h, wd):
+        dx = e.slice(dx, begin=(0, 0, 0, 0), end=(n, h, wd, i))
+    dwt = _conv_weight_grad(e, ct, x, (i, kh, kw, o), strides, (1, 1), pads, 1)
+    dw = e.transpose(dwt, perm=(3, 1, 2, 0))
+    return [dx, dw, None if b is None else e.sum(ct, axes=(0, 1, 2))]
+
+
+@transpose_conv2d.batch
+def _tconv_batch(e, inputs, batched, **attrs):
+    """The vmap axis folds into the batch, which output_shape names too."""
+    if any(batched[1:]):
+        return None
+    x = inputs[0]
+    shape = e.static_shape(x)
+    out = tuple(attrs["output_shape"])
+    folded = e.reshape(x, shape=(shape[0] * shape[1], *shape[2:]))
+    y = e.op("transpose_conv2d", folded, *inputs[1:], **{**attrs, "output_shape": (shape[0] * shape[1], *out[1:])})
+    return [e.reshape(y, shape=(shape[0], shape[1], *out[1:]))]

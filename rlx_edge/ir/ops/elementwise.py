@@ -32,11 +32,14 @@ from rlx_edge.ir.ops._quantized import (
     storage_range,
 )
 from rlx_edge.ir.ops._registry import OpDef, defop
+from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import broadcast
 from rlx_edge.ir.types import TensorType
 
 
-def _binary(name: str, fn, *, fused_activation: bool, doc: str) -> OpDef:
+def _binary(
+    name: str, fn, *, fused_activation: bool, int_dtypes=("i8", "i16"), shared_quant: bool = False, doc: str
+) -> OpDef:
     """Declare one broadcasting binary op; each is one row of this family."""
     op = defop(
         name,
@@ -44,6 +47,8 @@ def _binary(name: str, fn, *, fused_activation: bool, doc: str) -> OpDef:
         inputs=("a", "b"),
         attrs={"activation": ACTIVATION} if fused_activation else {},
         inplace=True,
+        int_dtypes=int_dtypes,
+        shared_quant=shared_quant,
         elementwise=True,
         doc=doc,
     )
@@ -115,9 +120,12 @@ def _int_div(a, b):
 add = _binary("add", np.add, fused_activation=True, doc="a + b")
 sub = _binary("sub", np.subtract, fused_activation=True, doc="a - b")
 mul = _binary("mul", np.multiply, fused_activation=True, doc="a * b")
-div = _binary("div", _int_div, fused_activation=False, doc="a / b (integers truncate toward zero)")
-maximum = _binary("maximum", np.maximum, fused_activation=False, doc="elementwise max(a, b)")
-minimum = _binary("minimum", np.minimum, fused_activation=False, doc="elementwise min(a, b)")
+# TFLite Micro's DIV has an int8 kernel only (and a fused activation, as ADD)
+div = _binary(
+    "div", _int_div, fused_activation=True, int_dtypes=("i8",), doc="a / b (integers truncate toward zero; TFLite DIV)"
+)
+maximum = _binary("maximum", np.maximum, fused_activation=False, shared_quant=True, doc="elementwise max(a, b)")
+minimum = _binary("minimum", np.minimum, fused_activation=False, shared_quant=True, doc="elementwise min(a, b)")
 floor_div = _binary("floor_div", _floor_div, fused_activation=False, doc="floor(a / b), broadcast (TFLite FLOOR_DIV)")
 floor_mod = _binary(
     "floor_mod", _floor_mod, fused_activation=False, doc="a - floor(a / b) * b, broadcast (TFLite FLOOR_MOD)"
@@ -509,6 +517,106 @@ def _sqdiff_eval(p, a, b):
 
 
 squared_difference.bind(_byte_pair_bind(_sqdiff_eval))
+
+
+# maximum / minimum: TFLite Micro's maximum_minimum.cc compares stored values: both inputs carry
+# the output's parameters (PTQ quantizes them alike). An operand whose parameters differ is
+# requantized to the output's first (one multiplier s_in / s_out), which a TFLite export refuses.
+def _extreme_prepare(ctx) -> dict:
+    """Per operand (a, b): whether it is requantized, its zero point and multiplier. Byte operands
+    also get ``a_table`` / ``b_table``: the output-parameter value of each of their 256 bit patterns."""
+    yt = ctx.out_types[0]
+    s_y, zp_y = scalar_params(yt.quant, "output")
+    lo, hi = storage_range(yt.dtype.numpy)
+    p: dict[str, Any] = {"out_zp": zp_y, "act_min": lo, "act_max": hi, "dtype": yt.dtype.numpy.name}
+    for key, t in zip("ab", ctx.in_types):
+        if t.dtype != yt.dtype:
+            raise ValueError(f"input {key} is {t.dtype} but the output is {yt.dtype}; quantize them alike")
+        s, zp = scalar_params(t.quant, f"input {key}")
+        rescale = not (np.float32(s) == np.float32(s_y) and zp == zp_y)
+        mult, shift = fp.quantize_multiplier(float(s) / float(s_y)) if rescale else (0, 0)
+        p.update({f"{key}_rescale": rescale, f"{key}_zp": zp, f"{key}_mult": mult, f"{key}_shift": shift})
+    if yt.dtype.numpy.itemsize == 1:
+        bits = np.arange(256, dtype=np.uint8).view(yt.dtype.numpy)
+        for key in "ab":
+            p[f"{key}_table"] = np.asarray(_extreme_operand(Prepared(p), key, bits), yt.dtype.numpy)
+    return p
+
+
+def _extreme_operand(p, key: str, v: Any) -> Any:
+    """Operand ``key`` (a or b) in the output's parameters: as stored, or requantized."""
+    if not p[f"{key}_rescale"]:
+        return v
+    xp = fp.namespace(v)
+    y = fp.multiply_by_quantized_multiplier(v.astype(xp.int64) - p[f"{key}_zp"], p[f"{key}_mult"], p[f"{key}_shift"])
+    return clamp_cast(y + p.out_zp, p.act_min, p.act_max, p.dtype)
+
+
+def _extreme_eval(largest: bool):
+    def evaluate(p, a, b):
+        xp = fp.namespace(a, b)
+        pick = xp.maximum if largest else xp.minimum
+        return pick(_extreme_operand(p, "a", a), _extreme_operand(p, "b", b)).astype(p.dtype)
+
+    return evaluate
+
+
+maximum.prepare(_extreme_prepare)
+minimum.prepare(_extreme_prepare)
+maximum.eval(_extreme_eval(largest=True))
+minimum.eval(_extreme_eval(largest=False))
+
+
+# div: TFLite Micro's div.cc (reference_ops::DivElementwise). The divisor's offset value goes
+# positive (both signs flipped), its reciprocal is GetReciprocal's normalized Q0.31, the dividend
+# is shifted up by its redundant sign bits before the high multiply, and one multiplier
+# s_a / (s_b s_y) takes the quotient out. That multiplier is computed in double: div.cc writes a
+# float32 expression, but the TFLite Micro build we pin computes it in double (measured on all
+# byte pairs, tests/frontends/test_tflite_ops_div.py).
+@div.prepare
+def _div_prepare(ctx, activation="none") -> dict:
+    """The multiplier and clamps; per divisor bit pattern, its reciprocal (``b_inv``, Q0.31), the
+    reciprocal's shift (``b_shift``) and whether it was negated (``b_neg``), which kernels look up."""
+    (s1, zp1), (s2, zp2), (s_y, zp_y), dtype = _binary_scales(ctx)
+    if dtype != np.int8 or any(t.dtype.numpy != np.int8 for t in ctx.in_types):
+        raise UnsupportedOpError(f"node {ctx.node!r} (div): TFLite Micro's DIV takes int8 only, not {dtype}")
+    real = float(np.float32(s1)) / (float(np.float32(s2)) * float(np.float32(s_y)))
+    m, e = fp.quantize_multiplier(real)
+    # the kernel's right shift, out_shift - reciprocal shift (-1..7) - dividend headroom (23..31),
+    # must stay in 0..63, where the reference knows what TFLite Micro computes
+    if not -24 <= e <= 22:
+        raise UnsupportedOpError(
+            f"node {ctx.node!r} (div): scale ratio s_a / (s_b s_y) = {real:.3g} is outside 2**-25 .. 2**22; "
+            "requantize an operand or the output"
+        )
+    lo, hi = activation_clamp(activation, ctx.out_types[0].quant, dtype)
+    b_val = np.arange(-128, 128, dtype=np.int64)[np.arange(256) ^ 128] - zp2  # by bit pattern: 0..127, -128..-1
+    b_inv, b_shift = fp.get_reciprocal(np.abs(b_val), 31)
+    return {
+        "a_zp": zp1, "b_zp": zp2, "out_mult": m, "out_shift": e, "out_zp": zp_y,
+        "act_min": lo, "act_max": hi, "dtype": dtype.name,
+        "b_inv": np.asarray(b_inv, np.int32), "b_shift": np.asarray(b_shift, np.int8),
+        "b_neg": np.asarray(b_val < 0, np.int8),
+    }  # fmt: skip
+
+
+@div.eval
+def _div_eval(p, a, b, activation="none"):
+    xp = fp.namespace(a, b)
+    av = a.astype(xp.int64) - p.a_zp
+    bv = b.astype(xp.int64) - p.b_zp
+    av, bv = xp.where(bv < 0, -av, av), xp.abs(bv)
+    inv, recip_shift = fp.get_reciprocal(bv, 31)
+    headroom = fp.count_leading_sign_bits(av)
+    quotient = fp.multiply_by_quantized_multiplier_greater_than_one(av, inv, headroom)
+    # MultiplyByQuantizedMultiplierSmallerThanOneExp, whose shift passes 31 for small dividends
+    total_shift = p.out_shift - recip_shift - headroom
+    high = fp.saturating_rounding_doubling_high_mul(quotient, p.out_mult)
+    y = fp.rounding_divide_by_pot_x86(high, -total_shift) + p.out_zp
+    return clamp_cast(y, p.act_min, p.act_max, p.dtype)
+
+
+div.bind(_byte_pair_bind(_div_eval))
 
 
 # add_n -----------------------------------------------------------------------------------------

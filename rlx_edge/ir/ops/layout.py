@@ -625,7 +625,24 @@ def _slice_sample(rng):
     attrs = {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides)}
     if rng.random() < 0.2:
         attrs["strides"] = None
+    elif rng.random() < 0.2:
+        attrs = _reversal(rng, shape)
     return [_rand_tensor(rng, shape)], attrs
+
+
+def _reversal(rng: np.random.Generator, shape: tuple[int, ...]) -> dict:
+    """Whole axes, some walked backwards, in the ways a bound can say it (TFLite's REVERSE_V2)."""
+    begin, end, strides = [], [], []
+    for d in shape:
+        if rng.random() < 0.5:
+            begin.append(int(rng.choice([-1, d - 1, _OPEN])))
+            end.append(int(rng.choice([-_OPEN - 1, -d - 1])))
+            strides.append(-1)
+        else:
+            begin.append(int(rng.choice([0, -d, -_OPEN - 1])))
+            end.append(int(rng.choice([d, _OPEN])))
+            strides.append(1)
+    return {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides)}
 
 
 @pad.sample

@@ -1,4 +1,5 @@
-"""Recurrent ops: SVDF (TFLite's rank-decomposed time filter, keyword spotting models).
+"""Recurrent ops: SVDF (TFLite's rank-decomposed time filter, keyword spotting models) and LSTM
+(TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM, whose hidden and cell states are handled the same way).
 
 State is functional. TFLite keeps SVDF's activation state in a variable tensor
 that the op rewrites on every invoke; the IR has no mutable values, so the
@@ -17,6 +18,7 @@ first), bias [F / rank], y [B, F / rank].
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -32,7 +34,7 @@ from rlx_edge.ir.ops._common import (
     need_rank,
     rand_float,
 )
-from rlx_edge.ir.ops._quantized import clamp_cast, scalar_params, storage_range
+from rlx_edge.ir.ops._quantized import clamp_cast, requantize_acc, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import Attr, QContext, defop
 from rlx_edge.ir.shape import static_dim
 from rlx_edge.ir.types import QuantParams, TensorType
@@ -243,3 +245,284 @@ def _svdf_sample(rng):
     s_y = float(np.float32(rng.uniform(0.5, 4.0) * s_s * s_wt * max(s_hi, 1) * 4))
     out_q = [QuantParams(s_y, int(rng.integers(-10, 11))), in_q[3]]
     return [x, wf, wt, state, b], attrs, out_q, in_q
+
+
+# LSTM -------------------------------------------------------------------------------------------
+# TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite Micro runs it: no peephole, projection, layer
+# norm or coupled input gate (TFLite Micro refuses them), tanh on the cell gate (its kernel takes
+# no other activation a TFLite file can name).
+# Hidden and cell state are variable tensors there; here, as SVDF's, they are inputs and their
+# updates extra outputs:
+# ``lstm(x, w_*, r_*, b_*, hidden, cell) -> (y, new_hidden, new_cell)``.
+_GATES = ("input", "forget", "cell", "output")
+
+lstm = defop(
+    "lstm",
+    family="recurrent",
+    inputs=("x", *(f"{k}_{g}" for k in "wrb" for g in _GATES), "hidden", "cell"),
+    attrs={
+        "cell_clip": Attr("float", 0.0, doc="the cell state is clipped to [-cell_clip, cell_clip]; 0: no clip"),
+        "time_major": Attr("bool", False, doc="x is [T, B, I] (else [B, T, I]); y follows"),
+    },
+    num_outputs=3,
+    # int8 activations (int16 cell) and int16x8, as TFLite Micro's kernel
+    int_dtypes=("i8", "i16"),
+    differentiable=False,
+    doc="LSTM over a sequence: y [B, T, S] (every step's hidden state) and the updated hidden and cell "
+    "states [B, S] from x [B, T, I]; gate weights w_* [S, I], recurrent weights r_* [S, S], biases b_* [S].",
+)
+
+
+def _lstm_dims(x: TensorType, hidden: TensorType, time_major: bool) -> tuple[int, int, int, int]:
+    """(batch B, steps T, inputs I, state S) of a well-formed call."""
+    need_rank(x, 3, "lstm input")
+    need_rank(hidden, 2, "lstm hidden state")
+    steps, batch = (static_dim(d, "lstm input dimension") for d in x.shape[:2])
+    if not time_major:
+        steps, batch = batch, steps
+    n_in = static_dim(x.shape[2], "lstm input features")
+    state = static_dim(hidden.shape[1], "lstm state size")
+    if static_dim(hidden.shape[0], "lstm hidden state batch") != batch:
+        fail(f"lstm: hidden state shape {list(hidden.shape)} must be [{batch}, S] (the input's batch)")
+    return batch, steps, n_in, state
+
+
+@lstm.infer
+def _lstm_infer(x, *rest, cell_clip, time_major):
+    ws, rs, bs, hidden, cell = rest[0:4], rest[4:8], rest[8:12], rest[12], rest[13]
+    batch, steps, n_in, state = _lstm_dims(x, hidden, time_major)
+    if tuple(cell.shape) != tuple(hidden.shape):
+        fail(f"lstm: cell state shape {list(cell.shape)} must equal the hidden state's {list(hidden.shape)}")
+    for g, w, r, b in zip(_GATES, ws, rs, bs):
+        if tuple(w.shape) != (state, n_in):
+            fail(f"lstm: w_{g} shape {list(w.shape)} must be [{state}, {n_in}] (state, input features)")
+        if tuple(r.shape) != (state, state):
+            fail(f"lstm: r_{g} shape {list(r.shape)} must be [{state}, {state}] (state, state)")
+        if tuple(b.shape) != (state,):
+            fail(f"lstm: b_{g} shape {list(b.shape)} must be [{state}]")
+    if cell_clip < 0:
+        fail(f"lstm: cell_clip {cell_clip} must be >= 0")
+    y_shape = (steps, batch, state) if time_major else (batch, steps, state)
+    if x.dtype.is_float:
+        for t in (*ws, *rs, *bs, hidden, cell):
+            if not t.dtype.is_float:
+                fail(f"lstm: a float input needs float weights, biases and states, got {t.dtype}")
+        return (
+            TensorType(y_shape, x.dtype),
+            TensorType(tuple(hidden.shape), hidden.dtype),
+            TensorType(tuple(cell.shape), cell.dtype),
+        )
+    if x.dtype not in (DType.i8, DType.i16) or hidden.dtype != x.dtype:
+        fail(f"lstm: quantized input and hidden state must both be i8 or both i16, got {x.dtype} and {hidden.dtype}")
+    bias_dt = DType.i32 if x.dtype == DType.i8 else DType.i64
+    for t in (*ws, *rs):
+        if t.dtype != DType.i8:
+            fail(f"lstm: quantized weights must be i8, got {t.dtype}")
+    for t in bs:
+        if t.dtype != bias_dt:
+            fail(f"lstm: {x.dtype} activations need {bias_dt} biases, got {t.dtype}")
+    if cell.dtype != DType.i16:
+        fail(f"lstm: a quantized cell state must be i16 (TFLite Micro's only one), got {cell.dtype}")
+    return (TensorType(y_shape, x.dtype), TensorType(tuple(hidden.shape), hidden.dtype),
+            TensorType(tuple(cell.shape), cell.dtype))  # fmt: skip
+
+
+def _sequence(xp: Any, x: Any, time_major: bool) -> Any:
+    """x as [T, B, I]."""
+    return x if time_major else xp.swapaxes(x, 0, 1)
+
+
+def _sigmoid_f(xp: Any, v: Any) -> Any:
+    """TFLite's float reference Logistic: 1 above 16.619..., exp(v) below -9, else 1 / (1 + exp(-v))."""
+    middle = 1 / (1 + xp.exp(-xp.clip(v, -9, 17)))  # clipped: no overflow where the other branches apply
+    return xp.where(v > np.float32(16.619047164916992188), 1, xp.where(v < -9, xp.exp(xp.minimum(v, 0)), middle))
+
+
+def _scan(xp: Any, step: Any, carry: Any, seq: Any) -> tuple[Any, Any]:
+    """``step(carry, x_t) -> (carry, y_t)`` over the leading axis of ``seq``: ``(carry, stacked y)``.
+
+    numpy loops; jax runs ``jax.lax.scan``, so XLA compiles one step rather than every step unrolled
+    (a 28-step int8 LSTM unrolled takes XLA minutes and gigabytes).
+    """
+    if xp is np:
+        ys = []
+        for xt in seq:
+            carry, y = step(carry, xt)
+            ys.append(y)
+        return carry, np.stack(ys)
+    return sys.modules["jax"].lax.scan(step, carry, seq)  # jax is loaded: xp is jax.numpy
+
+
+@lstm.reference
+def _lstm_ref(x, *rest, cell_clip, time_major):
+    """TFLite Micro's float LstmStep: forget, input and cell gates, cell update and clip, output gate, hidden."""
+    xp = fp.namespace(x, rest[12], rest[13])
+    ct = compute_dtype(x.dtype)
+    ws, rs, bs = ([t.astype(ct) for t in rest[k : k + 4]] for k in (0, 4, 8))
+    clip = float(np.float32(cell_clip))
+
+    def sigmoid(v: Any) -> Any:
+        return _sigmoid_f(xp, v)
+
+    def step(hc: tuple[Any, Any], xt: Any) -> tuple[tuple[Any, Any], Any]:
+        h, c = hc
+
+        def gate(k: int, fn: Any) -> Any:
+            return fn((xt @ ws[k].T + bs[k]) + h @ rs[k].T)
+
+        f, i, g = gate(1, sigmoid), gate(0, sigmoid), gate(2, xp.tanh)
+        c = f * c + i * g
+        if clip > 0:
+            c = xp.clip(c, -clip, clip)
+        h = xp.tanh(c) * gate(3, sigmoid)
+        return (h, c), h
+
+    (h, c), ys = _scan(xp, step, (rest[12].astype(ct), rest[13].astype(ct)), _sequence(xp, x.astype(ct), time_major))
+    y = _sequence(xp, ys, time_major)
+    return (finish(y, from_numpy(x.dtype)), finish(h, from_numpy(rest[12].dtype)),
+            finish(c, from_numpy(rest[13].dtype)))  # fmt: skip
+
+
+# integer semantics: TFLite Micro's PrepareGateParametersInteger / CreateLstmCellStateInfo and
+# lstm_internal::LstmStep. Gate sums are int16 at 2**-12 (Q3.12), gate outputs int16 at 2**-15.
+_GATE_IN_SCALE = 2.0**-12
+_GATE_OUT_SCALE = 2.0**-15
+
+
+@lstm.prepare
+def _lstm_prepare(ctx: QContext, *, cell_clip: float, time_major: bool) -> dict[str, Any]:
+    ts = ctx.in_types
+    s_x, zp_x = scalar_params(ts[0].quant, "lstm input")
+    s_h, zp_h = scalar_params(ts[13].quant, "lstm hidden state")
+    s_c, zp_c = scalar_params(ts[14].quant, "lstm cell state")
+    if zp_c:  # TFLite Micro never reads the cell state's zero point
+        raise ValueError(f"lstm cell state must be symmetric (zero point {zp_c}, not 0)")
+    x_mult, x_shift, h_mult, h_shift = [], [], [], []
+    for k, g in enumerate(_GATES):
+        s_w, zp_w = scalar_params(ts[1 + k].quant, f"lstm w_{g}")
+        s_r, zp_r = scalar_params(ts[5 + k].quant, f"lstm r_{g}")
+        if zp_w or zp_r:
+            raise ValueError(f"lstm weights must be symmetric (w_{g} zero point {zp_w}, r_{g} {zp_r})")
+        m, e = fp.quantize_multiplier(_effective_scale(s_x, s_w, _GATE_IN_SCALE))
+        x_mult.append(m)
+        x_shift.append(e)
+        m, e = fp.quantize_multiplier(_effective_scale(s_h, s_r, _GATE_IN_SCALE))
+        h_mult.append(m)
+        h_shift.append(e)
+    fc_m, fc_e = fp.quantize_multiplier(_effective_scale(_GATE_OUT_SCALE, s_c, s_c))
+    ig_m, ig_e = fp.quantize_multiplier(_effective_scale(_GATE_OUT_SCALE, _GATE_OUT_SCALE, s_c))
+    hid_m, hid_e = fp.quantize_multiplier(_effective_scale(_GATE_OUT_SCALE, _GATE_OUT_SCALE, s_h))
+    # Tanh of the cell state: TFLite Micro's lstm_internal::Tanh from the scale's power of two
+    # (rounded: TFLite Micro ignores whether CheckedLog2 found the scale one)
+    tanh_shift, tanh_mult = 15 + fp.checked_log2(s_c)[0] - 3, 0
+    if tanh_shift < 0:
+        tanh_shift, tanh_mult = -tanh_shift, 3
+    clip = float(np.float32(cell_clip))
+    qclip = int(min(max(clip / float(np.float32(s_c)), -32768.0), 32767.0)) if clip > 0 else 0
+    h_lo, h_hi = storage_range(ts[13].dtype.numpy)
+    return {
+        "wide": ts[0].dtype == DType.i16, "in_zp": zp_x, "hidden_zp": zp_h,
+        "x_mult": tuple(x_mult), "x_shift": tuple(x_shift), "h_mult": tuple(h_mult), "h_shift": tuple(h_shift),
+        "forget_mult": fc_m, "forget_shift": fc_e, "input_mult": ig_m, "input_shift": ig_e,
+        "hidden_mult": hid_m, "hidden_shift": hid_e, "hidden_min": h_lo, "hidden_max": h_hi,
+        "tanh_mult": tanh_mult, "tanh_shift": tanh_shift, "cell_clip": qclip,
+    }  # fmt: skip
+
+
+@lstm.eval
+def _lstm_eval(p, x, *rest, cell_clip, time_major):
+    """int32 (int8) or int64 (int16x8) sums; int16 gates through TFLite's int16 Logistic / Tanh."""
+    xp = fp.namespace(x, rest[12], rest[13])
+    ws, rs, bs = ([xp.asarray(t).astype(xp.int64) for t in rest[k : k + 4]] for k in (0, 4, 8))
+    h, c = xp.asarray(rest[12]).astype(xp.int64), xp.asarray(rest[13]).astype(xp.int64)
+    lo16, hi16 = storage_range(np.int16)
+
+    def fc(v: Any, w: Any, mult: int, shift: int, bias: Any = None) -> Any:
+        acc = v @ w.T
+        if bias is not None:
+            acc = acc + bias
+        return xp.clip(requantize_acc(acc, mult, shift, p.wide), lo16, hi16)
+
+    def mul(a: Any, b: Any, mult: int, shift: int, zp: int = 0, lo: int = lo16, hi: int = hi16) -> Any:
+        return xp.clip(fp.multiply_by_quantized_multiplier(a * b, mult, shift) + zp, lo, hi)
+
+    def sigmoid(v: Any) -> Any:
+        return xp.asarray(fp.logistic_int16(v.astype(xp.int16), 0, 0)).astype(xp.int64)
+
+    def tanh(v: Any, mult: int = 0, shift: int = 0) -> Any:
+        return xp.asarray(fp.tanh_int16(v.astype(xp.int16), mult, shift)).astype(xp.int64)
+
+    def step(hc: tuple[Any, Any], xt: Any) -> tuple[tuple[Any, Any], Any]:
+        h, c = hc
+        hs = h - p.hidden_zp
+
+        def gate(k: int, fn: Any) -> Any:
+            s = fc(xt, ws[k], p.x_mult[k], p.x_shift[k], bs[k]) + fc(hs, rs[k], p.h_mult[k], p.h_shift[k])
+            return fn(xp.clip(s, lo16, hi16))
+
+        f, i, g = gate(1, sigmoid), gate(0, sigmoid), gate(2, tanh)
+        c = xp.clip(mul(f, c, p.forget_mult, p.forget_shift) + mul(i, g, p.input_mult, p.input_shift), lo16, hi16)
+        if p.cell_clip:
+            c = xp.clip(c, -p.cell_clip, p.cell_clip)
+        o = gate(3, sigmoid)  # from the previous hidden state, as the other gates
+        h = mul(tanh(c, p.tanh_mult, p.tanh_shift), o, p.hidden_mult, p.hidden_shift, p.hidden_zp, p.hidden_min,
+                p.hidden_max)  # fmt: skip
+        return (h, c), h
+
+    seq = _sequence(xp, xp.asarray(x).astype(xp.int64) - p.in_zp, time_major)
+    (h, c), ys = _scan(xp, step, (h, c), seq)
+    act_dt = np.int16 if p.wide else np.int8
+    return _sequence(xp, ys, time_major).astype(act_dt), h.astype(act_dt), c.astype(np.int16)
+
+
+@lstm.macs
+def _lstm_macs(ins, outs, **attrs):
+    x, hidden = ins[0], ins[13]
+    steps_batch = int(x.shape[0]) * int(x.shape[1])
+    n_in, state = int(x.shape[2]), int(hidden.shape[1])
+    return steps_batch * 4 * state * (n_in + state)
+
+
+@lstm.sample
+def _lstm_sample(rng):
+    """Float draws, and int8 (int16 cell) or int16x8 draws carrying their own parameters as TFLite's
+    converter makes them (symmetric weights, a power-of-two cell scale): PTQ keeps the op float."""
+    batch, steps, n_in, state = (int(rng.integers(1, hi)) for hi in (3, 5, 7, 6))
+    time_major = bool(rng.random() < 0.3)
+    attrs = {
+        "cell_clip": float(np.float32(rng.choice([0.0, 3.0, 10.0]))),
+        "time_major": time_major,
+    }
+    x_shape = (steps, batch, n_in) if time_major else (batch, steps, n_in)
+    w_shapes = [(state, n_in)] * 4 + [(state, state)] * 4
+    if rng.random() < 0.4:
+        dt = np.float32
+        x = rand_float(rng, x_shape, dt)
+        weights = [rand_float(rng, s, dt, 0.5) for s in w_shapes]
+        biases = [rand_float(rng, (state,), dt, 0.3) for _ in _GATES]
+        h, c = rand_float(rng, (batch, state), dt, 0.5), rand_float(rng, (batch, state), dt)
+        return [x, *weights, *biases, h, c], attrs
+    wide = rng.random() < 0.4
+    adt, bdt = (np.int16, np.int64) if wide else (np.int8, np.int32)
+    a_lo, a_hi = storage_range(adt)
+    s_x = float(np.float32(rng.uniform(0.01, 0.05) / (256 if wide else 1)))
+    zp_x = 0 if wide else int(rng.integers(-20, 21))
+    s_h = float(np.float32(1 / (32768 if wide else 128)))  # the hidden state is tanh x sigmoid, in (-1, 1)
+    zp_h = 0 if wide else int(rng.integers(-5, 6))
+    s_c = float(2.0 ** -int(rng.integers(10, 14)))
+    x = rng.integers(a_lo, a_hi + 1, x_shape).astype(adt)
+    weights = [rng.integers(-127, 128, s).astype(np.int8) for s in w_shapes]
+    s_ws = [float(np.float32(rng.uniform(0.004, 0.03))) for _ in w_shapes]
+    biases = [rng.integers(-(2**12), 2**12, (state,)).astype(bdt) for _ in _GATES]
+    h = rng.integers(a_lo, a_hi + 1, (batch, state)).astype(adt)
+    c = rng.integers(-(2**14), 2**14, (batch, state)).astype(np.int16)
+    q_h = QuantParams(s_h, zp_h, storage=from_numpy(np.dtype(adt)))
+    q_c = QuantParams(s_c, 0, storage=DType.i16)
+    in_q = [
+        QuantParams(s_x, zp_x, storage=from_numpy(np.dtype(adt))),
+        *(QuantParams(s, 0) for s in s_ws),
+        *(QuantParams(float(np.float32(s_x * s)), 0, storage=from_numpy(np.dtype(bdt))) for s in s_ws[:4]),
+        q_h,
+        q_c,
+    ]
+    return [x, *weights, *biases, h, c], attrs, [q_h, q_h, q_c], in_q

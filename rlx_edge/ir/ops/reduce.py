@@ -169,7 +169,9 @@ def _extreme_reduce(name: str, largest: bool) -> OpDef:
         inputs=("x",),
         attrs=dict(_REDUCE_ATTRS),
         passthrough_quant=True,
-        int_dtypes=("i8",),  # TFLite Micro's REDUCE_MAX / REDUCE_MIN: float32 or int8
+        # TFLite Micro's REDUCE_MAX / REDUCE_MIN: float32 or int8 (an int16 model fails its invoke:
+        # "Only float32 and int8 types are supported")
+        int_dtypes=("i8",),
         doc=f"{'Largest' if largest else 'Smallest'} value over axes.",
     )
 
@@ -440,6 +442,20 @@ def _softmax_int16_luts() -> tuple[np.ndarray, np.ndarray]:
     return exp_lut, recip_lut
 
 
+def int8_softmax_refusal(beta: float, input_scale: float) -> str | None:
+    """Why TFLite Micro's int8 SOFTMAX cannot take ``beta`` on this input scale, else None.
+
+    Its PreprocessSoftmaxScaling needs the Q5.26 input multiplier beta * s_x * 2**26 above 1 and
+    aborts otherwise (TFLITE_CHECK_GT): a negative, zero or tiny beta has no int8 kernel.
+    """
+    if float(beta) * float(input_scale) * (1 << (31 - _SCALED_DIFF_INTEGER_BITS)) > 1.0:
+        return None
+    return (
+        f"int8 softmax needs beta * input scale > 2**-26 (TFLite Micro's kernel aborts otherwise), "
+        f"got beta={float(beta)} on input scale {float(input_scale):.6g}"
+    )
+
+
 @softmax.prepare
 def _softmax_prepare(ctx, *, axis, beta, out_dtype):
     """int8 input: the Q5.26 input multiplier, diff_min and the exp of every byte difference.
@@ -451,6 +467,9 @@ def _softmax_prepare(ctx, *, axis, beta, out_dtype):
     s_x, _ = scalar_params(xt.quant, "softmax input")
     in_dt, out_dt = xt.dtype.numpy, yt.dtype.numpy
     if in_dt == np.int8:
+        why = int8_softmax_refusal(beta, s_x)
+        if why is not None:
+            raise ValueError(why)
         mult, left_shift = fp.preprocess_softmax_scaling(beta, s_x, _SCALED_DIFF_INTEGER_BITS)
         diff_min = -fp.calculate_input_radius(_SCALED_DIFF_INTEGER_BITS, left_shift)
         diffs = -np.arange(256, dtype=np.int64)
@@ -624,3 +643,151 @@ def _log_softmax_eval(p, x, *, axis):
     xp = fp.namespace(x)
     a = norm_axis(axis, x.ndim, "log_softmax")
     return xp.moveaxis(_log_softmax_int8(p, xp.moveaxis(x, a, -1)), -1, a)
+
+
+# cumsum -----------------------------------------------------------------------------------------
+cumsum = defop(
+    "cumsum",
+    family="reduce",
+    inputs=("x",),
+    attrs={
+        "axis": Attr("int", doc="the axis summed along (negative counts from the end)"),
+        "exclusive": Attr("bool", False, doc="each output leaves its own element out"),
+        "reverse": Attr("bool", False, doc="sum from the axis' end"),
+    },
+    int_dtypes=("i8",),
+    doc="Running sum along one axis (TFLite CUMSUM; integers accumulate in int64 and wrap to the input type).",
+)
+
+
+def _running(xp, v, axis: int, exclusive: bool, reverse: bool):
+    """Running sums of ``v`` along ``axis`` in its own dtype: numpy and jax.numpy add in order."""
+    if reverse:
+        v = xp.flip(v, axis)
+    c = xp.cumsum(v, axis=axis, dtype=v.dtype)
+    if exclusive:
+        c = xp.moveaxis(c, axis, 0)
+        c = xp.concatenate([xp.zeros_like(c[:1]), c[:-1]], axis=0)
+        c = xp.moveaxis(c, 0, axis)
+    return xp.flip(c, axis) if reverse else c
+
+
+@cumsum.infer
+def _cumsum_infer(x, *, axis, exclusive, reverse):
+    if x.dtype == DType.bool:
+        fail("cumsum needs a numeric input, got bool")
+    if x.rank < 1:
+        fail("cumsum needs an input of rank >= 1")
+    norm_axis(axis, x.rank, "cumsum")
+    # running sums leave the input's range: quantized outputs need their own parameters
+    return TensorType(x.shape, x.dtype)
+
+
+@cumsum.reference
+def _cumsum_ref(x, *, axis, exclusive, reverse):
+    a = norm_axis(axis, x.ndim, "cumsum")
+    if x.dtype.kind in "iu":
+        return _running(np, x.astype(np.int64), a, exclusive, reverse).astype(x.dtype)
+    y = _running(np, x.astype(compute_dtype(x.dtype)), a, exclusive, reverse)
+    return finish(y, from_numpy(x.dtype))
+
+
+@cumsum.sample
+def _cumsum_sample(rng):
+    shape = rand_shape(rng, int(rng.integers(1, 5)))
+    if rng.random() < 0.2:
+        x = rng.integers(-100, 100, shape).astype(rng.choice([np.int32, np.int64]))
+    else:
+        x = rand_float(rng, shape, _pick_float(rng))
+    attrs = {"axis": _rand_axis(rng, len(shape)), "exclusive": bool(rng.random() < 0.5)}
+    return [x], {**attrs, "reverse": bool(rng.random() < 0.5)}
+
+
+# linear: its transpose runs the other way along the axis, exclusive as it was
+@cumsum.jvp
+def _cumsum_jvp(e, primals, outputs, tangents, *, axis, exclusive, reverse):
+    return [e.cumsum(tangents[0], axis=axis, exclusive=exclusive, reverse=reverse)]
+
+
+@cumsum.vjp
+def _cumsum_vjp(e, primals, outputs, cotangents, *, axis, exclusive, reverse):
+    return [e.cumsum(cotangents[0], axis=axis, exclusive=exclusive, reverse=not reverse)]
+
+
+batch_shifting_axes(cumsum, "axis")
+
+
+# TFLite Micro's int8 CUMSUM (cumsum.cc): as ADD, each input's offset value is shifted up 20 bits
+# and rescaled by s_x / (2 s_x) (the "twice the larger input scale" of ADD with one input); the
+# int32 running sum starts at the rescaled -zero_point (not at 0, as the kernel has it) and each
+# running sum is requantized by 2 s_x / (2**20 s_y).
+_CUMSUM_LEFT_SHIFT = 20
+
+
+@cumsum.prepare
+def _cumsum_prepare(ctx, *, axis, exclusive, reverse):
+    """The multipliers, the running sum's start and each byte's rescaled value (``table``, int32),
+    which the Cortex-M kernel looks up."""
+    xt, yt = ctx.in_types[0], ctx.out_types[0]
+    if xt.dtype != DType.i8 or yt.dtype != DType.i8:
+        raise ValueError(f"cumsum has an integer kernel for int8 only (TFLite Micro's), not {xt.dtype} -> {yt.dtype}")
+    s_x, zp_x = scalar_params(xt.quant, "cumsum input")
+    s_y, zp_y = scalar_params(yt.quant, "cumsum output")
+    twice = 2 * float(s_x)
+    in_m, in_e = fp.quantize_multiplier_smaller_than_one_exp(float(s_x) / twice)
+    out_m, out_e = fp.quantize_multiplier_smaller_than_one_exp(twice / ((1 << _CUMSUM_LEFT_SHIFT) * float(s_y)))
+    p = {"in_zp": zp_x, "in_mult": in_m, "in_shift": in_e, "out_mult": out_m, "out_shift": out_e, "out_zp": zp_y}
+    bits = np.arange(256, dtype=np.uint8).view(np.int8)
+    p["table"] = np.asarray(_cumsum_scaled(p, bits.astype(np.int64) - zp_x), np.int32)
+    p["start"] = int(_cumsum_scaled(p, np.asarray(-zp_x, np.int64)))
+    lo, hi = storage_range(np.dtype(np.int8))
+    return {**p, "out_min": lo, "out_max": hi, "dtype": "int8"}
+
+
+def _cumsum_scaled(p, v):
+    """Offset input values ``v`` (int64) rescaled: shifted up 20 bits, times the input multiplier."""
+    shifted = fp.wrap_int32(v << _CUMSUM_LEFT_SHIFT)
+    return fp.multiply_by_quantized_multiplier_smaller_than_one_exp(shifted, p["in_mult"], p["in_shift"])
+
+
+@cumsum.eval
+def _cumsum_eval(p, x, *, axis, exclusive, reverse):
+    xp = fp.namespace(x)
+    a = norm_axis(axis, x.ndim, "cumsum")
+    scaled = _cumsum_scaled(p, x.astype(xp.int64) - p.in_zp)
+    total = fp.wrap_int32(_running(xp, scaled, a, exclusive, reverse) + p.start)  # int32 sums wrap, in any order
+    y = fp.multiply_by_quantized_multiplier_smaller_than_one_exp(total, p.out_mult, p.out_shift) + p.out_zp
+    return clamp_cast(y, p.out_min, p.out_max, p.dtype)
+
+
+# reduce_all -------------------------------------------------------------------------------------
+reduce_all = defop(
+    "reduce_all",
+    family="reduce",
+    inputs=("x",),
+    attrs=dict(_REDUCE_ATTRS),
+    differentiable=False,
+    doc="Logical and over axes of a bool tensor (TFLite REDUCE_ALL).",
+)
+
+
+@reduce_all.infer
+def _reduce_all_infer(x, *, axes, keepdims):
+    if x.dtype != DType.bool:
+        fail(f"reduce_all needs a bool input, got {x.dtype}")
+    return TensorType(_reduced_shape(x.shape, norm_axes(axes, x.rank, "reduce_all"), keepdims), DType.bool)
+
+
+@reduce_all.reference
+def _reduce_all_ref(x, *, axes, keepdims):
+    return np.asarray(np.all(x, axis=norm_axes(axes, x.ndim, "reduce_all"), keepdims=keepdims))
+
+
+@reduce_all.sample
+def _reduce_all_sample(rng):
+    shape = rand_shape(rng, int(rng.integers(1, 5)), hi=3)
+    # mostly true, so that whole rows of true (an all of True) occur
+    return [rng.random(shape) < 0.85], {"axes": _rand_axes(rng, len(shape)), "keepdims": bool(rng.random() < 0.5)}
+
+
+batch_shifting_axes(reduce_all, "axes")

@@ -1,4 +1,4 @@
-"""Activation fusion: conv / depthwise / fully_connected / add followed by a clamp-like activation."""
+"""Activation fusion: conv / depthwise / transpose conv / fully_connected / add followed by a clamp-like activation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.passes._rewrite import absorb, consumers, is_quantized, producers
 from rlx_edge.ir.passes.manager import PassContext, register
 
-FUSERS = ("conv2d", "depthwise_conv2d", "fully_connected", "add")
+FUSERS = ("conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "add")
 
 
 def fused_form(node: Node) -> str | None:

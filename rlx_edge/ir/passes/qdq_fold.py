@@ -13,8 +13,8 @@ Runtimes execute that as the quantized op, and so does the IR after this pass:
   parameters, else a ``requantize`` (TFLite's fixed-point rescale: it may
   differ by one quantum from onnxruntime, which computes this pair in float);
 * ``quantize(op(dequantize(a), ...))`` becomes ``op`` on the integers with the
-  quantize's output parameters: conv2d, depthwise_conv2d, fully_connected,
-  matmul with a constant 2-D right operand (a fully_connected), add, sub,
+  quantize's output parameters: conv2d, depthwise_conv2d, transpose_conv2d,
+  fully_connected, matmul with a constant 2-D right operand (a fully_connected), add, sub,
   mul, and the single-input ops with integer semantics (pooling, mean,
   activations, softmax). An op whose integer kernel keeps its input's
   parameters (average pool) or fixes its own (sigmoid, softmax: 1/256 and
@@ -56,10 +56,10 @@ from rlx_edge.ir.passes.transpose_fold import insert_after
 from rlx_edge.ir.types import QuantParams, TensorType
 
 # Weighted ops: the weight axis that holds the output channels (conv.py's layouts).
-_WEIGHT_AXIS = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0}
+_WEIGHT_AXIS = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0, "transpose_conv2d": 0}
 # Ops that move or pick stored values: a dequantize commutes with them exactly.
 _MOVERS = frozenset({"transpose", "reshape", "squeeze", "unsqueeze", "slice", "pad", "max_pool2d"})
-_WEIGHTED_OPS = ("conv2d", "depthwise_conv2d", "fully_connected", "matmul")
+_WEIGHTED_OPS = ("conv2d", "depthwise_conv2d", "fully_connected", "matmul", "transpose_conv2d")
 _BINARY = frozenset({"add", "sub", "mul"})
 # int8 kernels that fix their output's parameters (TFLite's LOGISTIC, SOFTMAX and TANH).
 _FIXED_OUT = {

@@ -46,6 +46,7 @@ _DSP_CORES = ("cortex-m4", "cortex-m7", "cortex-m33")
 _CTYPES = {
     np.dtype(np.int8): "int8_t",
     np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.bool_): "uint8_t",  # constant conditions (select_v2): one byte, 0 or 1, as bool values in the arena
     np.dtype(np.int16): "int16_t",
     np.dtype(np.int32): "int32_t",
     np.dtype(np.int64): "int64_t",  # the int64 biases of int16x8 layers

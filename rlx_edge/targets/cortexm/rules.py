@@ -39,7 +39,7 @@ RULES = RuleTable.for_ops("cortexm")
 ACTIVATION_DTYPES = frozenset({DType.i8, DType.i16})  # int16: the 16x8 rules at the end of this file
 WEIGHT_DTYPES = frozenset({DType.i8, DType.i4})
 
-__all__ = ["OPTIMIZE_LEVELS", "RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
+__all__ = ["INT16_OPS", "OPTIMIZE_LEVELS", "RULES", "Const", "Layer", "layer_for", "scratch_bytes"]
 
 # What a layer's constant layouts trade: "size" int8 weights and the generic kernels only
 # (the least code), "balanced" int8 weights everywhere (every array once, shared by both
@@ -337,8 +337,46 @@ def _window(node: Node, x: TensorType, kh: int, kw: int) -> tuple[int, int, int,
 @RULES.rule("conv2d")
 def _conv2d(graph: Graph, node: Node, params: Prepared) -> Layer:
     _, wv, bv = _weighted(graph, node)
-    _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
+    if node.attrs["groups"] > 1:
+        wt = _t(graph, node.inputs[1])
+        _need(wt.dtype == DType.i8, node, f"needs int8 weights (got {wt.dtype})")
+        _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
+        bias = np.zeros(wv.shape[0], np.int64) if bv is None else np.asarray(bv, np.int64).reshape(-1)
+        rq = {"in_offset": -params.in_zp, "out_zp": params.out_zp, "act_min": params.act_min,
+              "act_max": params.act_max, "wide": 0}  # fmt: skip
+        return _conv_grouped(graph, node, params, wv, bias, rq, params.mult, params.shift)
     return _conv_layer(graph, node, params, wv, bv)
+
+
+def _conv_grouped(
+    graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bias: np.ndarray, rq: dict, mult, shift
+) -> Layer:
+    """A grouped conv2d (int8 or int16 activations) on kernels/rlx_convolve_grouped.c: weights [O, KH, KW,
+    C/groups] as TFLite lays them out, int64 bias, the requantization fields ``rq`` and per-channel
+    ``mult`` / ``shift`` of the node's prepared parameters."""
+    o, kh, kw, _ = wv.shape
+    elem = _t(graph, node.inputs[0]).dtype.storage_bytes
+    fields = {**_image_fields(graph, node), "out_c": o, "groups": node.attrs["groups"], "elem_bytes": elem,
+              **_window_fields(node, kh, kw, params.pads), **rq, "weights": Const("weights"), "bias": Const("bias"),
+              "mult": Const("mult"), "shift": Const("shift")}  # fmt: skip
+    arrays = (("bias", bias, np.int64), ("mult", mult, np.int32), ("shift", shift, np.int32))
+    per_channel = {k: np.broadcast_to(np.asarray(v).reshape(-1), (o,)).astype(dt) for k, v, dt in arrays}
+    consts = {"weights": np.ascontiguousarray(wv, np.int8).reshape(-1), **per_channel}
+    return Layer("rlx_convolve_grouped", "rlx_conv_grouped_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+def _dense_groups(wv: np.ndarray, groups: int) -> np.ndarray:
+    """Grouped int4 conv weights [O, KH, KW, C/groups] as dense ones [O, KH, KW, C], zero outside each
+    output channel's group: the accumulators, the folded bias (the weight sums) and so every output stay
+    exactly the grouped conv's, and the int4 conv kernels run it at ``groups`` times its MACs and flash."""
+    if groups == 1:
+        return wv
+    o, kh, kw, ig = wv.shape
+    og = o // groups
+    dense = np.zeros((o, kh, kw, ig * groups), wv.dtype)
+    for g in range(groups):
+        dense[g * og : (g + 1) * og, :, :, g * ig : (g + 1) * ig] = wv[g * og : (g + 1) * og]
+    return dense
 
 
 def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: np.ndarray | None) -> Layer:
@@ -604,6 +642,65 @@ def _squared_difference(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_arith_s8", "rlx_arith_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
 
 
+@RULES.rule("div")
+def _div(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates the divisor's reciprocal, its shift and sign by bit pattern; the kernel
+    does the rest of TFLite Micro's DivElementwise."""
+    _int8(graph, node, *node.inputs, node.outputs[0])
+    p = params
+    fields = _broadcast_fields(graph, node)
+    fields.update(a_offset=-p.a_zp, b_inv=Const("b_inv"), b_shift=Const("b_shift"), b_neg=Const("b_neg"),
+                  out_mult=p.out_mult, out_shift=p.out_shift, out_zp=p.out_zp, act_min=p.act_min,
+                  act_max=p.act_max)  # fmt: skip
+    consts = {"b_inv": p.b_inv, "b_shift": p.b_shift, "b_neg": p.b_neg}
+    return Layer("rlx_div_s8", "rlx_div_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
+
+
+@RULES.rule("cumsum")
+def _cumsum(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The op's prepare tabulates each byte's rescaled value; the kernel runs the sums and requantizes."""
+    x, y = node.inputs[0], node.outputs[0]
+    _int8(graph, node, x, y)
+    p = params
+    _need(-31 <= p.out_shift <= 0, node, "needs an output multiplier below one (TFLite's CUMSUM requires it)")
+    shape = _shape(_t(graph, x))
+    axis = node.attrs["axis"] % len(shape)
+    fields = {"outer": math.prod(shape[:axis]), "depth": shape[axis], "inner": math.prod(shape[axis + 1 :]),
+              "exclusive": int(node.attrs["exclusive"]), "reverse": int(node.attrs["reverse"]),
+              "table": Const("table"), "start": p.start, "out_mult": p.out_mult, "out_shift": p.out_shift,
+              "out_zp": p.out_zp, "act_min": p.out_min, "act_max": p.out_max}  # fmt: skip
+    return Layer("rlx_cumsum_s8", "rlx_cumsum_params", fields, {"table": p.table}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("matmul")
+def _matmul(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """TFLite's BATCH_MATMUL, int8 or int16 (both operands the output's type): each output matrix's
+    operands found through per-matrix offsets, which carry the broadcasting of the batch dimensions."""
+    a, b = node.inputs
+    y = node.outputs[0]
+    wide = _t(graph, y).dtype == DType.i16
+    (_int16 if wide else _int8)(graph, node, a, b, y)
+    sa, sb = _shape(_t(graph, a)), _shape(_t(graph, b))
+    sa = (1, *sa) if len(sa) == 1 else sa  # numpy's vectors: a row, a column; the same bytes
+    sb = (*sb, 1) if len(sb) == 1 else sb
+    rows, depth, cols = sa[-2], sa[-1], sb[-1]
+    lead = np.broadcast_shapes(sa[:-2], sb[:-2])
+
+    def starts(shape: tuple[int, ...], size: int) -> np.ndarray:
+        index = np.arange(math.prod(shape[:-2]), dtype=np.int64).reshape(shape[:-2])
+        return (np.broadcast_to(index, lead).reshape(-1) * size).astype(np.int32)
+
+    p = params
+    if wide:
+        _need(p.shift <= 14, node, "takes int16 multipliers up to 2**14 (TFLite's int64 requantization)")
+    fields = {"batches": math.prod(lead), "rows": rows, "depth": depth, "cols": cols, "a_starts": Const("a_starts"),
+              "b_starts": Const("b_starts"), "a_offset": -p.a_zp, "b_offset": -p.b_zp, "out_mult": p.mult,
+              "out_shift": p.shift, "out_zp": p.out_zp, "act_min": p.act_min, "act_max": p.act_max}  # fmt: skip
+    consts = {"a_starts": starts(sa, rows * depth), "b_starts": starts(sb, depth * cols)}
+    kernel = "rlx_batch_matmul_s16" if wide else "rlx_batch_matmul_s8"
+    return Layer(kernel, "rlx_batch_matmul_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
+
+
 @RULES.rule("add_n")
 def _add_n(graph: Graph, node: Node, params: Prepared) -> Layer:
     """The op's prepare tabulates each input's scaled value; the kernel sums the lookups and requantizes."""
@@ -630,6 +727,16 @@ def _select_v2(graph: Graph, node: Node, params: Prepared) -> Layer:
     consts = {"x_table": params.x_table, "y_table": params.y_table}
     args = [("in", 0), ("in", 1), ("in", 2), ("out", 0)]
     return Layer("rlx_select_s8", "rlx_select_params", fields, consts, args)
+
+
+@RULES.rule("maximum", "minimum")
+def _minmax(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The larger (smaller) of the operands' output-parameter bytes, each looked up in its table."""
+    _int8(graph, node, *node.inputs, node.outputs[0])
+    fields = {**_broadcast_fields(graph, node), "op": 0 if node.op == "maximum" else 1}
+    fields.update(a_table=Const("a_table"), b_table=Const("b_table"))
+    consts = {"a_table": params.a_table, "b_table": params.b_table}
+    return Layer("rlx_minmax_s8", "rlx_minmax_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
 
 
 @RULES.rule("resize_bilinear")
@@ -714,6 +821,61 @@ def _svdf(graph: Graph, node: Node, params: Prepared) -> Layer:
     bias_arg = ("in", 4) if bias is not None else ("bytes", 0)
     args = [("in", 0), ("in", 1), ("in", 2), ("in", 3), bias_arg, ("out", 0), ("out", 1)]
     return Layer("rlx_svdf_s8", "rlx_svdf_params", fields, {}, args)
+
+
+@RULES.rule("lstm")
+def _lstm(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """Hidden and cell state in, their updates out (the op is functional); int8 or int16x8 activations."""
+    x, hidden = node.inputs[0], node.inputs[13]
+    wide = _t(graph, x).dtype == DType.i16
+    (_int16 if wide else _int8)(graph, node, x, hidden, node.outputs[0])
+    p = params
+    if wide:  # the int64 requantization shifts right by 15 - shift, at least once
+        _need(max(*p.x_shift, *p.h_shift) <= 14, node, "needs gate multipliers below 2**14 (int16x8 sums)")
+    xs = _shape(_t(graph, x))
+    time_major = bool(node.attrs["time_major"])
+    steps, batch = xs[:2] if time_major else xs[1::-1]
+    state = _shape(_t(graph, hidden))[1]
+    fields = {
+        "batch": batch, "steps": steps, "inputs": xs[2], "state": state, "time_major": int(time_major),
+        "act_bytes": 2 if wide else 1, "in_zp": p.in_zp, "hidden_zp": p.hidden_zp,
+        **{k: list(p[k]) for k in ("x_mult", "x_shift", "h_mult", "h_shift")},
+        **{k: p[k] for k in ("forget_mult", "forget_shift", "input_mult", "input_shift", "hidden_mult",
+                             "hidden_shift", "hidden_min", "hidden_max", "tanh_mult", "tanh_shift", "cell_clip")},
+    }  # fmt: skip
+    args = [("ins",), ("outs",), ("scratch", "int16_t")]
+    return Layer("rlx_lstm_s8", "rlx_lstm_params", fields, {}, args, scratch=5 * state * 2)
+
+
+@RULES.rule("transpose_conv2d")
+def _transpose_conv(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """int8 or int16 activations, int8 weights in TFLite's layout; the gather-form kernel needs no scratch."""
+    x, w, b = (node.inputs + [None])[:3]
+    xt = _t(graph, x)
+    (_int16 if xt.dtype == DType.i16 else _int8)(graph, node, x, node.outputs[0])
+    wt = _t(graph, w)
+    _need(wt.dtype == DType.i8, node, f"takes int8 weights (got {wt.dtype})")
+    _need(not np.any(wt.quant.zero_point), node, "needs symmetric weights (zero point 0)")
+    wv = graph.params.get(w)
+    _need(wv is not None and (b is None or b in graph.params), node, "needs constant weights and bias")
+    o, kh, kw, _ = wv.shape
+    bias = np.zeros(o, np.int64) if b is None else np.asarray(graph.params[b], np.int64).reshape(-1)
+    rq, consts = _s16_requant(node, params)  # one requantization for both types: `wide` picks the form
+    sh, sw = node.attrs["strides"]
+    fields = {**_image_fields(graph, node), "out_c": o, "k_h": kh, "k_w": kw, "stride_h": sh, "stride_w": sw,
+              "pad_top": params.tpads[0], "pad_left": params.tpads[1], "elem_bytes": xt.dtype.storage_bytes,
+              **rq}  # fmt: skip
+    consts.update(weights=transpose_conv_weight_layout(wv), bias=bias)
+    return Layer("rlx_transpose_conv", "rlx_transpose_conv_params", fields, consts, [("in", 0), ("out", 0)])
+
+
+def transpose_conv_weight_layout(w: np.ndarray) -> np.ndarray:
+    """Weights [O, KH, KW, I] as the kernel reads them: [ceil(O / 4), KH, KW, I, 4], four output channels
+    interleaved so that each input value meets its four weights in a row (zeros past O)."""
+    o, kh, kw, i = w.shape
+    padded = np.zeros((-(-o // 4) * 4, kh, kw, i), np.int8)
+    padded[:o] = w
+    return np.ascontiguousarray(padded.reshape(-1, 4, kh, kw, i).transpose(0, 2, 3, 4, 1)).reshape(-1)
 
 
 @RULES.rule("log_softmax")
@@ -948,6 +1110,12 @@ def _reduce(graph: Graph, node: Node, params: Prepared) -> Layer:
     else:
         _int8(graph, node, y)
         axes = {a % len(xs) for a in node.attrs["axes"]}
+    fields = {**_reduce_walk(node, xs, axes), "op": _REDUCE_CODES[node.op]}
+    return Layer("rlx_reduce_s8", "rlx_reduce_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+def _reduce_walk(node: Node, xs: tuple[int, ...], axes: set[int]) -> dict:
+    """The reduce kernels' 4-d walk (``shape``, ``reduce``) of an input of shape ``xs`` reduced over ``axes``."""
     # adjacent dimensions both reduced or both kept walk as one: any rank whose reduced and
     # kept runs alternate at most 4 times fits the kernel's 4 dimensions
     shape: list[int] = []
@@ -963,8 +1131,7 @@ def _reduce(graph: Graph, node: Node, params: Prepared) -> Layer:
             reduce.append(r)
     _need(len(shape) <= 4, node, f"reduces runs of at most 4 alternately reduced and kept dimensions, got {xs}")
     lead = 4 - len(shape)
-    fields = {"shape": [1] * lead + shape, "reduce": [0] * lead + reduce, "op": _REDUCE_CODES[node.op]}
-    return Layer("rlx_reduce_s8", "rlx_reduce_params", fields, {}, [("in", 0), ("out", 0)])
+    return {"shape": [1] * lead + shape, "reduce": [0] * lead + reduce}
 
 
 # the kernel's element type codes (RLX_RQ_* in kernels/rlx_requantize_int.h)
@@ -1108,8 +1275,7 @@ def _conv_s4(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: np.
 
 def _conv2d_s4(graph: Graph, node: Node, params: Prepared) -> Layer:
     _, wv, bv = _weighted(graph, node)
-    _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
-    return _conv_s4(graph, node, params, wv, bv)
+    return _conv_s4(graph, node, params, _dense_groups(wv, node.attrs["groups"]), bv)
 
 
 def _fc_s4(graph: Graph, node: Node, params: Prepared) -> Layer:
@@ -1149,7 +1315,9 @@ _S4_RULES = {"conv2d": _conv2d_s4, "depthwise_conv2d": _depthwise_s4, "fully_con
 # int16 activations -----------------------------------------------------------------------------
 # TFLite's 16x8 scheme: int16 activations, int8 weights, int64 bias. Layers whose activations
 # are int16 run the kernels of kernels/rlx_convolve_s16.c, rlx_depthwise_conv_s16.c and
-# rlx_elementwise_s16.c on the same prepared parameters as the reference; pure data movement
+# rlx_elementwise_s16.c (and, each with its own header, rlx_unary_s16.c: abs, quantize, dequantize;
+# rlx_reduce_s16.c: mean, sum; rlx_binary_s16.c: squared_difference, maximum, minimum;
+# rlx_select_s16.c) on the same prepared parameters as the reference; pure data movement
 # (views, pad, concat, transpose, gather-like ops) moves 2-byte elements with the int8 rules.
 _S16_MOVEMENT = frozenset(
     {"reshape", "squeeze", "unsqueeze", "pad", "concat", "stack", "transpose", "slice", "split", "unstack",
@@ -1201,7 +1369,10 @@ def _conv_s16_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, 
 
 def _conv2d_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     _, wv, bias = _weighted_s16(graph, node)
-    _need(node.attrs["groups"] == 1, node, "supports groups=1 only")
+    if node.attrs["groups"] > 1:
+        rq, consts = _s16_requant(node, params)
+        rq = {k: v for k, v in rq.items() if not isinstance(v, Const)}
+        return _conv_grouped(graph, node, params, wv, bias, rq, consts["mult"], consts["shift"])
     return _conv_s16_layer(graph, node, params, wv, bias)
 
 
@@ -1284,6 +1455,90 @@ def _softmax_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_softmax_s16", "rlx_softmax_s16_params", fields, consts, [("in", 0), ("out", 0)])
 
 
+# kernels/rlx_unary_s16.c: its op codes
+_UNARY_S16 = {"abs": 0, "quantize": 1, "dequantize": 2}
+
+
+def _unary_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """abs (int16 both sides), quantize (float32 -> int16) and dequantize (int16 -> float32), per tensor."""
+    x, y = node.inputs[0], node.outputs[0]
+    p = params
+    fields: dict[str, Any] = {"size": math.prod(_shape(_t(graph, y))), "op": _UNARY_S16[node.op]}
+    if node.op == "abs":
+        _int16(graph, node, x, y)
+        fields.update(in_zp=p.in_zp, out_zp=p.out_zp, rescale=int(bool(p.rescale)), mult=p.mult, shift=p.shift,
+                      out_min=p.act_min, out_max=p.act_max)  # fmt: skip
+    elif node.op == "quantize":
+        _need(_t(graph, x).dtype == DType.f32, node, f"quantizes float32 inputs only, got {_t(graph, x).dtype}")
+        _need(isinstance(p.scale, float), node, "quantizes to int16 per tensor only")
+        fields.update(scale=np.float32(p.scale), out_zp=p.zp, out_min=p.qmin, out_max=p.qmax)
+    else:
+        _need(_t(graph, y).dtype == DType.f32, node, f"dequantizes to float32 only, got {_t(graph, y).dtype}")
+        _need(isinstance(p.scale, float) and p.narrow, node, "dequantizes int16 per tensor only")
+        fields.update(scale=np.float32(p.scale), in_zp=p.zp)
+    return Layer("rlx_unary_s16", "rlx_unary_s16_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+def _reduce_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """mean and sum requantize the offset sum (TFLite Micro's QuantizedMeanOrSum, kernels/rlx_reduce_s16.c)."""
+    x, y = node.inputs[0], node.outputs[0]
+    _int16(graph, node, x, y)
+    xs = _shape(_t(graph, x))
+    _need(math.prod(xs) > 0, node, "reduces non-empty inputs only")
+    p = params
+    fields = {**_reduce_walk(node, xs, {a % len(xs) for a in node.attrs["axes"]}), "sum_offset": p.sum_offset,
+              "mult": p.mult, "shift": p.shift, "out_zp": p.out_zp, "out_min": p.out_min,
+              "out_max": p.out_max}  # fmt: skip
+    return Layer("rlx_reduce_s16", "rlx_reduce_s16_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+# kernels/rlx_binary_s16.c: its op codes
+_BINARY_S16 = {"squared_difference": 0, "maximum": 1, "minimum": 2}
+
+
+def _binary_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """squared_difference: both inputs onto the common scale, the difference squared, one requantization;
+    maximum / minimum: the operands compared in the output's parameters (each copied or requantized)."""
+    _int16(graph, node, *node.inputs, node.outputs[0])
+    p = params
+    fields = {**_broadcast_fields(graph, node), "op": _BINARY_S16[node.op], "a_offset": -p.a_zp,
+              "b_offset": -p.b_zp, "a_mult": p.a_mult, "a_shift": p.a_shift, "b_mult": p.b_mult,
+              "b_shift": p.b_shift, "out_zp": p.out_zp, "act_min": p.act_min, "act_max": p.act_max}  # fmt: skip
+    if node.op == "squared_difference":
+        fields.update(left_shift=p.left_shift, out_mult=p.out_mult, out_shift=p.out_shift)
+    else:
+        fields.update(a_rescale=int(bool(p.a_rescale)), b_rescale=int(bool(p.b_rescale)))
+    return Layer("rlx_binary_s16", "rlx_binary_s16_params", fields, {}, [("in", 0), ("in", 1), ("out", 0)])
+
+
+def _select_v2_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """The condition picks x or y, each copied or requantized onto the output's parameters."""
+    cond, x, y = node.inputs
+    _int16(graph, node, x, y, node.outputs[0])
+    out = _shape(_t(graph, node.outputs[0]))
+    _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
+    o4 = (1,) * (4 - len(out)) + out
+    p = params
+    fields: dict[str, Any] = {"size": math.prod(out), "out_shape": list(o4)}
+    for key, v in (("c", cond), ("x", x), ("y", y)):
+        fields[f"{key}_strides"] = _broadcast_strides(_shape(_t(graph, v)), o4)
+    for key in "xy":
+        fields.update({f"{key}_rescale": int(bool(p[f"{key}_rescale"])),
+                       **{f"{key}_{k}": p[f"{key}_{k}"] for k in ("zp", "mult", "shift")}})  # fmt: skip
+    fields.update(out_zp=p.out_zp, act_min=p.act_min, act_max=p.act_max)
+    args = [("in", 0), ("in", 1), ("in", 2), ("out", 0)]
+    return Layer("rlx_select_s16", "rlx_select_s16_params", fields, {}, args)
+
+
+def _activation_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """TFLite's int16 logistic and tanh (kernels/rlx_activation_s16.c): the prepared multiplier and shift
+    onto the sigmoid table's grid."""
+    _int16(graph, node, node.inputs[0], node.outputs[0])
+    fields = {"size": math.prod(_shape(_t(graph, node.outputs[0]))), "op": int(node.op == "tanh"),
+              "input_multiplier": params.mult, "input_left_shift": params.shift}  # fmt: skip
+    return Layer("rlx_activation_s16", "rlx_activation_s16_params", fields, {}, [("in", 0), ("out", 0)])
+
+
 _S16_RULES: dict[str, Callable[[Graph, Node, Prepared], Layer]] = {
     "conv2d": _conv2d_s16,
     "depthwise_conv2d": _depthwise_s16,
@@ -1299,9 +1554,26 @@ _S16_RULES: dict[str, Callable[[Graph, Node, Prepared], Layer]] = {
     "clamp": _rescale_s16,
     "leaky_relu": _rescale_s16,
     "softmax": _softmax_s16,
+    "abs": _unary_s16,
+    "quantize": _unary_s16,
+    "dequantize": _unary_s16,
+    "mean": _reduce_s16,
+    "sum": _reduce_s16,
+    "squared_difference": _binary_s16,
+    "maximum": _binary_s16,
+    "minimum": _binary_s16,
+    "select_v2": _select_v2_s16,
+    "sigmoid": _activation_s16,
+    "tanh": _activation_s16,
     "requantize": _requantize,  # one rule for every storage type
     "svdf": _svdf,  # int8 activations; an int16 state is the one rule's case too
+    "lstm": _lstm,  # one rule for int8 and int16x8
+    "transpose_conv2d": _transpose_conv,  # one rule for int8 and int16
+    "matmul": _matmul,  # one rule for int8 and int16
 }
+# The ops this target runs on int16 activations: the 16x8 rules and data movement (the op x target
+# test draws each of them through int16x8 PTQ).
+INT16_OPS = frozenset(_S16_RULES) | _S16_MOVEMENT
 
 
 def _int16_activations(graph: Graph, node: Node) -> bool:

@@ -40,6 +40,7 @@ from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.fpga import components as hw
 from rlx_edge.targets.fpga.edges import EDGE_OPS, HostEdge, device_graph
+from rlx_edge.targets.fpga.upsample import ResizeBilinear, ResizeNearest, TransposeConv2d, transpose_conv_steps
 
 PRESETS = {"area": 1, "balanced": 16, "latency": 64}
 
@@ -150,6 +151,31 @@ def _conv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Laye
     if node.attrs.get("groups", 1) != 1:
         raise FpgaConfigError(f"layer {node.name!r} (conv2d): grouped convolution is not supported")
     return _conv_layer(g, node, p, explicit, params, w, "conv2d")
+
+
+@rules.rule("transpose_conv2d")
+def _tconv_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """The conv datapath gathering each output pixel's taps from the input pixels that reach it
+    (:class:`~.upsample.TransposeConv2d`), with the prepared top and left padding."""
+    w = _const_weights(g, node)
+    o, kh, kw, c = w.shape
+    xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
+    n, h, wd, _ = (int(d) for d in xt.shape)
+    _, oh, ow, _ = (int(d) for d in yt.shape)
+    pt, pl = (int(v) for v in params.tpads)
+    win = hw.Window(n, h, wd, c, oh, ow, kh, kw, tuple(node.attrs["strides"]), (1, 1), (pt, 0, pl, 0))
+    pe, simd = explicit or _pick_pe_simd(o, c, p)
+    _check_div(node, pe, o, "PE", "output channels")
+    _check_div(node, simd, c, "SIMD", "input channels")
+    q = _mac_quant(g, node, o, params)
+    flipped = np.ascontiguousarray(w[:, ::-1, ::-1, :])
+
+    def build(ins, out):
+        return TransposeConv2d(win, flipped, q, pe=pe, simd=simd, inp=ins[0], out=out)
+
+    steps = transpose_conv_steps(win, o, pe, simd)
+    macs = n * h * wd * c * o * kh * kw  # every input pixel meets the whole kernel (TFLite's count)
+    return Layer(node, "transpose_conv2d", [node.inputs[0]], node.outputs[0], pe, simd, macs, [simd], pe, build, steps)
 
 
 def _conv_layer(g: Graph, node: Node, p: int, explicit, params: Prepared, w: np.ndarray, kind: str) -> Layer:
@@ -424,6 +450,49 @@ def _concat_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> La
 
     steps = outer * sum(part.groups for part in parts)
     return Layer(node, "concat", unique, y, pe, simd, 0, [lanes] * len(unique), lanes, build, steps)
+
+
+def _resize_io(g: Graph, node: Node) -> tuple[TensorType, TensorType]:
+    xt, yt = _computed(g, node, node.inputs[0]), g.types[node.outputs[0]]
+    if _quant(yt, "output") != xt.quant:
+        raise FpgaConfigError(f"layer {node.name!r} ({node.op}): input and output quantization must agree")
+    return xt, yt
+
+
+@rules.rule("resize_nearest_neighbor")
+def _resize_nearest_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """Each output pixel a copy of the input pixel the op's ``nearest_indices`` picks (row and column tables)."""
+    from rlx_edge.ir.ops.resize import nearest_indices
+
+    xt, yt = _resize_io(g, node)
+    _, h, w, c = (int(d) for d in xt.shape)
+    _, oh, ow, _ = (int(d) for d in yt.shape)
+    flags = node.attrs["align_corners"], node.attrs["half_pixel_centers"]
+    rows, cols = nearest_indices(h, oh, *flags), nearest_indices(w, ow, *flags)
+    pe, simd, lanes = _lane_split(node, c, p, explicit, "channels")
+
+    def build(ins, out):
+        return ResizeNearest(xt.shape, rows, cols, lanes=lanes, inp=ins[0], out=out)
+
+    steps = int(np.prod([int(d) for d in yt.shape])) // lanes
+    return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, steps)
+
+
+@rules.rule("resize_bilinear")
+def _resize_bilinear_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
+    """TFLite's integer bilinear resize from the prepared rows, columns and weights: four taps a pixel."""
+    xt, yt = _resize_io(g, node)
+    if params.get("dy") is None:
+        raise FpgaConfigError(f"layer {node.name!r} (resize_bilinear): needs int8 input and output")
+    c = int(xt.shape[3])
+    pe, simd, lanes = _lane_split(node, c, p, explicit, "channels")
+    tables = [params[k] for k in ("y0", "y1", "dy", "x0", "x1", "dx")]
+
+    def build(ins, out):
+        return ResizeBilinear(xt.shape, *tables, lanes=lanes, inp=ins[0], out=out)
+
+    steps = 4 * int(np.prod([int(d) for d in yt.shape])) // lanes
+    return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, steps)
 
 
 @rules.rule(*EDGE_OPS)

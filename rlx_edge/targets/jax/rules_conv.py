@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.ir.ops import apply_activation, compute_dtype
-from rlx_edge.ir.ops.conv import finish_accumulators, folded_bias
+from rlx_edge.ir.ops.conv import finish_accumulators, folded_bias, transpose_conv_pads
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.targets.jax._lazy import jnp, lax
 from rlx_edge.targets.jax._table import RULES, LowerCtx
@@ -230,7 +230,7 @@ def _fully_connected(ctx: LowerCtx):
 @RULES.rule("matmul")
 def _matmul(ctx: LowerCtx):
     if ctx.quantized:
-        raise ctx.unsupported("quantized matmul (the op has no integer reference)")
+        return ctx.shared_eval()  # TFLite's BATCH_MATMUL: int64 products, then the shared epilogue
     out_dt = ctx.out_types[0].dtype
 
     def mm(a, b):
@@ -240,3 +240,66 @@ def _matmul(ctx: LowerCtx):
         return jnp.matmul(a.astype(ct), b.astype(ct), precision=_highest())
 
     return mm
+
+
+# transpose_conv2d ----------------------------------------------------------------------------
+def _tconv_scatter(x: Any, tap_product, kernel: tuple[int, int], strides: tuple, out_shape: tuple, pads: tuple) -> Any:
+    """The op's scatter form (ir/ops/conv.py): each kernel tap's product over every input pixel
+    (``tap_product(x, fy, fx)``, [N, H, W, O]) added onto the canvas of every position a tap
+    reaches, then the output's rows and columns cut out (zeros where the canvas ends first)."""
+    n, h, wd, _ = x.shape
+    (kh, kw), (sh, sw), (pt, pl) = kernel, strides, pads
+    oh, ow, o = (int(d) for d in out_shape[1:])
+    canvas = None
+    for fy in range(kh):
+        for fx in range(kw):
+            t = tap_product(x, fy, fx)
+            if canvas is None:
+                canvas = jnp.zeros((n, (h - 1) * sh + kh, (wd - 1) * sw + kw, o), t.dtype)
+            canvas = canvas.at[:, fy : fy + (h - 1) * sh + 1 : sh, fx : fx + (wd - 1) * sw + 1 : sw].add(t)
+    extra_h, extra_w = max(0, pt + oh - canvas.shape[1]), max(0, pl + ow - canvas.shape[2])
+    if extra_h or extra_w:
+        canvas = jnp.pad(canvas, ((0, 0), (0, extra_h), (0, extra_w), (0, 0)))
+    return canvas[:, pt : pt + oh, pl : pl + ow]
+
+
+@RULES.rule("transpose_conv2d")
+def _transpose_conv2d(ctx: LowerCtx):
+    a = ctx.attrs
+    wt = ctx.in_types[1]
+    o, kh, kw, _ = (int(d) for d in wt.shape)
+    out_shape, strides = a["output_shape"], a["strides"]
+    if not ctx.quantized:
+        pads = transpose_conv_pads((int(out_shape[1]), int(out_shape[2])), (kh, kw), strides, a["padding"])
+
+        def tconv_float(x, w, b=None):
+            ct = compute_dtype(x.dtype)
+            xc, wc = x.astype(ct), w.astype(ct)
+
+            def tap(xv, fy, fx):
+                return jnp.matmul(xv, wc[:, fy, fx, :].T, precision=_highest())
+
+            y = _tconv_scatter(xc, tap, (kh, kw), strides, out_shape, pads)
+            if b is not None:
+                y = y + b.astype(ct)
+            return apply_activation(y, a["activation"])
+
+        return tconv_float
+
+    xt = ctx.in_types[0]
+    prm, w, b = _int_layer(ctx, "transpose_conv2d")
+    zp_x, pads = prm.in_zp, tuple(prm.tpads)
+    rows = w.astype(np.int64)  # [O, KH, KW, I]
+    choice = _plan(ctx, rows.reshape(o, -1), xt.dtype.numpy, zp_x, prm.wide, 0)
+    if choice == "i8":  # raw int8 inputs would need a bias per output pixel (how many taps reach it)
+        choice = ctx.notes["int_matmul"] = "i32"
+
+    def tconv_int(x, w_unused=None, b_unused=None):
+        xs = x.astype(jnp.int64 if choice == "i64" else jnp.int32) - zp_x
+
+        def tap(xv, fy, fx):
+            return _int_dot(xv, rows[:, fy, fx, :], choice)
+
+        return finish_accumulators(prm, _tconv_scatter(xs, tap, (kh, kw), strides, out_shape, pads), b)
+
+    return tconv_int

@@ -1,4 +1,5 @@
-"""Reductions and normalizations for the jax target: mean, sum, argmax/argmin, reduce_max/min, softmax, norms.
+"""Reductions and normalizations for the jax target: mean, sum, cumsum, reduce_all, argmax/argmin, reduce_max/min,
+softmax, norms.
 
 Quantized softmax (int8 and int16), log_softmax and l2_normalize (int8), mean and sum
 run the op's own integer eval (the reference's code, traced in jax.numpy) on the node's
@@ -45,6 +46,36 @@ def _sum(ctx: LowerCtx):
         return finish(x.astype(compute_dtype(x.dtype)).sum(axis=ax, keepdims=keep), xt.dtype)
 
     return sum_
+
+
+@RULES.rule("cumsum")
+def _cumsum(ctx: LowerCtx):
+    if ctx.quantized:
+        return ctx.shared_eval()
+    xt = ctx.in_types[0]
+    a = ctx.attrs
+    axis = a["axis"] % xt.rank
+
+    def cumsum(x):
+        v = x.astype(jnp.int64) if xt.dtype.is_int else x.astype(compute_dtype(x.dtype))
+        if a["reverse"]:
+            v = jnp.flip(v, axis)
+        c = jnp.cumsum(v, axis=axis, dtype=v.dtype)
+        if a["exclusive"]:
+            c = jnp.moveaxis(c, axis, 0)
+            c = jnp.moveaxis(jnp.concatenate([jnp.zeros_like(c[:1]), c[:-1]], axis=0), 0, axis)
+        if a["reverse"]:
+            c = jnp.flip(c, axis)
+        return c.astype(x.dtype) if xt.dtype.is_int else finish(c, xt.dtype)
+
+    return cumsum
+
+
+@RULES.rule("reduce_all")
+def _reduce_all(ctx: LowerCtx):
+    ax = norm_axes(ctx.attrs["axes"], ctx.in_types[0].rank, "reduce_all")
+    keep = ctx.attrs["keepdims"]
+    return lambda x: jnp.all(x, axis=ax, keepdims=keep)
 
 
 @RULES.rule("argmax", "argmin")

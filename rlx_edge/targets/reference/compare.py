@@ -26,7 +26,7 @@ axis first everywhere); TFLite Micro runs them one at a time, keeping every
 tensor (``kPreserveAllTensors``) so intermediates can be read back.
 
 Stateful models (``graph.metadata["state"]``: a TFLite variable tensor, e.g.
-SVDF's, imported as a graph input paired with its update, an extra output)
+SVDF's or an LSTM's, imported as a graph input paired with its update, an extra output)
 are compared as one sequence of invokes: the inputs drawn cover the model's
 own inputs only, every state starts at its zero point (as TFLite Micro
 initializes variable tensors) and each invoke's updated state feeds the next

@@ -124,13 +124,16 @@ def test_missing_int16_kernel_names_node_and_op() -> None:
     g = Graph("s16-missing")
     x = g.input("x", (1, 4, 8))
     y = g.fully_connected(x, g.param("w", np.ones((8, 8), np.float32)), name="fc")
-    g.output(
-        g.fully_connected(g.mean(y, axes=(1,), keepdims=False, name="avg"), g.param("w2", np.ones((2, 8), np.float32)))
-    )
+    # prelu has an int16 reference but no int16 kernel here (TFLite Micro has no int16 PRELU)
+    alpha = g.param("alpha", np.full(8, 0.25, np.float32))
+    g.output(g.fully_connected(g.prelu(y, alpha, name="act"), g.param("w2", np.ones((2, 8), np.float32))))
     data = np.random.default_rng(0).standard_normal((4, 1, 4, 8)).astype(np.float32)
     q = quantize(g, calibrate(g, data), scheme="int16x8")
-    assert q.types["avg"].dtype.numpy == np.int16  # the reference runs it in int16; the target has no kernel
+    assert q.types["act"].dtype.numpy == np.int16  # the reference runs it in int16; the target has no kernel
     with pytest.raises(
-        UnsupportedOpError, match=r"node 'avg' \(mean\): the cortexm target has no int16 kernel for mean"
-    ):
+        UnsupportedOpError, match=r"node 'act' \(prelu\): the cortexm target has no int16 kernel for prelu; "
+    ) as err:
         emit(q)
+    listed = str(err.value).split("int16 activations run ")[1].split(" and data movement")[0].split(", ")
+    assert {"abs", "quantize", "dequantize", "mean", "sum", "squared_difference", "maximum", "select_v2"} <= set(listed)
+    assert "prelu" not in listed

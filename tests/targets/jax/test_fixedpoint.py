@@ -23,7 +23,9 @@ from rlx_edge.ir import fixedpoint as fp
 NOT_ARRAY_PRIMITIVES = {
     fp.activation_range,
     fp.calculate_input_radius,
+    fp.checked_log2,
     fp.down_scale_int32_to_int16_multiplier,
+    fp.int16_sigmoid_tanh_input_params,
     fp.gen_lut_int16,
     fp.namespace,
     fp.preprocess_softmax_scaling,
@@ -155,6 +157,9 @@ CASES: dict[str, Callable[[np.random.Generator], list[Case]]] = {
         Case((_i32(rng),), (e,)) for e in (-31, -5, -1, 0, 1, 2, 7, 30)
     ],
     "count_leading_zeros_u32": lambda rng: [Case((_i32(rng),))],
+    "count_leading_sign_bits": lambda rng: [Case((np.concatenate([_i32(rng), _edges32(), np.arange(-300, 300)]),))],
+    # exponents past 31 (TFLite Micro's DIV on x86-64) and the ordinary ones
+    "rounding_divide_by_pot_x86": lambda rng: [Case((x := _i32(rng), rng.integers(0, 64, x.size)))],
     "exp_on_interval_between_negative_one_quarter_and_0_excl": lambda rng: [
         Case((np.concatenate([rng.integers(-(2**29), 0, 2000), [-(2**29), -(2**28), -1]]),))
     ],
@@ -175,6 +180,9 @@ CASES: dict[str, Callable[[np.random.Generator], list[Case]]] = {
     "saturating_doubling_high_mul_int16": lambda rng: [Case(_pairs16(rng))],
     "saturating_left_shift_int16": lambda rng: [Case((_pairs16(rng)[0],), (amount,)) for amount in (0, 1, 3, 15)],
     "int16_table_lookup": _lut_cases,
+    # every int16 input; the power-of-two form (multiplier 0), LSTM's multiplier 3, a general scale
+    "logistic_int16": lambda rng: [Case((np.arange(-(2**15), 2**15),), ms) for ms in ((0, 0), (3, 1), (25165, 11))],
+    "tanh_int16": lambda rng: [Case((np.arange(-(2**15), 2**15),), ms) for ms in ((0, 1), (3, 2), (19660, 3))],
     "round_half_away": _round_half_away_cases,
 }
 

@@ -1,0 +1,33 @@
+/*
+ * rlx_select_s16: TFLite's int16 SELECT_V2, the condition, x and y broadcast together.
+ */
+#ifndef RLX_SELECT_S16_H
+#define RLX_SELECT_S16_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int32_t size;            /* output elements */
+    int32_t out_shape[4];    /* left-padded with 1s */
+    int32_t c_strides[4];    /* element strides of each input, 0 along broadcast axes */
+    int32_t x_strides[4];
+    int32_t y_strides[4];
+    /* per operand: 0 copies the stored value (it has the output's parameters, TFLite's case),
+     * 1 requantizes (v - zp) by mult, shift onto the output's parameters */
+    int32_t x_rescale, x_zp, x_mult, x_shift;
+    int32_t y_rescale, y_zp, y_mult, y_shift;
+    int32_t out_zp, act_min, act_max;
+} rlx_select_s16_params;
+
+void rlx_select_s16(const rlx_select_s16_params *p, const uint8_t *cond, const int16_t *x, const int16_t *y,
+                    int16_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RLX_SELECT_S16_H */
