@@ -602,10 +602,16 @@ def cmd_fpga(args: argparse.Namespace) -> int:
     """Verilog for the datapath; optionally simulate (bit-exact check, cycles), synthesize, place and route."""
     from rlx_edge.targets.fpga import FpgaConfigError, build_fpga
 
-    if args.pnr and args.device is None:
-        raise UsageError("--pnr needs --device (ecp5-25k, ecp5-85k or up5k)")
-    if not args.pnr and (args.device is not None or args.clock_mhz is not None):
-        raise UsageError("--device and --clock-mhz go with --pnr")
+    folding = args.fit or args.latency_us is not None
+    if (args.pnr or folding) and args.device is None:
+        flag = "--pnr" if args.pnr else "--fit" if args.fit else "--latency-us"
+        raise UsageError(f"{flag} needs --device (ecp5-25k, ecp5-85k or up5k)")
+    if not (args.pnr or folding) and (args.device is not None or args.clock_mhz is not None):
+        raise UsageError("--device and --clock-mhz go with --pnr, --fit or --latency-us")
+    if args.fit and args.latency_us is not None:
+        raise UsageError("--fit (the fastest design that fits) or --latency-us L (the smallest meeting L): not both")
+    if folding and args.parallelism is not None:
+        raise UsageError("--fit and --latency-us choose the parallelism; drop --parallelism")
     graph = _float_mir(args.model)
     data = None
     if args.data:
@@ -615,11 +621,20 @@ def cmd_fpga(args: argparse.Namespace) -> int:
         data = [x if x.ndim == graph.types[graph.inputs[0]].rank + 1 else x[None]]
     if data is not None and not args.simulate:
         raise UsageError("--data goes with --simulate")
+    fold_report = None
+    parallelism = args.parallelism or "latency"
     try:
+        if folding:
+            from rlx_edge.targets.fpga import as_program
+            from rlx_edge.targets.fpga.fold import fold
+
+            graph = as_program(graph)
+            folded = fold(graph, args.device, latency_us=args.latency_us, clock_mhz=args.clock_mhz)
+            parallelism, fold_report = folded.parallelism, folded.report
         res = build_fpga(
             graph,
             args.output,
-            parallelism=args.parallelism,
+            parallelism=parallelism,
             simulate=args.simulate,
             data=data,
             synth=args.synth,
@@ -631,12 +646,16 @@ def cmd_fpga(args: argparse.Namespace) -> int:
     except FpgaConfigError as e:
         raise UsageError(str(e)) from None
     res.pop("outputs", None)
+    if fold_report is not None:
+        res["fold"] = fold_report
     if args.json:
         _emit_json(res)
     else:
         print(
-            f"{graph.name}: Verilog in {args.output}/ ({', '.join(res['files'])}); ideal {res['ideal_cycles']:,} cycles"
+            f"{res['top']}: Verilog in {args.output}/ ({', '.join(res['files'])}); ideal {res['ideal_cycles']:,} cycles"
         )
+        if fold_report is not None:
+            _print_fold(fold_report)
         if args.simulate:
             n = res["inferences"]
             print(f"simulated {n} inferences on {args.simulator}: {n - res['mismatches']}/{n} bit-exact, "
@@ -646,6 +665,19 @@ def cmd_fpga(args: argparse.Namespace) -> int:
         if args.pnr:
             _print_pnr(res)
     return 1 if args.simulate and res["mismatches"] else 0
+
+
+def _print_fold(f: dict[str, Any]) -> None:
+    e, d = f["estimate"], f["device"]
+    goal = "fastest that fits" if f["goal"] == "fit" else f"latency <= {f['target_latency_us']:g} µs"
+    use = ", ".join(f"{k.upper()} {e[k]:,}/{f['usable'][k]:,}" for k in ("lut", "ff", "bram", "dsp"))
+    print(f"fold for {d['name']} ({d['part']}, {goal}): estimate before synthesis {use} "
+          f"(LUT/FF usable: {f['margin']:.0%} of the device); {e['cycles']:,} cycles, "
+          f"{e['latency_us']:,.2f} µs at {e['clock_mhz']:g} MHz")  # fmt: skip
+    for row in f["layers"]:
+        print(f"  {row['op']:<18} PE {row['pe']:>3} x SIMD {row['simd']:>3} {row['cycles']:>10,} cycles  "
+              f"LUT {row['lut']:>6,} FF {row['ff']:>6,} BRAM {row['bram']:>3} DSP {row['dsp']:>3}  "
+              f"{row['name']}")  # fmt: skip
 
 
 def _print_pnr(res: dict[str, Any]) -> None:
@@ -985,9 +1017,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--parallelism",
-        default="latency",
+        default=None,
         type=_checked(_parallelism),
-        help="area, balanced, latency, or PE x SIMD per layer",
+        help="area, balanced, latency (the default), or PE x SIMD per layer",
     )
     s.add_argument("--simulate", action="store_true", help="simulate and compare with the reference bit-exactly")
     s.add_argument("--data", metavar="X.npy", help="inputs for --simulate (default: seeded random)")
@@ -1001,6 +1033,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--clock-mhz", type=_checked(_mhz), metavar="F", help="nextpnr's timing target (default: the device's)"
+    )
+    s.add_argument(
+        "--fit", action="store_true", help="fold PE x SIMD per layer: the fastest design that fits --device (estimate)"
+    )
+    s.add_argument(
+        "--latency-us",
+        type=_checked(_positive_seconds),
+        metavar="L",
+        help="fold PE x SIMD per layer: the smallest design meeting L µs on --device at its clock (or --clock-mhz)",
     )
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_fpga)

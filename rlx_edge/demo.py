@@ -69,6 +69,10 @@ class Demo:
         return result
 
 
+# TFLite Micro's example models (a checkout's models/tflm; not in a wheel)
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "models" / "tflm"
+
+
 def verdict(ok: bool, detail: str, **extra: Any) -> dict[str, Any]:
     return {**extra, "verdict": "PASS" if ok else "FAIL", "detail": detail}
 
@@ -164,8 +168,26 @@ def run_demo(out_dir: Path, as_json: bool = False) -> int:
         detail = f"arena {program.arena_bytes} B vs TFLite Micro {theirs} B; in-arena run bit-exact"
         return verdict(bad == 0, detail, tflm_arena_bytes=theirs, **program.summary())
 
+    def examples():
+        # "whatever TFLite Micro runs, rlx-edge must run": its example models, as a new user tries them
+        from rlx_edge.targets.reference.compare import compare_with_tflm
+
+        found = sorted(p for p in EXAMPLES_DIR.glob("*.tflite") if not p.stem.startswith("audio_preprocessor"))
+        if not found:
+            return {"verdict": "SKIP", "detail": f"no example models in {EXAMPLES_DIR} (a checkout has them)"}
+        rows = {}
+        for path in found:
+            r = compare_with_tflm(path, n_inputs=1, seed=1)
+            rows[path.stem] = {"ok": r.ok, "float_tensors": r.float_tensors, "compared": r.compared}
+            kind = "float, within tolerance" if r.float_tensors else "bit-exact"
+            demo.say(f"example  {path.stem}: {'matches' if r.ok else 'DIFFERS from'} TFLite Micro ({kind})")
+        good = sum(v["ok"] for v in rows.values())
+        detail = f"{good}/{len(rows)} TFLite Micro example models match TFLite Micro (models/tflm)"
+        return verdict(good == len(rows), detail, models=rows)
+
     try:
-        for name, fn in [("build", build), ("passes", passes), ("quantize", quant), ("tflm", tflm), ("plan", arena)]:
+        stages = [("build", build), ("passes", passes), ("quantize", quant), ("tflm", tflm), ("plan", arena)]
+        for name, fn in [*stages, ("examples", examples)]:
             demo.stage(name, fn)
         for name, fn in [*_model_stages(st, demo), *_target_stages(st, demo)]:
             demo.stage(name, fn)

@@ -120,7 +120,7 @@ def test_demo_json(tmp_path):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     verdicts = {v["stage"]: v["verdict"] for v in report["verdicts"]}
-    assert {"build", "quantize", "tflm", "plan", "int4", "mixed", "qat", "autodiff"} <= set(verdicts)
+    assert {"build", "quantize", "tflm", "plan", "examples", "int4", "mixed", "qat", "autodiff"} <= set(verdicts)
     assert set(verdicts.values()) == {"PASS"}
     stages = report["stages"]
     assert stages["tflm"]["mismatches"] == 0 and stages["tflm"]["inputs"] == 359
@@ -135,6 +135,8 @@ def test_demo_json(tmp_path):
     qat = stages["qat"]
     assert qat["accuracy"]["qat_int4w"] >= qat["accuracy"]["ptq_int4w"] and qat["loss_after"] < qat["loss_before"]
     assert qat["mismatches"] == 0 and qat["inputs"] == 359
+    examples = stages["examples"]["models"]  # every TFLite Micro example model but the audio preprocessors
+    assert len(examples) == 9 and all(m["ok"] for m in examples.values())
     assert stages["autodiff"]["jax_rel_error"] <= 1e-5 and stages["autodiff"]["fd_rel_error"] <= 1e-3
     for f in ("digits_cnn.rlx", "digits_cnn_int8.rlx", "digits_cnn_int8.tflite", "arena.png", "digits_cnn_int4w.rlx",
               "digits_cnn_mixed.rlx", "digits_cnn_qat_int4w.rlx", "digits_cnn_grad.rlx"):  # fmt: skip

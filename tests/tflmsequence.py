@@ -15,16 +15,7 @@ import numpy as np
 from rlx_edge.frontends.tflm import TflmModel
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.interpret import run
-
-
-def initial_state(g: Graph) -> dict[str, np.ndarray]:
-    """What TFLite Micro starts a variable tensor at: its zero point (0 for float)."""
-    out = {}
-    for name in g.metadata["state"]:
-        t = g.types[name]
-        zp = 0 if t.quant is None else int(t.quant.zero_point[0])
-        out[name] = np.full(tuple(int(d) for d in t.shape), zp, t.dtype.numpy)
-    return out
+from rlx_edge.targets.reference.compare import initial_state
 
 
 def _random(rng: np.random.Generator, g: Graph, name: str) -> np.ndarray:

@@ -24,7 +24,8 @@ from rlx_edge.targets.reference import run
 # Graph inputs at these positions are the data operands; every other graph input
 # (shapes, axes, pads, scales, weights) is bound as an initializer, as real models have them.
 _DATA_OPS = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Concat", "MatMul", "Gemm"}
-MIN_PASSING = 150
+# the count on 2026-11-26 (263 before #16's ONNX handlers): what passes must keep passing
+MIN_PASSING = 385
 
 
 @dataclass

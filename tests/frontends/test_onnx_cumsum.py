@@ -28,7 +28,7 @@ def _model(axis: int | None, exclusive: int, reverse: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 
 
-@pytest.mark.parametrize("axis,exclusive,reverse", itertools.product((0, 1, -1), (0, 1), (0, 1)))
+@pytest.mark.parametrize("axis,exclusive,reverse", list(itertools.product((0, 1, -1), (0, 1), (0, 1))))
 def test_matches_onnxruntime(axis, exclusive, reverse, tmp_path) -> None:
     path = tmp_path / "cumsum.onnx"
     onnx.save(_model(axis, exclusive, reverse), path)

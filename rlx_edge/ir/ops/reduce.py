@@ -719,8 +719,8 @@ batch_shifting_axes(cumsum, "axis")
 
 # TFLite Micro's int8 CUMSUM (cumsum.cc): as ADD, each input's offset value is shifted up 20 bits
 # and rescaled by s_x / (2 s_x) (the "twice the larger input scale" of ADD with one input); the
-# int32 running sum starts at the rescaled -zero_point (not at 0, as the kernel has it) and each
-# running sum is requantized by 2 s_x / (2**20 s_y).
+# int32 running sum starts at the rescaled -zero_point (where the kernel starts it, though its
+# comment says 0) and each running sum is requantized by 2 s_x / (2**20 s_y).
 _CUMSUM_LEFT_SHIFT = 20
 
 

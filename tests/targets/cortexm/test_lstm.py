@@ -11,16 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from lstmgraphs import lstm_graph
+from threadedsequence import assert_threaded_equal, qemu_threaded, reference_sequence
 
 from modelfiles import model_path
 from opgraphs import merge_graphs
-from rlx_edge.boards import ALIASES
 from rlx_edge.frontends.tflite import load_tflite
-from rlx_edge.hil.qemu import QemuSession
 from rlx_edge.ir.interpret import run
-from rlx_edge.targets.cortexm import build_model_firmware, compile_host
-from rlx_edge.targets.cortexm.firmware import IoLayout
-from rlx_edge.targets.reference.compare import make_inputs, run_threaded
+from rlx_edge.targets.cortexm import compile_host
+from rlx_edge.targets.reference.compare import run_threaded
 
 CASES = {
     "i8_zero_points_clip": dict(dtype="i8", cell_clip=0.5, state=4),
@@ -53,40 +51,17 @@ def test_lstm_sequences_bit_exact(tmp_path):
 @pytest.fixture(scope="module")
 def lstm_model():
     g = load_tflite(model_path("tflm/trained_lstm_int8.tflite"))
-    samples = make_inputs(g, 3, seed=2)  # 3 random, then the 3 edge inputs: 6 invokes in one sequence
-    assert len(samples) == 6 and all(list(s) == g.inputs[:1] for s in samples)  # states are not drawn
-    wants = run_threaded(g, samples, lambda feed: run(g, feed))
-    # every invoke moves the cell state: a side that dropped its state inputs would differ from the second on
-    assert len({w[g.outputs[2]].tobytes() for w in wants}) == len(samples)
+    samples, wants = reference_sequence(g, 3, seed=2, moving=g.outputs[2])  # 6 invokes, the cell state moving
     return g, samples, wants
-
-
-def _check(g, wants, gots, where: str) -> None:
-    assert len(gots) == len(wants)
-    for k, (want, got) in enumerate(zip(wants, gots)):
-        for name in g.outputs:
-            assert np.array_equal(want[name], got[name]), f"{where}, invoke {k}: {name}"
 
 
 def test_trained_lstm_int8_host_threaded(lstm_model, tmp_path):
     g, samples, wants = lstm_model
-    _check(g, wants, run_threaded(g, samples, compile_host(g, tmp_path).run), "cortexm-host")
+    assert_threaded_equal(g, wants, run_threaded(g, samples, compile_host(g, tmp_path).run), "cortexm-host")
 
 
 @pytest.mark.parametrize("core", ["m4", "m3"])
 def test_trained_lstm_int8_qemu_threaded(lstm_model, core, tmp_path):
-    """One boot runs the whole sequence, the firmware's state outputs fed back as its next state inputs."""
     g, samples, wants = lstm_model
-    board = ALIASES[f"qemu-{core}"]
-    elf, _ = build_model_firmware(g, board, tmp_path)
-    layout = IoLayout.of(g)
-    with QemuSession(elf, board) as session:
-
-        def invoke(feed):
-            r = session.invoke(layout.pack(feed))
-            assert r.status == 0
-            return layout.unpack(r.output)
-
-        gots = run_threaded(g, samples, invoke)
-        assert session.exit(0) == 0
-    _check(g, wants, gots, board)
+    gots, board = qemu_threaded(g, samples, core, tmp_path)
+    assert_threaded_equal(g, wants, gots, board)

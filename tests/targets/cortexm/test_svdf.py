@@ -11,15 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from svdfgraphs import svdf_graph
+from threadedsequence import assert_threaded_equal, qemu_threaded, reference_sequence
 
 from modelfiles import model_path
-from rlx_edge.boards import ALIASES
 from rlx_edge.frontends.tflite import load_tflite
-from rlx_edge.hil.qemu import QemuSession
 from rlx_edge.ir.interpret import run
-from rlx_edge.targets.cortexm import build_model_firmware, compile_host
-from rlx_edge.targets.cortexm.firmware import IoLayout
-from rlx_edge.targets.reference.compare import make_inputs, run_threaded
+from rlx_edge.targets.cortexm import compile_host
+from rlx_edge.targets.reference.compare import run_threaded
 
 CASES = {
     "state_i16_rank2_batch2": dict(dtype="i8", rank=2, batch=2, memory=3),
@@ -44,40 +42,17 @@ def test_svdf_sequence_bit_exact(case, tmp_path):
 @pytest.fixture(scope="module")
 def kws():
     g = load_tflite(model_path("tflm/keyword_scrambled.tflite"))
-    samples = make_inputs(g, 10, seed=2)  # 10 random, then the 3 edge inputs: 13 invokes in one sequence
-    assert len(samples) == 13 and all(list(s) == g.inputs[:1] for s in samples)  # states are not drawn
-    wants = run_threaded(g, samples, lambda feed: run(g, feed))
-    # every invoke moves the states: a side that dropped its state input would differ from the second on
-    assert len({w[g.outputs[1]].tobytes() for w in wants}) == len(samples)
+    samples, wants = reference_sequence(g, 10, seed=2, moving=g.outputs[1])  # 13 invokes, the states moving
     return g, samples, wants
-
-
-def _check(g, wants, gots, where: str) -> None:
-    assert len(gots) == len(wants)
-    for k, (want, got) in enumerate(zip(wants, gots)):
-        for name in g.outputs:
-            assert np.array_equal(want[name], got[name]), f"{where}, invoke {k}: {name}"
 
 
 def test_keyword_scrambled_host_threaded(kws, tmp_path):
     g, samples, wants = kws
-    _check(g, wants, run_threaded(g, samples, compile_host(g, tmp_path).run), "cortexm-host")
+    assert_threaded_equal(g, wants, run_threaded(g, samples, compile_host(g, tmp_path).run), "cortexm-host")
 
 
 @pytest.mark.parametrize("core", ["m4", "m3"])
 def test_keyword_scrambled_qemu_threaded(kws, core, tmp_path):
-    """One boot runs the whole sequence, the firmware's state outputs fed back as its next state inputs."""
     g, samples, wants = kws
-    board = ALIASES[f"qemu-{core}"]
-    elf, _ = build_model_firmware(g, board, tmp_path)
-    layout = IoLayout.of(g)
-    with QemuSession(elf, board) as session:
-
-        def invoke(feed):
-            r = session.invoke(layout.pack(feed))
-            assert r.status == 0
-            return layout.unpack(r.output)
-
-        gots = run_threaded(g, samples, invoke)
-        assert session.exit(0) == 0
-    _check(g, wants, gots, board)
+    gots, board = qemu_threaded(g, samples, core, tmp_path)
+    assert_threaded_equal(g, wants, gots, board)

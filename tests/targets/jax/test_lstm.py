@@ -7,34 +7,14 @@ bit-exact; trained_lstm (float) within float32 tolerance (XLA sums in its own or
 from __future__ import annotations
 
 import numpy as np
+from threadedsequence import threaded_pairs
 
 from modelfiles import model_path
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.interpret import run
 from rlx_edge.targets.jax import compile_jax
 
 STEPS = 3
-
-
-def _sequence(g: Graph, feeds: list[dict[str, np.ndarray]]) -> list[tuple[dict, dict]]:
-    """(reference outputs, jax outputs) of every invoke, each side threading its own states from TFLite
-    Micro's initial ones (the zero points)."""
-    pairs = g.metadata["state"]
-    fn = compile_jax(g, batch="exact")
-    state = {}
-    for s in pairs:
-        t = g.types[s]
-        zp = 0 if t.quant is None else int(t.quant.zero_point[0])
-        state[s] = np.full(tuple(int(d) for d in t.shape), zp, t.dtype.numpy)
-    ours_state, jax_state, got = dict(state), dict(state), []
-    for feed in feeds:
-        want = run(g, {**feed, **ours_state})
-        have = {k: np.asarray(v) for k, v in fn({**feed, **jax_state}).items()}
-        ours_state = {s: want[u] for s, u in pairs.items()}
-        jax_state = {s: have[u] for s, u in pairs.items()}
-        got.append((want, have))
-    return got
 
 
 def _feeds(g: Graph, seed: int) -> list[dict[str, np.ndarray]]:
@@ -50,14 +30,14 @@ def _feeds(g: Graph, seed: int) -> list[dict[str, np.ndarray]]:
 def test_trained_lstm_int8_bit_exact_on_jax():
     g = load_tflite(model_path("tflm/trained_lstm_int8.tflite"))
     assert len(g.metadata["state"]) == 2
-    for k, (want, have) in enumerate(_sequence(g, _feeds(g, 7))):
+    for k, (want, have) in enumerate(threaded_pairs(g, _feeds(g, 7), compile_jax(g, batch="exact"))):
         for name in g.outputs:  # the class scores and both states
             assert np.array_equal(want[name], have[name]), f"invoke {k}: {name}"
 
 
 def test_trained_lstm_float_on_jax():
     g = load_tflite(model_path("tflm/trained_lstm.tflite"))
-    for k, (want, have) in enumerate(_sequence(g, _feeds(g, 8))):
+    for k, (want, have) in enumerate(threaded_pairs(g, _feeds(g, 8), compile_jax(g, batch="exact"))):
         for name in g.outputs:
             # float32: 28 steps of sums of 48 products and tanh/sigmoid, in XLA's order rather than numpy's
             np.testing.assert_allclose(have[name], want[name], rtol=1e-5, atol=1e-5, err_msg=f"invoke {k}: {name}")

@@ -7,36 +7,21 @@ within float32 tolerance (XLA sums in its own order).
 from __future__ import annotations
 
 import numpy as np
+from threadedsequence import threaded_pairs
 
 from modelfiles import model_path
 from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.interpret import run
 from rlx_edge.targets.jax import compile_jax
 
 STEPS = 10
 
 
-def _sequence(g: Graph, pairs: dict[str, str], feeds: list[dict[str, np.ndarray]], state: dict[str, np.ndarray]):
-    """(reference outputs, jax outputs) of every step, each side threading its own state."""
-    fn = compile_jax(g, batch="exact")
-    ours_state, jax_state, got = dict(state), dict(state), []
-    for feed in feeds:
-        want = run(g, {**feed, **ours_state})
-        have = {k: np.asarray(v) for k, v in fn({**feed, **jax_state}).items()}
-        ours_state = {s: want[u] for s, u in pairs.items()}
-        jax_state = {s: have[u] for s, u in pairs.items()}
-        got.append((want, have))
-    return got
-
-
 def test_keyword_scrambled_bit_exact_on_jax():
     g = load_tflite(model_path("tflm/keyword_scrambled.tflite"))
-    pairs = g.metadata["state"]
     rng = np.random.default_rng(5)
     feeds = [{g.inputs[0]: rng.integers(-32768, 32768, (1, 96)).astype(np.int16)} for _ in range(STEPS)]
-    state = {s: np.zeros(tuple(g.types[s].shape), g.types[s].dtype.numpy) for s in pairs}  # int16, zero point 0
-    for k, (want, have) in enumerate(_sequence(g, pairs, feeds, state)):
+    for k, (want, have) in enumerate(threaded_pairs(g, feeds, compile_jax(g, batch="exact"))):
         for name in g.outputs:
             assert np.array_equal(want[name], have[name]), f"step {k}: {name}"
 
@@ -51,8 +36,9 @@ def test_float_svdf_on_jax():
     b = g.param("b", rng.uniform(-1, 1, (4,)).astype(np.float32))
     y, new_state = g.svdf(x, wf, wt, s, b, rank=2, activation="relu")
     g.output(y, new_state)
+    g.metadata["state"] = {"state": new_state.name}  # both sides start it at 0 and feed its update back
     feeds = [{"x": rng.uniform(-2, 2, (2, 5)).astype(np.float32)} for _ in range(STEPS)]
-    steps = _sequence(g, {"state": new_state.name}, feeds, {"state": np.zeros((2, 24), np.float32)})
+    steps = threaded_pairs(g, feeds, compile_jax(g, batch="exact"))
     assert any(w[y.name].any() for w, _ in steps)  # relu leaves something through
     for k, (want, have) in enumerate(steps):
         for name in g.outputs:

@@ -1,0 +1,156 @@
+"""Folding to a device: PE x SIMD per layer from the calibrated estimate (no Yosys here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlx_edge.cli import main
+from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.serialize import save
+from rlx_edge.targets.fpga import FpgaDesign, as_program
+from rlx_edge.targets.fpga.devices import DEVICES
+from rlx_edge.targets.fpga.fold import FoldError, _ladder, cycles, estimate_design, fold, usable
+
+from ._graphs import act_q, weights
+
+
+def _chain() -> Graph:
+    """fc 64 -> 32 (2,048 MACs) then fc 32 -> 8 (256): the first layer is the slow one."""
+    rng = np.random.default_rng(7)
+    g = Graph("fold_chain")
+    h = g.input("x", (1, 64), "i8", quant=act_q(rng))
+    for i, (k, n) in enumerate(((64, 32), (32, 8))):
+        w, wq = weights(rng, (n, k), 0)
+        b = g.param(f"b{i}", rng.integers(-2000, 2000, n).astype(np.int32))
+        h = g.fully_connected(h, g.param(f"w{i}", w, quant=wq), b, activation="relu", out_quant=act_q(rng))
+    g.output(h)
+    return g
+
+
+@pytest.fixture(scope="module")
+def program():
+    return as_program(_chain())
+
+
+def _names(program) -> list[str]:
+    return [layer.name for layer in FpgaDesign(program, "area").layers]
+
+
+def test_first_raise_goes_to_the_slowest_layer(program):
+    slow, fast = _names(program)
+    c0 = cycles(FpgaDesign(program, "area"))
+    # a target just under PE = SIMD = 1's latency: one raise is enough, and it must be the slow layer's
+    res = fold(program, "ecp5-25k", latency_us=(c0 - 1) / 100.0)
+    assert res.report["raised"] == 1
+    pe, simd = res.parallelism[slow]
+    assert pe * simd == 2 and res.parallelism[fast] == (1, 1)
+
+
+def test_fit_is_the_most_parallel_design_within_the_device(program):
+    dev = DEVICES["ecp5-25k"]
+    res = fold(program, dev.name)
+    est = res.report["estimate"]
+    cap = usable(dev)
+    assert cap["lut"] == int(0.85 * dev.lut)  # the routing margin the docs state
+    assert all(est[k] <= cap[k] for k in cap)
+    assert est["cycles"] < cycles(FpgaDesign(program, "area"))
+    assert res.report["layers"][0]["pe"] * res.report["layers"][0]["simd"] > 1
+    # maximal: every layer's next legal PE x SIMD would not fit
+    design = FpgaDesign(program, res.parallelism)
+    for layer in design.layers:
+        ladder = _ladder(design, layer)
+        for nxt in ladder[ladder.index((layer.pe, layer.simd)) + 1 :]:
+            bigger = FpgaDesign(program, {**res.parallelism, layer.name: nxt})
+            _, _, total = estimate_design(bigger, dev.family)
+            assert any(getattr(total, k) > cap[k] for k in cap), (layer.name, nxt)
+            break
+
+
+def test_latency_target_met_with_a_smaller_design_than_fit(program):
+    fastest = fold(program, "ecp5-25k").report["estimate"]
+    slowest = cycles(FpgaDesign(program, "area")) / 100.0
+    target = (fastest["latency_us"] + slowest) / 2
+    rep = fold(program, "ecp5-25k", latency_us=target).report
+    assert rep["estimate"]["latency_us"] <= target
+    assert rep["estimate"]["dsp"] < fastest["dsp"]
+    # a clock of half the device's doubles the latency: the same target needs more lanes
+    half = fold(program, "ecp5-25k", latency_us=target, clock_mhz=50.0).report
+    assert half["estimate"]["latency_us"] <= target and half["estimate"]["cycles"] < rep["estimate"]["cycles"]
+
+
+def test_unreachable_latency_is_a_clear_error(program):
+    with pytest.raises(FoldError, match=r"no fold of PE x SIMD meets 0\.5 µs on ecp5-25k at 100 MHz; the fastest"):
+        fold(program, "ecp5-25k", latency_us=0.5)
+
+
+def test_fit_on_a_device_too_small_names_the_layer_and_resources(tmp_path: Path, capsys):
+    """Two fc layers need ~10 DSP (a multiplier and a requantizer each) even at PE = SIMD = 1; UP5K has 8."""
+    model = tmp_path / "m.rlx"
+    save(_chain(), model)
+    out = tmp_path / "f"
+    assert main(["fpga", str(model), "-o", str(out), "--device", "up5k", "--fit"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    slow = _names(as_program(_chain()))[0]
+    assert "fold_chain does not fit up5k (iCE40UP5K-SG48) even at PE = SIMD = 1" in line
+    assert "DSP of 8 usable" in line and f"layer {slow!r} (fully_connected) alone needs ~5 DSP" in line
+    assert not out.exists()
+
+
+def test_cli_fit_json_and_the_folded_design_is_bit_exact_on_icarus(tmp_path: Path, capsys):
+    model = tmp_path / "m.rlx"
+    save(_chain(), model)
+    args = ["fpga", str(model), "-o", str(tmp_path / "f"), "--device", "ecp5-25k", "--fit", "--json"]
+    assert main([*args, "--simulate", "--simulator", "icarus"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    f = res["fold"]
+    assert res["mismatches"] == 0 and res["inferences"] == 5
+    assert set(f) >= {"layers", "estimate", "device", "buffers", "usable", "margin"}
+    assert f["device"]["name"] == "ecp5-25k" and f["estimate"]["clock_mhz"] == 100.0
+    assert [(r["pe"], r["simd"]) for r in f["layers"]] == [(r["pe"], r["simd"]) for r in res["per_layer"]]
+    assert max(r["pe"] * r["simd"] for r in f["layers"]) > 1
+    # the cycle model the fold used, next to what the simulation measured (pipeline fill per layer on top)
+    assert f["estimate"]["cycles"] <= res["cycles"] <= f["estimate"]["cycles"] + 50
+
+
+def test_fold_flags_are_checked(tmp_path: Path, capsys):
+    model = tmp_path / "m.rlx"
+    save(_chain(), model)
+    base = ["fpga", str(model), "-o", str(tmp_path / "f")]
+    assert main([*base, "--fit"]) == 2
+    assert "--fit needs --device" in capsys.readouterr().err
+    assert main([*base, "--device", "up5k", "--fit", "--parallelism", "8"]) == 2
+    assert "drop --parallelism" in capsys.readouterr().err
+    assert main([*base, "--device", "up5k", "--fit", "--latency-us", "5"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def _calibration_tool():
+    path = Path(__file__).resolve().parents[3] / "tools" / "fpga_fold_calibrate.py"
+    spec = importlib.util.spec_from_file_location("fpga_fold_calibrate", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_estimate_error_on_the_calibration_designs(family, capsys):
+    """The error the fold module's docstring states, on the committed Yosys counts."""
+    worst = _calibration_tool().check(family)
+    assert worst["dsp"] == 0 and worst["bram"] <= 1
+    assert worst["lut"] <= 0.08 and worst["ff"] <= 0.06
+
+
+def test_designs_the_fold_builds_are_legal_for_every_layer(program):
+    design = FpgaDesign(program, "area")
+    for layer in design.layers:
+        for pe, simd in _ladder(design, layer):
+            FpgaDesign(program, {layer.name: (pe, simd)})  # raises on a PE x SIMD the layer cannot take
