@@ -674,6 +674,9 @@ def _print_fold(f: dict[str, Any]) -> None:
     print(f"fold for {d['name']} ({d['part']}, {goal}): estimate before synthesis {use} "
           f"(LUT/FF usable: {f['margin']:.0%} of the device); {e['cycles']:,} cycles, "
           f"{e['latency_us']:,.2f} µs at {e['clock_mhz']:g} MHz")  # fmt: skip
+    stops = ", ".join(f"{k.upper()} ({len(v)} layers)" for k, v in f["stopped_by"].items() if v)
+    if stops:
+        print(f"raising parallelism further would exceed: {stops}")
     for row in f["layers"]:
         print(f"  {row['op']:<18} PE {row['pe']:>3} x SIMD {row['simd']:>3} {row['cycles']:>10,} cycles  "
               f"LUT {row['lut']:>6,} FF {row['ff']:>6,} BRAM {row['bram']:>3} DSP {row['dsp']:>3}  "

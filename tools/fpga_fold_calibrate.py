@@ -109,10 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="ecp5", choices=("ecp5", "ice40"))
     ap.add_argument("--only", nargs="+", choices=list(DESIGNS))
+    ap.add_argument("--fit", action="store_true", help="no synthesis: refit the coefficients on the recorded counts")
     ap.add_argument("--check", action="store_true", help="no synthesis: the estimate's error on the recorded designs")
     args = ap.parse_args(argv)
+    if args.fit:
+        print(json.dumps({"family": args.family, "coef": fit(args.family)}))
     if args.check:
         print(json.dumps({"family": args.family, "worst": check(args.family)}))
+    if args.fit or args.check:
         return 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=TABLE.parent).stdout.strip() or "unknown"  # fmt: skip
@@ -149,15 +153,44 @@ def _uniform_weights(g: Graph) -> bool:
     return q is None or np.unique(np.asarray(q.scale)).size == 1
 
 
+def _designs(family: str, rows: list[dict]):
+    """Each recorded row with its design rebuilt (the same graph, seed and PE x SIMD) for the estimate."""
+    from rlx_edge.targets.fpga import as_program
+    from rlx_edge.targets.fpga.fold import plan
+
+    for r in rows:
+        g = DESIGNS[r["design"]][0](np.random.default_rng(0))
+        yield r, plan(as_program(g), {r["layer"]: (r["pe"], r["simd"])})
+
+
+def fit(family: str) -> dict:
+    """Least-squares coefficients of LUT, FF and DSP per kind on the recorded counts (no synthesis)."""
+    from rlx_edge.targets.fpga.fold import features
+
+    table = json.loads(TABLE.read_text())
+    by_kind: dict[str, list] = {}
+    for r, design in _designs(family, table[family]["designs"]):
+        by_kind.setdefault(r["kind"], []).append((r, features(design, design.layers[0], family)))
+    coef = {}
+    for kind, pairs in sorted(by_kind.items()):
+        coef[kind] = {}
+        for res, attr in (("lut", "logic"), ("ff", "logic"), ("dsp", "dsp")):
+            a = np.array([getattr(f, attr) for _, f in pairs], dtype=float)
+            b = np.array([float(r[res]) for r, _ in pairs])
+            x, *_ = np.linalg.lstsq(a, b, rcond=None)
+            coef[kind][res] = [round(float(v), 4) for v in x]
+    table[family]["coef"] = coef
+    TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    return coef
+
+
 def check(family: str) -> dict[str, float]:
     """Largest error of the estimate on the recorded designs: relative for LUT, FF and DSP, in blocks for BRAM."""
-    from rlx_edge.targets.fpga import FpgaDesign, as_program
     from rlx_edge.targets.fpga.fold import calibration, estimate_design
 
     worst = {"lut": 0.0, "ff": 0.0, "dsp": 0.0, "bram": 0.0}
-    for r in calibration(family)["rows"]:
-        g = DESIGNS[r["design"]][0](np.random.default_rng(0))
-        _, _, total = estimate_design(FpgaDesign(as_program(g), {r["layer"]: (r["pe"], r["simd"])}), family)
+    for r, design in _designs(family, calibration(family)["designs"]):
+        _, _, total = estimate_design(design, family)
         err = {k: abs(getattr(total, k) - r[k]) / max(r[k], 1) for k in ("lut", "ff", "dsp")}
         err["bram"] = abs(total.bram - r["bram"])
         print(json.dumps({"design": r["design"], "pe": r["pe"], "simd": r["simd"], **total.rounded(),

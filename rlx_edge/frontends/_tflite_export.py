@@ -291,13 +291,16 @@ def _op_out(
     declared: Builtin,
     ins: list[int] | None = None,
     vectors: dict[str, np.ndarray] | None = None,
+    outs: list[str] | None = None,
     **computed: Any,
 ) -> _OpOut:
-    """``node`` as ``declared``. Inputs get their tensor numbers before outputs, as in every file we write."""
+    """``node`` as ``declared``, writing the outputs ``outs`` (all the node's by default). Inputs get their
+    tensor numbers before outputs, as in every file we write."""
     ins = _ins(w, node) if ins is None else ins
     table = declared.options if declared.write_options else None
     fields = declared.option_fields(node.attrs, **computed) if table else {}
-    return _OpOut(declared.name, ins, _outs(w, node), table, fields, dict(vectors or {}))
+    written = _outs(w, node) if outs is None else [w.tensor(v) for v in outs]
+    return _OpOut(declared.name, ins, written, table, fields, dict(vectors or {}))
 
 
 def _plain(w: _Writer, node: Node) -> _OpOut:
@@ -393,14 +396,7 @@ def _svdf(w: _Writer, node: Node) -> _OpOut | str:
             ins[3] = w.const_tensor(f"{node.name}/bias", np.zeros(units, np.int32), TensorType((units,), DType.i32, bq))
     w.variables.add(ins[4])
     w.tensor_index[update] = ins[4]
-    declared = _builtin(node)
-    return _OpOut(
-        declared.name,
-        ins,
-        [w.tensor(node.outputs[0])],
-        declared.options,
-        declared.option_fields(node.attrs, AsymmetricQuantizeInputs=False),
-    )
+    return _op_out(w, node, _builtin(node), ins, outs=node.outputs[:1], AsymmetricQuantizeInputs=False)
 
 
 @_RULES.rule("transpose_conv2d")
@@ -433,19 +429,16 @@ def _lstm(w: _Writer, node: Node) -> _OpOut | str:
     for j, update in zip((18, 19), updates):
         w.variables.add(ins[j])
         w.tensor_index[update] = ins[j]
-    declared = _builtin(node)
-    return _OpOut(
-        declared.name,
+    return _op_out(
+        w,
+        node,
+        _builtin(node),
         ins,
-        [w.tensor(node.outputs[0])],
-        declared.options,
-        declared.option_fields(
-            node.attrs,
-            FusedActivationFunction=schema_module("ActivationFunctionType").ActivationFunctionType.TANH,
-            ProjClip=0.0,
-            AsymmetricQuantizeInputs=False,
-            DiagonalRecurrentTensors=False,
-        ),
+        outs=node.outputs[:1],
+        FusedActivationFunction=schema_module("ActivationFunctionType").ActivationFunctionType.TANH,
+        ProjClip=0.0,
+        AsymmetricQuantizeInputs=False,
+        DiagonalRecurrentTensors=False,
     )
 
 

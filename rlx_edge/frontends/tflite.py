@@ -881,24 +881,37 @@ def _svdf(imp: _Importer, op: _Op) -> None:
     x, wf, wt, b = imp.x(op, 0), imp.x(op, 1), imp.x(op, 2), imp.x(op, 3, optional=True)
     if imp.g.types[x].dtype.is_float:  # hybrid file: the weights' float meaning (as weights() does)
         wf, wt, b = imp.as_float(wf), imp.as_float(wt), imp.as_float(b)
-    j = op.inputs[4]
-    info = imp.tensors[j]
-    state = imp.g.input(info.name, info.shape, info.dtype, quant=info.quant).name
-    imp.value_of[j] = state
+    _stateful_node(imp, op, "svdf", "SVDF", (4,), lambda states: [x, wf, wt, *states, b])
+
+
+def _stateful_node(
+    imp: _Importer, op: _Op, kind: str, builtin: str, slots: tuple[int, ...], inputs: Callable[[list[str]], list]
+) -> None:
+    """A stateful operator's node: each variable tensor (the op's inputs at ``slots``) becomes a graph
+    input and its update a graph output after the op's own, paired in ``imp.state_pairs`` (TFLite keeps
+    the variable across invokes; the caller threads the update back). ``inputs`` places the states
+    among the node's inputs."""
+    states, updates, quants = [], [], []
+    for j in slots:
+        info = imp.tensors[op.inputs[j]]
+        states.append(imp.g.input(info.name, info.shape, info.dtype, quant=info.quant).name)
+        imp.value_of[op.inputs[j]] = states[-1]
+        updates.append(_sanitize(f"{info.name}/next", -1, imp.used))
+        quants.append(info.quant)
     y_info = imp.tensors[op.outputs[0]]
-    update = _sanitize(f"{info.name}/next", -1, imp.used)
-    y, _ = imp.g.add_node(
-        "svdf", [x, wf, wt, state, b], op.attrs(), name=y_info.name, out_quant=[y_info.quant, info.quant],
-        out_names=[y_info.name, update],
-    )  # fmt: skip
+    y = imp.g.add_node(
+        kind, inputs(states), op.attrs(), name=y_info.name, out_quant=[y_info.quant, *quants],
+        out_names=[y_info.name, *updates],
+    )[0]  # fmt: skip
     if tuple(y.shape) != y_info.shape or y.dtype != y_info.dtype:
         raise _Bad(
-            f"operator {op.index} (SVDF) output {_named(op.outputs[0], y_info.raw_name)} is"
+            f"operator {op.index} ({builtin}) output {_named(op.outputs[0], y_info.raw_name)} is"
             f" {y_info.dtype}{list(y_info.shape)} in the file, but its inputs give {y.dtype}{list(y.shape)}"
         )
     imp.bind(op.outputs[0], y_info.name)
-    imp.index_of[update] = j
-    imp.state_pairs[state] = update
+    for j, state, update in zip(slots, states, updates):
+        imp.index_of[update] = op.inputs[j]
+        imp.state_pairs[state] = update
 
 
 # TRANSPOSE_CONV: inputs (output shape, weights, input, optional bias); the shape becomes an attribute
@@ -957,27 +970,7 @@ def _lstm(imp: _Importer, op: _Op) -> None:
     consts = [imp.x(op, j) for j in _LSTM_TAKEN[1:13]]
     if imp.g.types[x].dtype.is_float:  # hybrid file: the weights' float meaning (as weights() does)
         consts = [imp.as_float(c) for c in consts]
-    states, updates, quants = [], [], []
-    for j in (18, 19):
-        info = imp.tensors[op.inputs[j]]
-        states.append(imp.g.input(info.name, info.shape, info.dtype, quant=info.quant).name)
-        imp.value_of[op.inputs[j]] = states[-1]
-        updates.append(_sanitize(f"{info.name}/next", -1, imp.used))
-        quants.append(info.quant)
-    y_info = imp.tensors[op.outputs[0]]
-    y, _, _ = imp.g.add_node(
-        "lstm", [x, *consts, *states], op.attrs(), name=y_info.name, out_quant=[y_info.quant, *quants],
-        out_names=[y_info.name, *updates],
-    )  # fmt: skip
-    if tuple(y.shape) != y_info.shape or y.dtype != y_info.dtype:
-        raise _Bad(
-            f"operator {op.index} (UNIDIRECTIONAL_SEQUENCE_LSTM) output {_named(op.outputs[0], y_info.raw_name)} is"
-            f" {y_info.dtype}{list(y_info.shape)} in the file, but its inputs give {y.dtype}{list(y.shape)}"
-        )
-    imp.bind(op.outputs[0], y_info.name)
-    for j, state, update in zip((18, 19), states, updates):
-        imp.index_of[update] = op.inputs[j]
-        imp.state_pairs[state] = update
+    _stateful_node(imp, op, "lstm", "UNIDIRECTIONAL_SEQUENCE_LSTM", (18, 19), lambda states: [x, *consts, *states])
 
 
 def _const_ints(imp: _Importer, op: _Op, j: int, what: str) -> list[int]:

@@ -82,10 +82,43 @@ def byte_table(eval_fn: Callable[..., Any], params: dict, in_dtype: Any, **attrs
     return np.asarray(eval_fn(Prepared(params), values, **attrs)).reshape(256)
 
 
+def onto_output_prepare(operands: dict[str, Any], out: Any, label: str = "") -> dict[str, Any]:
+    """Operands an op passes through unchanged (MAXIMUM / MINIMUM, SELECT_V2), each copied where it has
+    the output's parameters (TFLite's case) or else requantized onto them with one multiplier s_in / s_out.
+
+    ``operands`` maps each operand's key to its TensorType, ``out`` is the output's. Per key:
+    ``<key>_rescale``, ``<key>_zp``, ``<key>_mult``, ``<key>_shift``; byte outputs also get
+    ``<key>_table``, the value for each of the operand's 256 bit patterns (:func:`onto_output`).
+    ``label`` starts each error message (the op's name).
+    """
+    s_y, zp_y = scalar_params(out.quant, f"{label}output")
+    lo, hi = storage_range(out.dtype.numpy)
+    p: dict[str, Any] = {"out_zp": zp_y, "act_min": lo, "act_max": hi, "dtype": out.dtype.numpy.name}
+    for key, t in operands.items():
+        s, zp = scalar_params(t.quant, f"{label}input {key}")
+        rescale = not (np.float32(s) == np.float32(s_y) and zp == zp_y)
+        mult, shift = fp.quantize_multiplier(float(s) / float(s_y)) if rescale else (0, 0)
+        p.update({f"{key}_rescale": rescale, f"{key}_zp": zp, f"{key}_mult": mult, f"{key}_shift": shift})
+    if out.dtype.numpy.itemsize == 1:
+        bits = np.arange(256, dtype=np.uint8).view(out.dtype.numpy)
+        for key in operands:
+            p[f"{key}_table"] = np.asarray(onto_output(Prepared(p), key, bits), out.dtype.numpy)
+    return p
+
+
 # eval time ---------------------------------------------------------------------------------
 def clamp_cast(v: Any, lo: int, hi: int, dtype: Any) -> Any:
     xp = fp.namespace(v)
     return xp.clip(v, lo, hi).astype(dtype)
+
+
+def onto_output(p: Prepared, key: str, v: Any) -> Any:
+    """Operand ``key`` in the output's parameters (:func:`onto_output_prepare`): as stored, or requantized."""
+    if not p[f"{key}_rescale"]:
+        return v
+    xp = fp.namespace(v)
+    y = fp.multiply_by_quantized_multiplier(v.astype(xp.int64) - p[f"{key}_zp"], p[f"{key}_mult"], p[f"{key}_shift"])
+    return clamp_cast(y + p.out_zp, p.act_min, p.act_max, p.dtype)
 
 
 def requantize_acc(acc: Any, mult: Any, shift: Any, wide: bool) -> Any:

@@ -31,9 +31,8 @@ from rlx_edge.ir.ops._common import (
     elementwise_dtype,
     fail,
 )
-from rlx_edge.ir.ops._quantized import bind_byte_pairs, clamp_cast, scalar_params, storage_range
+from rlx_edge.ir.ops._quantized import bind_byte_pairs, onto_output, onto_output_prepare, scalar_params
 from rlx_edge.ir.ops._registry import OpDef, defop
-from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import broadcast
 from rlx_edge.ir.types import TensorType
 
@@ -220,32 +219,10 @@ def _select_prepare(ctx) -> dict:
     whose parameters differ is requantized to the output's first (TFLite's requantization: one
     multiplier s_in / s_out), which a TFLite export refuses. Byte operands also get ``x_table`` and
     ``y_table``: the value stored for each of their 256 bit patterns."""
-    yt = ctx.out_types[0]
-    s_y, zp_y = scalar_params(yt.quant, "select_v2 output")
-    lo, hi = storage_range(yt.dtype.numpy)
-    p: dict[str, Any] = {"out_zp": zp_y, "act_min": lo, "act_max": hi, "dtype": yt.dtype.numpy.name}
-    for key, t in zip("xy", ctx.in_types[1:]):
-        s, zp = scalar_params(t.quant, f"select_v2 input {key}")
-        rescale = not (np.float32(s) == np.float32(s_y) and zp == zp_y)
-        mult, shift = fp.quantize_multiplier(float(s) / float(s_y)) if rescale else (0, 0)
-        p.update({f"{key}_rescale": rescale, f"{key}_zp": zp, f"{key}_mult": mult, f"{key}_shift": shift})
-    if yt.dtype.numpy.itemsize == 1:
-        bits = np.arange(256, dtype=np.uint8).view(yt.dtype.numpy)
-        for key in "xy":
-            p[f"{key}_table"] = np.asarray(_select_operand(Prepared(p), key, bits), yt.dtype.numpy)
-    return p
-
-
-def _select_operand(p, key: str, v: Any) -> Any:
-    """Operand ``key`` (x or y) in the output's parameters: as stored, or requantized."""
-    if not p[f"{key}_rescale"]:
-        return v
-    xp = fp.namespace(v)
-    y = fp.multiply_by_quantized_multiplier(v.astype(xp.int64) - p[f"{key}_zp"], p[f"{key}_mult"], p[f"{key}_shift"])
-    return clamp_cast(y + p.out_zp, p.act_min, p.act_max, p.dtype)
+    return onto_output_prepare(dict(zip("xy", ctx.in_types[1:])), ctx.out_types[0], "select_v2 ")
 
 
 @select_v2.eval
 def _select_eval(p, condition, x, y):
     xp = fp.namespace(x, y)
-    return xp.where(condition, _select_operand(p, "x", x), _select_operand(p, "y", y))
+    return xp.where(condition, onto_output(p, "x", x), onto_output(p, "y", y))

@@ -28,11 +28,12 @@ from rlx_edge.ir.ops._quantized import (
     bind_byte_pairs,
     byte_table,
     clamp_cast,
+    onto_output,
+    onto_output_prepare,
     scalar_params,
     storage_range,
 )
 from rlx_edge.ir.ops._registry import OpDef, defop
-from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import broadcast
 from rlx_edge.ir.types import TensorType
 
@@ -526,37 +527,17 @@ def _extreme_prepare(ctx) -> dict:
     """Per operand (a, b): whether it is requantized, its zero point and multiplier. Byte operands
     also get ``a_table`` / ``b_table``: the output-parameter value of each of their 256 bit patterns."""
     yt = ctx.out_types[0]
-    s_y, zp_y = scalar_params(yt.quant, "output")
-    lo, hi = storage_range(yt.dtype.numpy)
-    p: dict[str, Any] = {"out_zp": zp_y, "act_min": lo, "act_max": hi, "dtype": yt.dtype.numpy.name}
     for key, t in zip("ab", ctx.in_types):
         if t.dtype != yt.dtype:
             raise ValueError(f"input {key} is {t.dtype} but the output is {yt.dtype}; quantize them alike")
-        s, zp = scalar_params(t.quant, f"input {key}")
-        rescale = not (np.float32(s) == np.float32(s_y) and zp == zp_y)
-        mult, shift = fp.quantize_multiplier(float(s) / float(s_y)) if rescale else (0, 0)
-        p.update({f"{key}_rescale": rescale, f"{key}_zp": zp, f"{key}_mult": mult, f"{key}_shift": shift})
-    if yt.dtype.numpy.itemsize == 1:
-        bits = np.arange(256, dtype=np.uint8).view(yt.dtype.numpy)
-        for key in "ab":
-            p[f"{key}_table"] = np.asarray(_extreme_operand(Prepared(p), key, bits), yt.dtype.numpy)
-    return p
-
-
-def _extreme_operand(p, key: str, v: Any) -> Any:
-    """Operand ``key`` (a or b) in the output's parameters: as stored, or requantized."""
-    if not p[f"{key}_rescale"]:
-        return v
-    xp = fp.namespace(v)
-    y = fp.multiply_by_quantized_multiplier(v.astype(xp.int64) - p[f"{key}_zp"], p[f"{key}_mult"], p[f"{key}_shift"])
-    return clamp_cast(y + p.out_zp, p.act_min, p.act_max, p.dtype)
+    return onto_output_prepare(dict(zip("ab", ctx.in_types)), yt)
 
 
 def _extreme_eval(largest: bool):
     def evaluate(p, a, b):
         xp = fp.namespace(a, b)
         pick = xp.maximum if largest else xp.minimum
-        return pick(_extreme_operand(p, "a", a), _extreme_operand(p, "b", b)).astype(p.dtype)
+        return pick(onto_output(p, "a", a), onto_output(p, "b", b)).astype(p.dtype)
 
     return evaluate
 

@@ -560,13 +560,19 @@ def _broadcast_fields(graph: Graph, node: Node) -> dict:
 
     a, b = node.inputs
     same = _shape(_t(graph, a)) == out and _shape(_t(graph, b)) == out
-    return {
-        "size": math.prod(out),
-        "broadcast": 0 if same else 1,
-        "out_shape": list(o4),
-        "a_strides": strides(a),
-        "b_strides": strides(b),
-    }
+    geo = {"size": math.prod(out), "broadcast": 0 if same else 1, "out_shape": list(o4)}
+    return {"geo": {**geo, "a_strides": strides(a), "b_strides": strides(b)}}  # rlx_broadcast2
+
+
+def _select_fields(graph: Graph, node: Node) -> dict[str, Any]:
+    """SELECT_V2's walk, both widths: the output's size and 4-d shape, the condition's, x's and y's strides."""
+    out = _shape(_t(graph, node.outputs[0]))
+    _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
+    o4 = (1,) * (4 - len(out)) + out
+    geo: dict[str, Any] = {"size": math.prod(out), "out_shape": list(o4)}
+    for key, v in zip("cxy", node.inputs):
+        geo[f"{key}_strides"] = _broadcast_strides(_shape(_t(graph, v)), o4)
+    return {"geo": geo}  # rlx_broadcast3
 
 
 def _binary_layer(
@@ -715,14 +721,8 @@ def _add_n(graph: Graph, node: Node, params: Prepared) -> Layer:
 @RULES.rule("select_v2")
 def _select_v2(graph: Graph, node: Node, params: Prepared) -> Layer:
     """The condition picks x or y, each mapped through its table (the stored values, or requantized)."""
-    cond, x, y = node.inputs
-    _int8(graph, node, x, y, node.outputs[0])
-    out = _shape(_t(graph, node.outputs[0]))
-    _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
-    o4 = (1,) * (4 - len(out)) + out
-    fields = {"size": math.prod(out), "out_shape": list(o4)}
-    for key, v in (("c", cond), ("x", x), ("y", y)):
-        fields[f"{key}_strides"] = _broadcast_strides(_shape(_t(graph, v)), o4)
+    _int8(graph, node, *node.inputs[1:], node.outputs[0])
+    fields = _select_fields(graph, node)
     fields.update(x_table=Const("x_table"), y_table=Const("y_table"))
     consts = {"x_table": params.x_table, "y_table": params.y_table}
     args = [("in", 0), ("in", 1), ("in", 2), ("out", 0)]
@@ -1489,7 +1489,7 @@ def _reduce_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     fields = {**_reduce_walk(node, xs, {a % len(xs) for a in node.attrs["axes"]}), "sum_offset": p.sum_offset,
               "mult": p.mult, "shift": p.shift, "out_zp": p.out_zp, "out_min": p.out_min,
               "out_max": p.out_max}  # fmt: skip
-    return Layer("rlx_reduce_s16", "rlx_reduce_s16_params", fields, {}, [("in", 0), ("out", 0)])
+    return Layer("rlx_reduce_s16", "rlx_mean_params", fields, {}, [("in", 0), ("out", 0)])
 
 
 # kernels/rlx_binary_s16.c: its op codes
@@ -1513,15 +1513,9 @@ def _binary_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
 
 def _select_v2_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     """The condition picks x or y, each copied or requantized onto the output's parameters."""
-    cond, x, y = node.inputs
-    _int16(graph, node, x, y, node.outputs[0])
-    out = _shape(_t(graph, node.outputs[0]))
-    _need(len(out) <= 4, node, "broadcasts over at most 4 dimensions")
-    o4 = (1,) * (4 - len(out)) + out
+    _int16(graph, node, *node.inputs[1:], node.outputs[0])
     p = params
-    fields: dict[str, Any] = {"size": math.prod(out), "out_shape": list(o4)}
-    for key, v in (("c", cond), ("x", x), ("y", y)):
-        fields[f"{key}_strides"] = _broadcast_strides(_shape(_t(graph, v)), o4)
+    fields = _select_fields(graph, node)
     for key in "xy":
         fields.update({f"{key}_rescale": int(bool(p[f"{key}_rescale"])),
                        **{f"{key}_{k}": p[f"{key}_{k}"] for k in ("zp", "mult", "shift")}})  # fmt: skip

@@ -27,11 +27,18 @@ the device's block RAM shapes. The linear coefficients are fitted (least
 squares) on Yosys counts of single-layer designs recorded in
 ``fold_calibration.json`` (written by ``tools/fpga_fold_calibrate.py``, with
 the commit and command); layer kinds not calibrated use the nearest one
-(:data:`_KIND_OF`). Error of the estimate on the calibration designs, ECP5
-(Yosys 0.23 ``synth_ecp5``): LUT within 8 %, FF within 6 %, DSP exact, BRAM
-within 1 block; iCE40 UP5K: see ``tools/fpga_fold_calibrate.py --check``. The estimate counts
-Yosys' LUT4s (a CCU2C carry cell as two), not nextpnr's packed slices;
-``--pnr`` gives the routed figures.
+(:data:`_KIND_OF`). Error of the estimate on the calibration designs
+(``tools/fpga_fold_calibrate.py --check``; Yosys 0.23): ECP5 (``synth_ecp5``)
+LUT within 4 %, FF within 10 %, DSP and BRAM exact; iCE40 (``synth_ice40
+-dsp``) LUT within 10 %, FF within 9 %, DSP and BRAM exact. Those errors come
+from the MAC layers (7 designs, 5 coefficients) and depthwise (3 designs, 2);
+add, pool and softmax have as many designs as coefficients, so their fit is
+exact there and untested elsewhere. On whole models (Yosys ``synth_ecp5``
+counts in ``bench/results/fpga.jsonl``, taken at earlier commits of the
+datapath: AD at PE x SIMD 8 and 16, KWS and IC at 8) the estimate was within
+5 % on LUTs, 17 % on FFs, 9 blocks on BRAM and 3 % on DSPs. The estimate counts Yosys' LUT4s (an ECP5
+CCU2C carry cell as two; LUT RAM and iCE40 carry cells apart), not nextpnr's
+packed slices; ``--pnr`` gives the routed figures.
 """
 
 from __future__ import annotations
@@ -58,8 +65,8 @@ _BRAM_SHAPES = {
     "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
     "ice40": ((2048, 2), (1024, 4), (512, 8), (256, 16)),
 }
-# memories below this many bits Yosys leaves in logic (LUT RAM / LUTs), per family
-_BRAM_MIN_BITS = {"ecp5": 1024, "ice40": 512}
+# Yosys' cost of one block RAM (ecp5/brams.txt, ice40/brams.txt)
+_BRAM_COST = {"ecp5": 128, "ice40": 64}
 
 # layer kind -> calibrated kind: the datapath it shares (or, uncalibrated, resembles most)
 _KIND_OF = {
@@ -100,92 +107,98 @@ def usable(dev: Device) -> dict[str, int]:
 
 
 # the model ---------------------------------------------------------------------------------
-def _features(kind: str, lanes: int, pe: int, uniform: bool) -> list[float]:
-    """Regressors of LUT and FF for one layer (the first is the intercept)."""
-    if kind == "mac":
-        return [1.0, lanes, pe if uniform else 0.0, 0.0 if uniform else pe]
-    if kind == "softmax":
-        return [1.0]
-    return [1.0, lanes]
+@dataclass(frozen=True)
+class Features:
+    """What the estimate of one layer reads: its calibrated kind, the regressors of LUT/FF and of DSP
+    (multiplied by the fitted coefficients), and its ROMs' block RAMs (counted, not fitted)."""
+
+    kind: str
+    logic: tuple[float, ...]
+    dsp: tuple[float, ...]
+    bram: int
 
 
-def _dsp_features(kind: str, lanes: int, pe: int, uniform: bool) -> list[float]:
-    """Regressors of DSPs: multiplier lanes, and requantizers (constant or per-channel multiplier)."""
-    if kind == "mac":
-        return [lanes, pe if uniform else 0.0, 0.0 if uniform else pe]
-    if kind == "softmax":
-        return [1.0]
-    return [lanes]
+def _logic_cost(width: int, depth: int) -> int:
+    """Yosys' cost of a memory in LUTs (``memory_libmap``: a 16 x 4 LUT RAM costs 4)."""
+    return math.ceil(depth / 16) * math.ceil(width / 4) * 4
 
 
-@functools.cache
-def calibration(family: str) -> dict[str, Any]:
-    """The recorded Yosys counts of ``family`` and the coefficients fitted on them, per calibrated kind."""
-    table = json.loads(_TABLE.read_text())
-    if family not in table:
-        raise FoldError(
-            f"{_TABLE.name} has no {family} calibration: run tools/fpga_fold_calibrate.py --family {family}"
-        )
-    rows = table[family]["designs"]
-    coef: dict[str, dict[str, list[float]]] = {}
-    for kind in sorted({r["kind"] for r in rows}):
-        mine = [r for r in rows if r["kind"] == kind]
-        fit = {}
-        for res, feats in (("lut", _features), ("ff", _features), ("dsp", _dsp_features)):
-            a = np.array([feats(kind, r["pe"] * r["simd"], r["pe"], r.get("uniform", True)) for r in mine])
-            b = np.array([float(r[res]) for r in mine])
-            # memories' logic is in the measured counts too: the BRAM-mapped part is modelled apart
-            x, *_ = np.linalg.lstsq(a, b, rcond=None)
-            fit[res] = [float(v) for v in x]
-        coef[kind] = fit
-    return {"commit": table[family]["commit"], "command": table[family]["command"], "rows": rows, "coef": coef}
-
-
-def _linear(family: str, kind: str, lanes: int, pe: int, uniform: bool) -> Estimate:
-    coef = calibration(family)["coef"]
-    c = coef.get(kind) or coef["lanes"]
-    f, fd = _features(kind, lanes, pe, uniform), _dsp_features(kind, lanes, pe, uniform)
-    lut = max(float(np.dot(c["lut"], f)), 0.0)
-    ff = max(float(np.dot(c["ff"], f)), 0.0)
-    return Estimate(lut, ff, 0, round(max(float(np.dot(c["dsp"], fd)), 0.0)))
-
-
-def bram_blocks(family: str, width: int, depth: int) -> int:
-    """Block RAMs of ``family`` holding a ``width`` x ``depth`` memory (0: small enough for logic)."""
-    if width * depth < _BRAM_MIN_BITS[family]:
-        return 0
-    return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in _BRAM_SHAPES[family])
+def bram_blocks(family: str, width: int, depth: int, *, rom: bool = True) -> int:
+    """Block RAMs of ``family`` holding a ``width`` x ``depth`` memory; 0 where Yosys' cheaper choice is logic
+    (its ``memory_libmap`` costs: 128 a DP16KD, 64 an SB_RAM40_4K, against :func:`_logic_cost`). iCE40 has
+    no LUT RAM: a writable buffer always takes block RAM there."""
+    blocks = min(math.ceil(depth / d) * math.ceil(width / w) for d, w in _BRAM_SHAPES[family])
+    if not rom and family == "ice40":
+        return blocks
+    bram, logic = _BRAM_COST[family] * blocks, _logic_cost(width, depth)
+    # on a tie Yosys 0.23 kept a ROM in logic and put a buffer in block RAM (calibration designs)
+    return blocks if bram < logic or (bram == logic and not rom) else 0
 
 
 def _uniform(design: FpgaDesign, layer: Layer) -> bool:
     """Whether the requantizer multiplies by one constant: per-tensor weights (per-channel scales differ)."""
-    if len(layer.node.inputs) < 2:
+    if len(layer.node.inputs) < 2 or layer.node.inputs[1] not in design.graph.params:
         return True
     q = design.graph.types[layer.node.inputs[1]].quant
     return q is None or np.unique(np.asarray(q.scale)).size == 1
 
 
-def _memories(design: FpgaDesign, layer: Layer, kind: str, uniform: bool) -> list[tuple[int, int]]:
-    """(width, depth) of the layer's ROMs that the estimate places in block RAM."""
+def _roms(design: FpgaDesign, layer: Layer, kind: str, uniform: bool) -> list[tuple[int, int]]:
+    """(width, depth) of the layer's ROMs: weights ``8 x lanes`` bits wide, per-channel parameters
+    (bias; multiplier and shifts when per-channel: 73 bits) a row per output-lane group, softmax's table."""
     lanes = layer.pe * layer.simd
     if kind in ("mac", "depthwise"):
         w = design.graph.params[layer.node.inputs[1]]
         groups = layer.out_lanes
+        channels = w.shape[-1] if layer.node.op == "depthwise_conv2d" else w.shape[0]
         params = (32 if uniform else 73) * groups
-        channels = w.shape[0] if kind == "mac" and layer.node.op != "depthwise_conv2d" else w.shape[-1]
         return [(8 * lanes, max(w.size // lanes, 1)), (params, max(channels // groups, 1))]
     if kind == "softmax":
         return [(32, 256)]
     return []
 
 
-def estimate_layer(design: FpgaDesign, layer: Layer, family: str) -> Estimate:
-    """One layer's LUT, FF, DSP (fitted) and block RAMs (its ROMs' geometry)."""
+def features(design: FpgaDesign, layer: Layer, family: str) -> Features:
+    """The regressors of one layer of ``design`` (also what ``tools/fpga_fold_calibrate.py`` fits on)."""
     kind = _layer_kind(layer)
     uniform = _uniform(design, layer)
-    est = _linear(family, kind, layer.pe * layer.simd, layer.pe, uniform)
-    est.bram = sum(bram_blocks(family, w, d) for w, d in _memories(design, layer, kind, uniform))
-    return est
+    lanes, pe = layer.pe * layer.simd, layer.pe
+    roms = _roms(design, layer, kind, uniform)
+    bram = sum(bram_blocks(family, w, d) for w, d in roms)
+    rom_luts = sum(_logic_cost(w, d) for w, d in roms if not bram_blocks(family, w, d))
+    if kind == "mac":  # lanes (multipliers, adder tree), PE (accumulators, requantizers), ROMs left in logic
+        logic = (1.0, lanes, pe if uniform else 0.0, 0.0 if uniform else pe, rom_luts)
+        dsp = (lanes, pe, 0.0 if uniform else 1.0)  # a per-channel requantizer's shift costs one more
+    elif kind == "depthwise":
+        logic, dsp = (1.0, lanes), (lanes, 1.0)  # (three designs: no room for a ROM term)
+    elif kind == "softmax":
+        logic, dsp = (1.0,), (1.0,)
+    else:  # a requantizer (or divider) per lane, and the layer's own constant multiplies
+        logic, dsp = (1.0, lanes), (lanes, 1.0)
+    return Features(kind, logic, dsp, bram)
+
+
+@functools.cache
+def calibration(family: str) -> dict[str, Any]:
+    """The recorded Yosys counts of ``family``, the coefficients fitted on them per kind, commit and command."""
+    table = json.loads(_TABLE.read_text())
+    if family not in table or "coef" not in table[family]:
+        raise FoldError(
+            f"{_TABLE.name} has no {family} calibration: run tools/fpga_fold_calibrate.py --family {family}"
+        )
+    return table[family]
+
+
+def estimate_layer(design: FpgaDesign, layer: Layer, family: str) -> Estimate:
+    """One layer's LUT, FF and DSP (fitted coefficients times its regressors) and block RAMs (its ROMs)."""
+    f = features(design, layer, family)
+    coef = calibration(family)["coef"]
+    c = coef.get(f.kind) or coef["lanes"]  # kinds not calibrated (yet) on this family: a pool's
+
+    def dot(k: str, x: tuple[float, ...]) -> float:
+        return max(float(np.dot(c[k], x)), 0.0)
+
+    return Estimate(dot("lut", f.logic), dot("ff", f.logic), f.bram, round(dot("dsp", f.dsp)))
 
 
 def _layer_kind(layer: Layer) -> str:
@@ -195,8 +208,9 @@ def _layer_kind(layer: Layer) -> str:
 
 
 def estimate_buffers(design: FpgaDesign, family: str) -> Estimate:
-    """Block RAMs of the activation buffers (the single-layer calibration designs' fits hold their logic)."""
-    return Estimate(bram=sum(bram_blocks(family, 8 * b.word_lanes, b.depth) for b in design.buffers))
+    """Block RAMs of the activation buffers (their logic, LUT RAM on ECP5, is in the layers' fits: every
+    calibration design has its input and output buffers)."""
+    return Estimate(bram=sum(bram_blocks(family, 8 * b.word_lanes, b.depth, rom=False) for b in design.buffers))
 
 
 def cycles(design: FpgaDesign) -> int:
@@ -231,9 +245,16 @@ def _ladder(design: FpgaDesign, layer: Layer) -> list[tuple[int, int]]:
     return [(d, 1) for d in _divisors(inner)]
 
 
+def plan(program, parallelism: Any) -> FpgaDesign:
+    """``FpgaDesign(program, parallelism)`` for its plan only (layers, buffers), never elaborated."""
+    design = FpgaDesign(program, parallelism)
+    design._MustUse__silence = True  # Amaranth warns about a component never elaborated; this one is not meant to be
+    return design
+
+
 def _build(program, choice: dict[str, tuple[int, int]]) -> FpgaDesign | None:
     try:
-        return FpgaDesign(program, dict(choice))
+        return plan(program, dict(choice))
     except FpgaConfigError:
         return None  # a lane count some buffer view cannot hold: not a legal fold
 
@@ -264,8 +285,8 @@ def fold(program, device_name: str, *, latency_us: float | None = None, clock_mh
     dev = device(device_name)
     mhz = clock_mhz or dev.default_mhz
     cap = usable(dev)
-    choice = {layer.name: (1, 1) for layer in FpgaDesign(program, "area").layers}
-    design = FpgaDesign(program, dict(choice))
+    choice = {layer.name: (1, 1) for layer in plan(program, "area").layers}
+    design = plan(program, dict(choice))
     per, bufs, total = estimate_design(design, dev.family)
     over = _over(total, cap)
     if over:
@@ -273,6 +294,7 @@ def fold(program, device_name: str, *, latency_us: float | None = None, clock_mh
     ladders = {layer.name: _ladder(design, layer) for layer in design.layers}
     rung = {name: 0 for name in choice}
     maxed: set[str] = set()
+    stopped: dict[str, list[str]] = {}  # layer -> the resources its next choice would exceed
     raised = 0
     while latency_us is None or cycles(design) / mhz > latency_us:
         open_ = [layer for layer in design.layers if layer.name not in maxed]
@@ -287,6 +309,7 @@ def fold(program, device_name: str, *, latency_us: float | None = None, clock_mh
                 continue  # illegal here; a larger choice may be legal
             c_per, c_bufs, c_total = estimate_design(cand, dev.family)
             if _over(c_total, cap):
+                stopped[slow.name] = _over(c_total, cap)
                 break  # more lanes cost more: this layer is done
             choice, design, rung[slow.name] = trial, cand, r
             per, bufs, total = c_per, c_bufs, c_total
@@ -295,32 +318,32 @@ def fold(program, device_name: str, *, latency_us: float | None = None, clock_mh
         if not accepted:
             maxed.add(slow.name)
     report = _report(design, dev, mhz, per, bufs, total, cap, latency_us, raised)
+    report["stopped_by"] = {k: sorted(n for n, over in stopped.items() if k in over) for k in RESOURCES}
     if latency_us is not None and report["estimate"]["latency_us"] > latency_us:
         slow = max(design.layers, key=lambda layer: layer.steps)
+        limits = "/".join(k.upper() for k, v in report["stopped_by"].items() if v) or "legal PE x SIMD"
+        est = report["estimate"]
         raise FoldError(
-            f"{design.top_name}: no fold of PE x SIMD meets {latency_us:g} µs on {dev.name} at {mhz:g} MHz; "
-            f"the fastest within the device takes {report['estimate']['latency_us']:,.2f} µs "
-            f"({report['estimate']['cycles']:,} cycles; slowest layer {slow.name!r} ({slow.kind}) "
-            f"{slow.steps:,} cycles at PE={slow.pe} SIMD={slow.simd}); choose a larger --device or a longer "
-            "--latency-us"
+            f"{design.top_name}: no fold meets {latency_us:g} µs on {dev.name} at {mhz:g} MHz: the fastest that "
+            f"fits takes {est['latency_us']:,.2f} µs ({est['cycles']:,} cycles, {limits} exhausted; slowest layer "
+            f"{slow.name!r} {slow.steps:,} cycles); choose a larger --device or a longer --latency-us"
         )
     return FoldResult(choice, design, report)
 
 
 def _too_small(design: FpgaDesign, dev: Device, per, total: Estimate, cap, over: list[str]) -> str:
-    parts = []
-    for k in over:
-        i = max(range(len(per)), key=lambda j: getattr(per[j], k))
-        layer, need = design.layers[i], getattr(per[i], k)
-        parts.append(
-            f"~{getattr(total, k):,.0f} {k.upper()} of {cap[k]:,} usable; layer {layer.name!r} ({layer.kind}) "
-            f"alone needs ~{need:,.0f} {k.upper()}"
-        )
-    margin = f" ({MARGIN:.0%} of LUT/FF)" if {"lut", "ff"} & set(over) else ""
+    """One line (the CLI bounds errors to 280 characters): the most overrun resource in full, with the
+    layer that needs most of it, then the other resources over."""
+    over = sorted(over, key=lambda k: getattr(total, k) / cap[k], reverse=True)
+    k = over[0]
+    i = max(range(len(per)), key=lambda j: getattr(per[j], k))
+    layer = design.layers[i]
+    share = f" ({MARGIN:.0%} of {getattr(dev, k):,})" if k in ("lut", "ff") else ""
+    also = f"; also over: {', '.join(r.upper() for r in over[1:])}" if len(over) > 1 else ""
     return (
-        f"{design.top_name} does not fit {dev.name} ({dev.part}) even at PE = SIMD = 1{margin}: "
-        + "; ".join(parts)
-        + "; choose a larger --device"
+        f"{design.top_name} does not fit {dev.name} even at PE = SIMD = 1: needs ~{getattr(total, k):,.0f} "
+        f"{k.upper()}, {cap[k]:,} usable{share}; layer {layer.name!r} ({layer.kind}) alone ~{getattr(per[i], k):,.0f}"
+        f"{also}; choose a larger --device"
     )
 
 
@@ -345,4 +368,4 @@ def _report(design, dev: Device, mhz: float, per, bufs, total, cap, latency_us, 
     }
 
 
-__all__ = ["MARGIN", "Estimate", "FoldError", "FoldResult", "estimate_design", "fold", "usable"]
+__all__ = ["MARGIN", "Estimate", "FoldError", "FoldResult", "estimate_design", "fold", "plan", "usable"]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from modelfiles import MLPERF as MLPERF_DIR
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import compile_host
@@ -52,6 +53,10 @@ def q(scale: float, zp: int = 0) -> QuantParams:
     return QuantParams(np.float32(scale), zp)
 
 
+def q16(scale: float, zp: int = 0) -> QuantParams:
+    return QuantParams(np.float32(scale), zp, storage=DType.i16)
+
+
 def rand_q(rng: np.random.Generator, lo: float = 0.005, hi: float = 0.2) -> QuantParams:
     return q(float(rng.uniform(lo, hi)), int(rng.integers(-128, 128)))
 
@@ -76,6 +81,21 @@ def check_host(graph: Graph, host_dir: Path, n_inputs: int = 6, seed: int = 0, o
                     f"{int((got[name] != want).sum())} of {want.size} elements"
                 )
     return len(samples)
+
+
+def check_feed(graph: Graph, host_dir: Path, feed: dict[str, np.ndarray], equal_nan: bool = False) -> dict:
+    """Both host builds (portable C, emulated DSP path) on one hand-made feed, every output bit-exact against
+    the reference (``equal_nan``: a NaN equals a NaN, for float outputs); returns the reference's outputs."""
+    want = run(graph, feed)
+    for dsp in (False, True):
+        got = compile_host(graph, host_dir, dsp_emulate=dsp).run(feed)
+        for name, w in want.items():
+            build = "dsp" if dsp else "portable"
+            assert got[name].dtype == w.dtype, f"{build} {name}: {got[name].dtype} vs {w.dtype}"
+            assert np.array_equal(got[name], w, equal_nan=equal_nan), (
+                f"{build} {name}: {int((got[name] != w).sum())} of {w.size} differ"
+            )
+    return want
 
 
 @pytest.fixture

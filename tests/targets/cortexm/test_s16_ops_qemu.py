@@ -8,7 +8,6 @@ import numpy as np
 
 from rlx_edge.boards import ALIASES
 from rlx_edge.hil.qemu import run_qemu
-from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import build_model_firmware, emit
@@ -16,11 +15,9 @@ from rlx_edge.targets.cortexm.rules import layer_for
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
 
+from .conftest import q16
+
 KERNELS = {"rlx_unary_s16", "rlx_reduce_s16", "rlx_binary_s16", "rlx_select_s16", "rlx_convolve_grouped"}
-
-
-def q16(scale: float, zp: int = 0) -> QuantParams:
-    return QuantParams(np.float32(scale), zp, storage=DType.i16)
 
 
 def _model() -> Graph:

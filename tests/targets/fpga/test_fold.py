@@ -13,9 +13,9 @@ import pytest
 from rlx_edge.cli import main
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.serialize import save
-from rlx_edge.targets.fpga import FpgaDesign, as_program
+from rlx_edge.targets.fpga import as_program
 from rlx_edge.targets.fpga.devices import DEVICES
-from rlx_edge.targets.fpga.fold import FoldError, _ladder, cycles, estimate_design, fold, usable
+from rlx_edge.targets.fpga.fold import FoldError, _build, _ladder, cycles, estimate_design, fold, plan, usable
 
 from ._graphs import act_q, weights
 
@@ -39,12 +39,12 @@ def program():
 
 
 def _names(program) -> list[str]:
-    return [layer.name for layer in FpgaDesign(program, "area").layers]
+    return [layer.name for layer in plan(program, "area").layers]
 
 
 def test_first_raise_goes_to_the_slowest_layer(program):
     slow, fast = _names(program)
-    c0 = cycles(FpgaDesign(program, "area"))
+    c0 = cycles(plan(program, "area"))
     # a target just under PE = SIMD = 1's latency: one raise is enough, and it must be the slow layer's
     res = fold(program, "ecp5-25k", latency_us=(c0 - 1) / 100.0)
     assert res.report["raised"] == 1
@@ -59,22 +59,25 @@ def test_fit_is_the_most_parallel_design_within_the_device(program):
     cap = usable(dev)
     assert cap["lut"] == int(0.85 * dev.lut)  # the routing margin the docs state
     assert all(est[k] <= cap[k] for k in cap)
-    assert est["cycles"] < cycles(FpgaDesign(program, "area"))
+    assert est["cycles"] < cycles(plan(program, "area"))
     assert res.report["layers"][0]["pe"] * res.report["layers"][0]["simd"] > 1
     # maximal: every layer's next legal PE x SIMD would not fit
-    design = FpgaDesign(program, res.parallelism)
+    design = plan(program, res.parallelism)
     for layer in design.layers:
         ladder = _ladder(design, layer)
         for nxt in ladder[ladder.index((layer.pe, layer.simd)) + 1 :]:
-            bigger = FpgaDesign(program, {**res.parallelism, layer.name: nxt})
+            bigger = _build(program, {**res.parallelism, layer.name: nxt})
+            if bigger is None:
+                continue  # not a legal design: the fold skips it too
             _, _, total = estimate_design(bigger, dev.family)
             assert any(getattr(total, k) > cap[k] for k in cap), (layer.name, nxt)
             break
+    assert res.report["stopped_by"]["dsp"]  # multipliers run out first on this part
 
 
 def test_latency_target_met_with_a_smaller_design_than_fit(program):
     fastest = fold(program, "ecp5-25k").report["estimate"]
-    slowest = cycles(FpgaDesign(program, "area")) / 100.0
+    slowest = cycles(plan(program, "area")) / 100.0
     target = (fastest["latency_us"] + slowest) / 2
     rep = fold(program, "ecp5-25k", latency_us=target).report
     assert rep["estimate"]["latency_us"] <= target
@@ -85,7 +88,11 @@ def test_latency_target_met_with_a_smaller_design_than_fit(program):
 
 
 def test_unreachable_latency_is_a_clear_error(program):
-    with pytest.raises(FoldError, match=r"no fold of PE x SIMD meets 0\.5 µs on ecp5-25k at 100 MHz; the fastest"):
+    with pytest.raises(
+        FoldError,
+        match=r"no fold meets 0\.5 µs on ecp5-25k at 100 MHz: the fastest that fits takes [\d.]+ µs "
+        r"\(\d+ cycles, DSP exhausted",
+    ):
         fold(program, "ecp5-25k", latency_us=0.5)
 
 
@@ -99,8 +106,10 @@ def test_fit_on_a_device_too_small_names_the_layer_and_resources(tmp_path: Path,
     assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
     slow = _names(as_program(_chain()))[0]
-    assert "fold_chain does not fit up5k (iCE40UP5K-SG48) even at PE = SIMD = 1" in line
-    assert "DSP of 8 usable" in line and f"layer {slow!r} (fully_connected) alone needs ~5 DSP" in line
+    assert line == (
+        f"rlx-edge: error: fold_chain does not fit up5k even at PE = SIMD = 1: needs ~10 DSP, 8 usable; "
+        f"layer {slow!r} (fully_connected) alone ~5; choose a larger --device"
+    )
     assert not out.exists()
 
 
@@ -141,16 +150,16 @@ def _calibration_tool():
     return mod
 
 
-@pytest.mark.parametrize("family", ["ecp5", "ice40"])
-def test_estimate_error_on_the_calibration_designs(family, capsys):
-    """The error the fold module's docstring states, on the committed Yosys counts."""
+@pytest.mark.parametrize(("family", "lut", "ff"), [("ecp5", 0.04, 0.10), ("ice40", 0.10, 0.09)])
+def test_estimate_error_on_the_calibration_designs(family, lut, ff, capsys):
+    """The errors the fold module's docstring states, on the committed Yosys counts."""
     worst = _calibration_tool().check(family)
-    assert worst["dsp"] == 0 and worst["bram"] <= 1
-    assert worst["lut"] <= 0.08 and worst["ff"] <= 0.06
+    assert worst["dsp"] == 0 and worst["bram"] == 0
+    assert worst["lut"] <= lut and worst["ff"] <= ff
 
 
 def test_designs_the_fold_builds_are_legal_for_every_layer(program):
-    design = FpgaDesign(program, "area")
+    design = plan(program, "area")
     for layer in design.layers:
         for pe, simd in _ladder(design, layer):
-            FpgaDesign(program, {layer.name: (pe, simd)})  # raises on a PE x SIMD the layer cannot take
+            plan(program, {layer.name: (pe, simd)})  # raises on a PE x SIMD the layer cannot take

@@ -8,16 +8,14 @@
 
 #include <stdint.h>
 
+#include "rlx_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t broadcast;       /* 0: both inputs have the output's shape */
-    int32_t out_shape[4];    /* as rlx_binary_params */
-    int32_t a_strides[4];
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     /* each input's scaled value by bit pattern (the second negated), so that the raw
      * difference is a_table[a] + b_table[b] */
     const int32_t *a_table, *b_table;

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "rlx_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,11 +18,7 @@ extern "C" {
 enum { RLX_BINARY_S16_SQUARED_DIFFERENCE = 0, RLX_BINARY_S16_MAXIMUM = 1, RLX_BINARY_S16_MINIMUM = 2 };
 
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t broadcast;       /* 0: both operands have the output's shape */
-    int32_t out_shape[4];    /* left-padded with 1s */
-    int32_t a_strides[4];    /* element strides, 0 along broadcast axes */
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     int32_t op;              /* RLX_BINARY_S16_* */
     int32_t a_offset, b_offset; /* -zero points */
     int32_t left_shift;      /* squared difference: headroom bits before the input multipliers */

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "rlx_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -14,11 +16,7 @@ extern "C" {
 enum { RLX_CMP_EQ = 0, RLX_CMP_NE = 1, RLX_CMP_GT = 2, RLX_CMP_GE = 3, RLX_CMP_LT = 4, RLX_CMP_LE = 5 };
 
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t broadcast;       /* 0: both inputs have the output's shape */
-    int32_t out_shape[4];    /* as rlx_binary_params */
-    int32_t a_strides[4];
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     int32_t op;              /* RLX_CMP_* */
     /* each input's 256 values as TFLite Micro compares them (((v - zp) << 8) times its scale,
      * MultiplyByQuantizedMultiplierSmallerThanOneExp), by bit pattern */

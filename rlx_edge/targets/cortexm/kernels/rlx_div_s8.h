@@ -7,16 +7,14 @@
 
 #include <stdint.h>
 
+#include "rlx_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t broadcast;       /* 0: both inputs have the output's shape */
-    int32_t out_shape[4];    /* as rlx_binary_params */
-    int32_t a_strides[4];
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     int32_t a_offset;        /* -zero point of the dividend */
     /* per divisor bit pattern: GetReciprocal of |b - zp_b| (Q0.31), its shift, and whether
      * b - zp_b was negative (the dividend is negated then) */

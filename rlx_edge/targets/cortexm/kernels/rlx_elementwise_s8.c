@@ -24,7 +24,7 @@ __attribute__((noinline)) static void rlx_add_table_flat(const rlx_binary_params
                                                          const int8_t *b, int8_t *out)
 {
     const int32_t *ta = p->a_table, *tb = p->b_table;
-    const int32_t mult = p->out_mult, lo = p->act_min, hi = p->act_max, n = p->size;
+    const int32_t mult = p->out_mult, lo = p->act_min, hi = p->act_max, n = p->geo.size;
     const int32_t add = p->rq_add, e = p->rq_shift, saturate = p->rq_mode == 2;
     for (int32_t i = 0; i < n; i++) {
         const int32_t raw = (int32_t)((uint32_t)ta[(uint8_t)a[i]] + (uint32_t)tb[(uint8_t)b[i]]);
@@ -42,7 +42,7 @@ RLX_INLINE int8_t rlx_mul_one(const rlx_binary_params *p, int32_t a, int32_t b)
 
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out)
 {
-    if (!p->broadcast && p->rq_mode != 0) {
+    if (!p->geo.broadcast && p->rq_mode != 0) {
         rlx_add_table_flat(p, a, b, out);
         return;
     }

@@ -62,39 +62,7 @@ void rlx_concat(const rlx_concat_params *p, const void *const *ins, void *out)
  * multiplier that already holds 1/count, double rounding. */
 void rlx_mean_s8(const rlx_mean_params *p, const int8_t *in, int8_t *out)
 {
-    int32_t os[4];
-    int32_t rs[4];
-    int32_t stride[4];
-    int32_t s = 1;
-    for (int32_t d = 3; d >= 0; d--) {
-        os[d] = p->reduce[d] ? 1 : p->shape[d];
-        rs[d] = p->reduce[d] ? p->shape[d] : 1;
-        stride[d] = s;
-        s *= p->shape[d];
-    }
-    int32_t o = 0;
-    for (int32_t a = 0; a < os[0]; a++) {
-        for (int32_t b = 0; b < os[1]; b++) {
-            for (int32_t c = 0; c < os[2]; c++) {
-                for (int32_t d = 0; d < os[3]; d++) {
-                    uint32_t total = (uint32_t)p->sum_offset; /* wraps like the reference's int32 sum */
-                    for (int32_t i = 0; i < rs[0]; i++) {
-                        for (int32_t j = 0; j < rs[1]; j++) {
-                            for (int32_t k = 0; k < rs[2]; k++) {
-                                for (int32_t l = 0; l < rs[3]; l++) {
-                                    const int32_t idx = (a + i) * stride[0] + (b + j) * stride[1] +
-                                                        (c + k) * stride[2] + (d + l) * stride[3];
-                                    total += (uint32_t)(int32_t)in[idx];
-                                }
-                            }
-                        }
-                    }
-                    const int32_t y = rlx_requantize((int32_t)total, p->mult, p->shift) + p->out_zp;
-                    out[o++] = (int8_t)rlx_clamp(y, p->out_min, p->out_max);
-                }
-            }
-        }
-    }
+    RLX_MEAN_LOOP(int8_t);
 }
 
 /* TFLite's reference quantize: round(x / scale) half away from zero, plus the

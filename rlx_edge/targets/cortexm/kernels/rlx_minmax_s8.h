@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "rlx_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -14,11 +16,7 @@ extern "C" {
 enum { RLX_MINMAX_MAX = 0, RLX_MINMAX_MIN = 1 };
 
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t broadcast;       /* 0: both inputs have the output's shape */
-    int32_t out_shape[4];    /* left-padded with 1s */
-    int32_t a_strides[4];    /* element strides, 0 along broadcast axes */
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     int32_t op;              /* RLX_MINMAX_* */
     /* the output byte for each bit pattern of a and of b: the value itself where the operand has
      * the output's parameters (TFLite compares stored values), else its requantization */

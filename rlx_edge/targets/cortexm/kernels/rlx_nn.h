@@ -35,6 +35,25 @@
 extern "C" {
 #endif
 
+/* Where a broadcasting binary kernel reads its two operands (RLX_BINARY_LOOP): shapes
+ * right-aligned, left-padded with 1s to four dimensions. */
+typedef struct {
+    int32_t size;            /* output elements */
+    int32_t broadcast;       /* 0: both operands have the output's shape (one flat loop) */
+    int32_t out_shape[4];
+    int32_t a_strides[4];    /* element strides, 0 along broadcast axes */
+    int32_t b_strides[4];
+} rlx_broadcast2;
+
+/* Where SELECT_V2 reads the condition, x and y (RLX_SELECT_LOOP), as rlx_broadcast2. */
+typedef struct {
+    int32_t size;            /* output elements */
+    int32_t out_shape[4];
+    int32_t c_strides[4];    /* element strides, 0 along broadcast axes */
+    int32_t x_strides[4];
+    int32_t y_strides[4];
+} rlx_broadcast3;
+
 /* The matrix product behind convolution and fully connected layers. */
 typedef struct {
     int32_t out_c;           /* output channels (rows of the weight matrix) */
@@ -106,11 +125,7 @@ typedef struct {
 
 /* Broadcasting binary ops over up to 4 dimensions (shapes right-aligned). */
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t broadcast;       /* 0: both inputs have the output's shape */
-    int32_t out_shape[4];
-    int32_t a_strides[4];    /* element strides, 0 along broadcast axes */
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     int32_t a_offset, b_offset;   /* -zero points */
     int32_t a_mult, a_shift;      /* prelu: the identity multiplier */
     int32_t out_mult, out_shift;
@@ -303,13 +318,9 @@ typedef struct {
     const int32_t *shift;
 } rlx_dw_conv_s16_params;
 
-/* add / sub / mul of two broadcast int16 operands (geometry as rlx_binary_params). */
+/* add / sub / mul of two broadcast int16 operands. */
 typedef struct {
-    int32_t size;
-    int32_t broadcast;
-    int32_t out_shape[4];
-    int32_t a_strides[4];
-    int32_t b_strides[4];
+    rlx_broadcast2 geo;
     int32_t a_offset, b_offset;   /* -zero points */
     int32_t left_shift;           /* add / sub: headroom bits (15) */
     int32_t a_mult, a_shift, b_mult, b_shift;

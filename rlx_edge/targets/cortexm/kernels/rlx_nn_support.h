@@ -56,6 +56,28 @@ RLX_INLINE int32_t rlx_elements6(const int32_t shape[6])
     return n;
 }
 
+/* A reduction over some of four dimensions (the reduce kernels' parameter form: the input's shape
+ * left-padded with 1s, 1 in reduce[d] where d is reduced): the output's extent per dimension (1
+ * where reduced), the reduced block's (1 where kept), and the input's element strides. */
+typedef struct {
+    int32_t os[4];
+    int32_t rs[4];
+    int32_t stride[4];
+} rlx_reduce_walk;
+
+RLX_INLINE rlx_reduce_walk rlx_reduce_walk_of(const int32_t shape[4], const int32_t reduce[4])
+{
+    rlx_reduce_walk w;
+    int32_t s = 1;
+    for (int32_t d = 3; d >= 0; d--) {
+        w.os[d] = reduce[d] ? 1 : shape[d];
+        w.rs[d] = reduce[d] ? shape[d] : 1;
+        w.stride[d] = s;
+        s *= shape[d];
+    }
+    return w;
+}
+
 /* Unaligned-safe 32-bit access: memcpy lets the compiler emit one LDR/STR
  * on cores that allow unaligned word access, and stay correct elsewhere. */
 RLX_INLINE uint32_t rlx_rd32(const void *p)
@@ -323,31 +345,87 @@ RLX_INLINE int32_t rlx_round_half_away_f32(float v)
     return v < 0.0f ? -r : r;
 }
 
-/* The body of a broadcasting binary kernel over rlx_binary_params: ONE(p, a, b)
+/* The body of a broadcasting binary kernel over p->geo (rlx_broadcast2): ONE(p, a, b)
  * computes one output element; the operands broadcast over up to four dimensions
  * through their strides (0 along a broadcast axis). Expects p, a, b and out. */
-#define RLX_BINARY_LOOP(ONE)                                                                         \
-    do {                                                                                             \
-        if (!p->broadcast) {                                                                         \
-            for (int32_t i = 0; i < p->size; i++) {                                                  \
-                out[i] = ONE(p, a[i], b[i]);                                                         \
-            }                                                                                        \
-            return;                                                                                  \
-        }                                                                                            \
-        int32_t o = 0;                                                                               \
-        for (int32_t i0 = 0; i0 < p->out_shape[0]; i0++) {                                           \
-            for (int32_t i1 = 0; i1 < p->out_shape[1]; i1++) {                                       \
-                for (int32_t i2 = 0; i2 < p->out_shape[2]; i2++) {                                   \
-                    int32_t ia = i0 * p->a_strides[0] + i1 * p->a_strides[1] + i2 * p->a_strides[2]; \
-                    int32_t ib = i0 * p->b_strides[0] + i1 * p->b_strides[1] + i2 * p->b_strides[2]; \
-                    for (int32_t i3 = 0; i3 < p->out_shape[3]; i3++) {                               \
-                        out[o++] = ONE(p, a[ia], b[ib]);                                             \
-                        ia += p->a_strides[3];                                                       \
-                        ib += p->b_strides[3];                                                       \
-                    }                                                                                \
-                }                                                                                    \
-            }                                                                                        \
-        }                                                                                            \
+#define RLX_BINARY_LOOP(ONE)                                                                                     \
+    do {                                                                                                         \
+        if (!p->geo.broadcast) {                                                                                 \
+            for (int32_t i = 0; i < p->geo.size; i++) {                                                          \
+                out[i] = ONE(p, a[i], b[i]);                                                                     \
+            }                                                                                                    \
+            return;                                                                                              \
+        }                                                                                                        \
+        int32_t o = 0;                                                                                           \
+        for (int32_t i0 = 0; i0 < p->geo.out_shape[0]; i0++) {                                                   \
+            for (int32_t i1 = 0; i1 < p->geo.out_shape[1]; i1++) {                                               \
+                for (int32_t i2 = 0; i2 < p->geo.out_shape[2]; i2++) {                                           \
+                    int32_t ia = i0 * p->geo.a_strides[0] + i1 * p->geo.a_strides[1] + i2 * p->geo.a_strides[2]; \
+                    int32_t ib = i0 * p->geo.b_strides[0] + i1 * p->geo.b_strides[1] + i2 * p->geo.b_strides[2]; \
+                    for (int32_t i3 = 0; i3 < p->geo.out_shape[3]; i3++) {                                       \
+                        out[o++] = ONE(p, a[ia], b[ib]);                                                         \
+                        ia += p->geo.a_strides[3];                                                               \
+                        ib += p->geo.b_strides[3];                                                               \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+    } while (0)
+
+/* The body of a SELECT_V2 kernel over p->geo (rlx_broadcast3): PICK(p, c, xv, yv) computes one output element
+ * from the condition byte and the x and y operands (a macro, so that only the operand picked is
+ * read and converted); the three broadcast over up to four dimensions through their strides (0
+ * along a broadcast axis). Expects p, cond, x, y and out. */
+#define RLX_SELECT_LOOP(PICK)                                                                                    \
+    do {                                                                                                         \
+        int32_t o = 0;                                                                                           \
+        for (int32_t i0 = 0; i0 < p->geo.out_shape[0]; i0++) {                                                   \
+            for (int32_t i1 = 0; i1 < p->geo.out_shape[1]; i1++) {                                               \
+                for (int32_t i2 = 0; i2 < p->geo.out_shape[2]; i2++) {                                           \
+                    int32_t ic = i0 * p->geo.c_strides[0] + i1 * p->geo.c_strides[1] + i2 * p->geo.c_strides[2]; \
+                    int32_t ix = i0 * p->geo.x_strides[0] + i1 * p->geo.x_strides[1] + i2 * p->geo.x_strides[2]; \
+                    int32_t iy = i0 * p->geo.y_strides[0] + i1 * p->geo.y_strides[1] + i2 * p->geo.y_strides[2]; \
+                    for (int32_t i3 = 0; i3 < p->geo.out_shape[3]; i3++) {                                       \
+                        out[o++] = PICK(p, cond[ic], x[ix], y[iy]);                                              \
+                        ic += p->geo.c_strides[3];                                                               \
+                        ix += p->geo.x_strides[3];                                                               \
+                        iy += p->geo.y_strides[3];                                                               \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+    } while (0)
+
+/* The body of an integer MEAN / SUM kernel over rlx_mean_params (TFLite Micro's QuantizedMeanOrSum):
+ * each output element's offset sum over its reduced block, in uint32 so that it wraps as the
+ * reference's int32 sum does, then one requantization (the multiplier holds 1/count for mean).
+ * Expects p, in and out; OUT_T is the output's element type. */
+#define RLX_MEAN_LOOP(OUT_T)                                                                                        \
+    do {                                                                                                            \
+        const rlx_reduce_walk w = rlx_reduce_walk_of(p->shape, p->reduce);                                          \
+        int32_t o = 0;                                                                                              \
+        for (int32_t a = 0; a < w.os[0]; a++) {                                                                     \
+            for (int32_t b = 0; b < w.os[1]; b++) {                                                                 \
+                for (int32_t c = 0; c < w.os[2]; c++) {                                                             \
+                    for (int32_t d = 0; d < w.os[3]; d++) {                                                         \
+                        const int32_t base = a * w.stride[0] + b * w.stride[1] + c * w.stride[2] + d * w.stride[3]; \
+                        uint32_t total = (uint32_t)p->sum_offset;                                                   \
+                        for (int32_t i = 0; i < w.rs[0]; i++) {                                                     \
+                            for (int32_t j = 0; j < w.rs[1]; j++) {                                                 \
+                                for (int32_t k = 0; k < w.rs[2]; k++) {                                             \
+                                    const int32_t at = base + i * w.stride[0] + j * w.stride[1] + k * w.stride[2];  \
+                                    for (int32_t l = 0; l < w.rs[3]; l++) {                                         \
+                                        total += (uint32_t)(int32_t)in[at + l * w.stride[3]];                       \
+                                    }                                                                               \
+                                }                                                                                   \
+                            }                                                                                       \
+                        }                                                                                           \
+                        const int32_t y = rlx_requantize((int32_t)total, p->mult, p->shift) + p->out_zp;            \
+                        out[o++] = (OUT_T)rlx_clamp(y, p->out_min, p->out_max);                                     \
+                    }                                                                                               \
+                }                                                                                                   \
+            }                                                                                                       \
+        }                                                                                                           \
     } while (0)
 
 #endif /* RLX_NN_SUPPORT_H */

@@ -6,16 +6,14 @@
 
 #include <stdint.h>
 
+#include "rlx_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
-    int32_t size;            /* output elements */
-    int32_t out_shape[4];    /* left-padded with 1s */
-    int32_t c_strides[4];    /* element strides of each input, 0 along broadcast axes */
-    int32_t x_strides[4];
-    int32_t y_strides[4];
+    rlx_broadcast3 geo;
     /* per operand: 0 copies the stored value (it has the output's parameters, TFLite's case),
      * 1 requantizes (v - zp) by mult, shift onto the output's parameters */
     int32_t x_rescale, x_zp, x_mult, x_shift;

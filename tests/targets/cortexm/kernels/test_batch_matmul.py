@@ -6,19 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.types import QuantParams
 
-from ..conftest import q
-
-
-def q16(scale: float) -> QuantParams:
-    return QuantParams(np.float32(scale), 0, storage="i16")
+from ..conftest import check_feed, q, q16
 
 
 def test_batch_matmul_int8_and_int16(host_dir):
-    from rlx_edge.targets.cortexm import compile_host
-    from rlx_edge.targets.reference import run
-
     rng = np.random.default_rng(17)
     g = Graph("bmm")
     shapes = [((2, 3, 4), (2, 4, 5)), ((3, 4), (1, 2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((4,), (2, 4, 3)),
@@ -42,9 +34,4 @@ def test_batch_matmul_int8_and_int16(host_dir):
         t = g.types[name]
         info = np.iinfo(t.dtype.numpy)
         feed[name] = rng.integers(info.min, info.max + 1, t.shape).astype(t.dtype.numpy)
-    want = run(g, feed)
-    for dsp in (False, True):
-        got = compile_host(g, host_dir, dsp_emulate=dsp).run(feed)
-        for name, w_ in want.items():
-            build = "dsp" if dsp else "portable"
-            assert np.array_equal(got[name], w_), f"{build} {name}: {(got[name] != w_).sum()} of {w_.size} differ"
+    check_feed(g, host_dir, feed)

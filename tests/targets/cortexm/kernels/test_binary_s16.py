@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import emit
 
+from ..conftest import q16
+
 SHAPES = [((2, 3, 4), (2, 3, 4)), ((1, 5, 1, 3), (5, 4, 1)), ((7,), (1,)), ((3, 1), (1, 6))]
-
-
-def q16(scale: float, zp: int = 0) -> QuantParams:
-    return QuantParams(np.float32(scale), zp, storage=DType.i16)
 
 
 def test_squared_difference_broadcast(check) -> None:

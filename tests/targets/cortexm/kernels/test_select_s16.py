@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import emit
 
-
-def q16(scale: float, zp: int = 0) -> QuantParams:
-    return QuantParams(np.float32(scale), zp, storage=DType.i16)
+from ..conftest import q16
 
 
 def test_select_copy_and_requantize(check) -> None:

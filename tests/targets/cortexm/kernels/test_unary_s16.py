@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
-from rlx_edge.ir.types import QuantParams
-from rlx_edge.targets.cortexm import compile_host, emit
-from rlx_edge.targets.reference import run
+from rlx_edge.targets.cortexm import emit
 
-
-def q16(scale: float, zp: int = 0) -> QuantParams:
-    return QuantParams(np.float32(scale), zp, storage=DType.i16)
+from ..conftest import check_feed, q16
 
 
 def _kernels(g: Graph) -> str:
@@ -42,8 +37,4 @@ def test_quantize_and_dequantize_round_trip(check, host_dir) -> None:
     ties = (np.arange(-61, 61, dtype=np.float32) + np.float32(0.5)) * s
     special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 0.0, -0.0, 8.0, -8.0, 1e-9], np.float32)
     feed = {"x": np.concatenate([ties, special]).reshape(4, 33)}
-    want = run(g, feed)
-    for dsp in (False, True):
-        got = compile_host(g, host_dir, dsp_emulate=dsp).run(feed)
-        for name, w in want.items():
-            assert np.array_equal(got[name], w, equal_nan=True), f"{name} (dsp={dsp})"
+    check_feed(g, host_dir, feed, equal_nan=True)
