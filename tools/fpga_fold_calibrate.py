@@ -5,9 +5,13 @@ with ``build_fpga(..., synth=FAMILY)`` and writes the counts, with the commit an
 this command, to ``rlx_edge/targets/fpga/fold_calibration.json`` (merged by
 family); :mod:`rlx_edge.targets.fpga.fold` fits its coefficients on them.
 
-    .venv/bin/python tools/fpga_fold_calibrate.py --family ecp5 [--only fc conv]
+    .venv/bin/python tools/fpga_fold_calibrate.py --family ecp5 [--only fc conv]   # Yosys: 10-90 s a design
+    .venv/bin/python tools/fpga_fold_calibrate.py --family ecp5 --fit --check      # refit, then the errors
 
-Takes 10-30 s of Yosys per design on one core.
+``--fit`` refits the coefficients (least squares per kind, on the regressors
+``fold.features`` computes for each rebuilt design) into the table; ``--check``
+prints the estimate's error on every recorded design. Rerun the synthesis when
+the datapath changes, then ``--fit``.
 """
 
 from __future__ import annotations

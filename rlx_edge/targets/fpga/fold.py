@@ -33,10 +33,11 @@ LUT within 4 %, FF within 10 %, DSP and BRAM exact; iCE40 (``synth_ice40
 -dsp``) LUT within 10 %, FF within 9 %, DSP and BRAM exact. Those errors come
 from the MAC layers (7 designs, 5 coefficients) and depthwise (3 designs, 2);
 add, pool and softmax have as many designs as coefficients, so their fit is
-exact there and untested elsewhere. On whole models (Yosys ``synth_ecp5``
-counts in ``bench/results/fpga.jsonl``, taken at earlier commits of the
-datapath: AD at PE x SIMD 8 and 16, KWS and IC at 8) the estimate was within
-5 % on LUTs, 17 % on FFs, 9 blocks on BRAM and 3 % on DSPs. The estimate counts Yosys' LUT4s (an ECP5
+exact there and untested elsewhere. On whole models, out of sample (the
+``validation`` rows: AD and KWS at PE x SIMD 8, ``synth_ecp5`` at f58c43a),
+LUT +1.8 % / +0.1 %, FF +17 % / -7 %, BRAM +8 / 0 blocks, DSP -1 / +9 (3 %);
+older counts in ``bench/results/fpga.jsonl`` (AD at 16, IC at 8) agree as
+well (LUT within 5 %, FF 10 %, BRAM 9 blocks, DSP 3 %). The estimate counts Yosys' LUT4s (an ECP5
 CCU2C carry cell as two; LUT RAM and iCE40 carry cells apart), not nextpnr's
 packed slices; ``--pnr`` gives the routed figures.
 """

@@ -10,12 +10,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelfiles import model_path
 from rlx_edge.cli import main
+from rlx_edge.frontends.tflite import load_tflite
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.serialize import save
 from rlx_edge.targets.fpga import as_program
 from rlx_edge.targets.fpga.devices import DEVICES
-from rlx_edge.targets.fpga.fold import FoldError, _build, _ladder, cycles, estimate_design, fold, plan, usable
+from rlx_edge.targets.fpga.fold import (
+    FoldError,
+    _build,
+    _ladder,
+    calibration,
+    cycles,
+    estimate_design,
+    fold,
+    plan,
+    usable,
+)
 
 from ._graphs import act_q, weights
 
@@ -156,6 +168,16 @@ def test_estimate_error_on_the_calibration_designs(family, lut, ff, capsys):
     worst = _calibration_tool().check(family)
     assert worst["dsp"] == 0 and worst["bram"] == 0
     assert worst["lut"] <= lut and worst["ff"] <= ff
+
+
+def test_estimate_error_on_whole_models():
+    """AD and KWS, synthesized whole (the table's validation rows): the out-of-sample error the docstring states."""
+    for row in calibration("ecp5")["validation"]:
+        design = plan(as_program(load_tflite(model_path(row["model"]))), row["parallelism"])
+        _, _, est = estimate_design(design, "ecp5")
+        assert abs(est.lut - row["lut"]) <= 0.02 * row["lut"]
+        assert abs(est.ff - row["ff"]) <= 0.17 * row["ff"]
+        assert abs(est.bram - row["bram"]) <= 8 and abs(est.dsp - row["dsp"]) <= 0.03 * row["dsp"]
 
 
 def test_designs_the_fold_builds_are_legal_for_every_layer(program):
