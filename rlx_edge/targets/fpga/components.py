@@ -506,17 +506,26 @@ def _window_addresses(m: Module, win: Window, ctrs: dict, in_port: BufferPort, l
     return addr_sig, inside
 
 
+def _started_loop(m: Module, start, dims: list, nest=None) -> tuple[object, dict, object]:
+    """A loop nest that runs from ``start`` through its last step: ``run``, the counters and the last-step flag.
+
+    ``nest`` builds the counters (default :func:`_counters`; variable trip counts pass their own).
+    """
+    run = Signal()
+    ctrs, all_max = (nest or _counters)(m, run, dims)
+    with m.If(start):
+        m.d.sync += run.eq(1)
+    with m.Elif(run & all_max):
+        m.d.sync += run.eq(0)
+    return run, ctrs, all_max
+
+
 def _window_run(m: Module, comp: LayerComponent, dims: list[tuple[str, int]], lanes: int):
     """The loop nest of a windowed layer over ``dims``, from ``start`` to its last step, reading the current tap.
 
     Returns ``run``, the counters, the last-step flag and whether the tap is inside the image.
     """
-    run = Signal()
-    ctrs, all_max = _counters(m, run, dims)
-    with m.If(comp.start):
-        m.d.sync += run.eq(1)
-    with m.Elif(run & all_max):
-        m.d.sync += run.eq(0)
+    run, ctrs, all_max = _started_loop(m, comp.start, dims)
     addr, inside = _window_addresses(m, comp.win, ctrs, comp.in_ports[0], lanes)
     m.d.comb += comp.rd0_addr.eq(addr)
     return run, ctrs, all_max, inside

@@ -33,7 +33,7 @@ from rlx_edge.targets.fpga.components import (
     LayerComponent,
     Window,
     _by_index,
-    _counters,
+    _started_loop,
     _Writer,
     lane,
     rom_port,
@@ -72,13 +72,7 @@ class _ResizeBase(LayerComponent):
         ]
         if self.taps > 1:
             dims.append(("t", self.taps))
-        run = Signal()
-        ctrs, all_max = _counters(m, run, dims)
-        with m.If(self.start):
-            m.d.sync += run.eq(1)
-        with m.Elif(run & all_max):
-            m.d.sync += run.eq(0)
-        return run, ctrs, all_max
+        return _started_loop(m, self.start, dims)
 
     def _read(self, m: Module, ctrs, iy, ix) -> None:
         inp = self.in_ports[0]
@@ -257,12 +251,7 @@ class TransposeConv2d(Conv2d):
                 ("cw", words, words),
                 ("g", ratio, ratio),
             ]
-            run = Signal()
-            ctrs, all_max = _nest(m, run, dims)
-            with m.If(self.start):
-                m.d.sync += run.eq(1)
-            with m.Elif(run & all_max):
-                m.d.sync += run.eq(0)
+            run, ctrs, all_max = _started_loop(m, self.start, dims, _nest)
             oy, ox = ctrs["oy"], ctrs["ox"]
             ky = Signal(range(w.kh + 1), name="ky")
             kx = Signal(range(w.kw + 1), name="kx")
