@@ -137,3 +137,16 @@ BUILDERS = {
     "requantize": requantize,
     "softmax": softmax,
 }
+
+
+def fc_chain(name: str, seed: int, sizes: tuple[tuple[int, int], ...]) -> Graph:
+    """Fully connected layers with relu, ``sizes`` as (inputs, outputs) per layer, seeded."""
+    rng = np.random.default_rng(seed)
+    g = Graph(name)
+    h = g.input("x", (1, sizes[0][0]), "i8", quant=act_q(rng))
+    for i, (k, n) in enumerate(sizes):
+        w, wq = weights(rng, (n, k), 0)
+        b = g.param(f"b{i}", rng.integers(-2000, 2000, n).astype(np.int32))
+        h = g.fully_connected(h, g.param(f"w{i}", w, quant=wq), b, activation="relu", out_quant=act_q(rng))
+    g.output(h)
+    return g

@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from modelfiles import model_path
@@ -29,20 +28,12 @@ from rlx_edge.targets.fpga.fold import (
     usable,
 )
 
-from ._graphs import act_q, weights
+from ._graphs import fc_chain
 
 
 def _chain() -> Graph:
     """fc 64 -> 32 (2,048 MACs) then fc 32 -> 8 (256): the first layer is the slow one."""
-    rng = np.random.default_rng(7)
-    g = Graph("fold_chain")
-    h = g.input("x", (1, 64), "i8", quant=act_q(rng))
-    for i, (k, n) in enumerate(((64, 32), (32, 8))):
-        w, wq = weights(rng, (n, k), 0)
-        b = g.param(f"b{i}", rng.integers(-2000, 2000, n).astype(np.int32))
-        h = g.fully_connected(h, g.param(f"w{i}", w, quant=wq), b, activation="relu", out_quant=act_q(rng))
-    g.output(h)
-    return g
+    return fc_chain("fold_chain", 7, ((64, 32), (32, 8)))
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from rlx_edge.targets.fpga import build_fpga
 from rlx_edge.targets.fpga.devices import DEVICES
 from rlx_edge.targets.fpga.pnr import FitError, _fit_error_from_log, shell_verilog, top_ports
 
-from ._graphs import act_q, weights
+from ._graphs import act_q, fc_chain, weights
 
 
 def _conv_pool() -> Graph:
@@ -38,15 +38,7 @@ def _conv_pool() -> Graph:
 
 def _two_fc() -> Graph:
     """Two fully connected layers: 10 DSPs (a multiplier and a requantizer each), UP5K has 8."""
-    rng = np.random.default_rng(4)
-    g = Graph("pnr_two_fc")
-    h = g.input("x", (1, 16), "i8", quant=act_q(rng))
-    for i, (k, n) in enumerate(((16, 8), (8, 4))):
-        w, wq = weights(rng, (n, k), 0)
-        b = g.param(f"b{i}", rng.integers(-2000, 2000, n).astype(np.int32))
-        h = g.fully_connected(h, g.param(f"w{i}", w, quant=wq), b, activation="relu", out_quant=act_q(rng))
-    g.output(h)
-    return g
+    return fc_chain("pnr_two_fc", 4, ((16, 8), (8, 4)))
 
 
 @pytest.fixture(scope="module")
