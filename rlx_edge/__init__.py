@@ -41,4 +41,23 @@ def run(graph: Graph, inputs, *, trace: bool = False):
     return _run(graph, inputs, trace=trace)
 
 
-__all__ = ["DType", "Graph", "QuantParams", "RlxError", "Tensor", "TensorType", "__version__", "load", "run", "save"]
+def register_op(name: str, **kwargs):
+    """Declare an op from another package (:func:`rlx_edge.extend.register_op`; docs/custom_ops.md)."""
+    from rlx_edge.extend import register_op as _register_op
+
+    return _register_op(name, **kwargs)
+
+
+__all__ = [
+    "DType",
+    "Graph",
+    "QuantParams",
+    "RlxError",
+    "Tensor",
+    "TensorType",
+    "__version__",
+    "load",
+    "register_op",
+    "run",
+    "save",
+]

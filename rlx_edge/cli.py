@@ -160,11 +160,52 @@ def _only_npy(path: Path) -> bool:
     return all(p.suffix == ".npy" and p.is_file() for p in path.iterdir())
 
 
+def _binding(text: str) -> tuple[str, int]:
+    from rlx_edge.ir.passes.bind_symbols import parse_binding
+
+    return parse_binding(text)
+
+
+def _add_bind(s: argparse.ArgumentParser) -> None:
+    """--bind, on the commands that plan static sizes (compile, plan, profile; run on a compiled target) and on
+    inspect (sizes and MACs of one binding). quantize and calibrate keep symbols: each calibration sample
+    gives its own sizes, and one quantized .rlx then compiles for every binding."""
+    s.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="NAME=SIZE",
+        type=_checked(_binding),
+        help="give symbolic dimension NAME the size SIZE before anything else (repeatable)",
+    )
+
+
+def _bound(graph, args: argparse.Namespace):
+    """``graph`` with the --bind sizes in place of its symbols (unchanged without --bind)."""
+    if not args.bind:
+        return graph
+    from rlx_edge.ir.passes.bind_symbols import bind_symbols, bindings
+
+    return bind_symbols(graph, bindings(args.bind))
+
+
 # commands ------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace) -> int:
     from rlx_edge.ir import inspect
 
-    graph = _load(args.model)
+    graph = _bound(_load(args.model), args)
+    if args.provenance:
+        from rlx_edge.pipeline import optimize_graph
+
+        mir, passes = optimize_graph(graph)  # lowers the HIR blocks and optimizes, recording both per node
+        if args.json:
+            extra = {"passes": passes.to_json()} if args.passes and passes is not None else {}
+            _emit_json({**inspect.summary(mir), "provenance": inspect.provenance(mir), **extra})
+        else:
+            print(inspect.dump(mir))
+            print()
+            print(inspect.provenance_text(mir))
+        return 0
     if args.passes:
         from rlx_edge.pipeline import optimize_graph
 
@@ -215,7 +256,7 @@ def _run_many(graph, run_one: Callable, x: np.ndarray | dict[str, np.ndarray]) -
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    graph = _load(args.model)
+    graph = _bound(_load(args.model), args)
     x = load_arrays(args.input)
     if args.trace and args.target != "reference":
         raise UsageError("--trace needs --target reference (targets return outputs only)")
@@ -282,7 +323,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     from rlx_edge.pipeline import AS_GIVEN, to_program
 
-    graph = _load(args.model)
+    graph = _bound(_load(args.model), args)
     program = to_program(graph, args.target, replace(AS_GIVEN, alignment=args.alignment))
     if args.plot:
         from rlx_edge.ir.plan.draw import draw_plan
@@ -509,7 +550,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     if args.clock_mhz is not None and not args.clock_mhz > 0:
         raise UsageError("--clock-mhz must be positive")
-    graph = _float_mir(args.model)
+    graph = _as_mir(_bound(_load(args.model), args))
     core = args.target.removeprefix("qemu-")
     prof = profile(graph, core, seed=args.seed, clock_mhz=args.clock_mhz)
     if args.plot:
@@ -529,7 +570,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from rlx_edge.targets.cortexm import compile_project
     from rlx_edge.targets.cortexm.firmware import build_firmware, size_report
 
-    graph = _load(args.model)
+    graph = _bound(_load(args.model), args)
     board = get_board(args.board or DEFAULT_BOARD[args.target])
     program = to_program(graph, "cortexm", AS_GIVEN)
     out = Path(args.output)
@@ -548,6 +589,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "weight_bytes": info.get("weight_bytes"),
         "optimize": args.optimize,
         "files": sorted(info["files"]),
+        "bindings": dict(args.bind),  # symbol -> size, as --bind gave them
     }
     # ram: arena + stack + other == ram_bytes, measured in the linked image.
     report.update(flash_bytes=sizes["flash_bytes"], ram_bytes=sizes["ram_bytes"], ram=sizes["ram"])
@@ -560,7 +602,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(
             f"{graph.name}: {len(report['files'])} files in {out}/; flash {report['flash_bytes']:,} B, "
             f"RAM {report['ram_bytes']:,} B (arena {ram['arena']:,} B, stack {ram['stack']:,} B, "
-            f"other {ram['other']:,} B) on {board.name}" + (f"; firmware {report['elf']}" if args.firmware else "")
+            f"other {ram['other']:,} B) on {board.name}"
+            + (f"; firmware {report['elf']}" if args.firmware else "")
+            + "".join(f"; {k}={v}" for k, v in report["bindings"].items())
         )
     return 0
 
@@ -833,6 +877,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model", metavar="MODEL", help=".rlx, .tflite or .onnx file")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--passes", action="store_true", help="also show what the optimizer fuses, and why not")
+    s.add_argument(
+        "--provenance",
+        action="store_true",
+        help="the optimized MIR, and per node its HIR block and the passes that rewrote it or could not (and why)",
+    )
+    _add_bind(s)
     s.set_defaults(fn=cmd_inspect)
 
     s = sub.add_parser("convert", help="import a model and save it as .rlx")
@@ -854,6 +904,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write every intermediate as DIR/<value>.npy (DIR is replaced whole)",
     )
     s.add_argument("--device", default="cpu", help="jax device: cpu, gpu or tpu")
+    _add_bind(s)
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser(
@@ -994,6 +1045,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="constant layouts: int8 weights and generic kernels (size), int8 weights (balanced), "
         "also int16-widened layouts where a kernel runs faster on them, at more flash (speed)",
     )
+    _add_bind(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_compile)
 
@@ -1005,6 +1057,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--clock-mhz", type=float, default=None, metavar="F", help="latency estimate clock (default: the board's)"
     )
     s.add_argument("--plot", metavar="P.png", type=_output_file, help="draw instructions and cycles per layer")
+    _add_bind(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_profile)
 
@@ -1081,6 +1134,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--alignment", type=_checked(_power_of_two), default=16, help="offset alignment in bytes (power of two)"
     )
     s.add_argument("--plot", metavar="arena.png", type=_output_file, help="draw the plan (.png or .svg)")
+    _add_bind(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_plan)
 

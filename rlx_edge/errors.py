@@ -32,6 +32,10 @@ class ToolchainError(RlxError):
     """An external tool (compiler, simulator, emulator) is missing or failed."""
 
 
+class PluginError(RlxError):
+    """A package's ``rlx_edge.ops`` entry point (custom ops, docs/custom_ops.md) could not be loaded."""
+
+
 ELLIPSIS = "…"
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.passes import DEFAULT_PIPELINE, PassReport, legalize
+from rlx_edge.ir.passes.bind_symbols import require_static
+from rlx_edge.ir.passes.lower_control_flow import lower_for_rules
 from rlx_edge.ir.passes.lower_hir import lower_hir
 from rlx_edge.ir.passes.manager import PassManager
 from rlx_edge.ir.plan import Program, plan, prepare_graph
@@ -55,13 +57,15 @@ def optimize_graph(graph: Graph, options: PipelineOptions | None = None) -> tupl
 
 def legalize_for(graph: Graph, target: str) -> Graph:
     """``graph`` if ``target`` has a rule for every node's op; else one error naming each node, its op
-    and the targets that support it."""
+    and the targets that support it. Control flow the target does not run natively (if_, while_,
+    scan) is lowered first (``lower_control_flow``), so the result may be a new graph."""
     # The registry imports a target's package only when it is asked for; optimize_graph,
     # which rlx_edge.quant uses, never touches the targets.
     from rlx_edge.targets.registry import rule_tables, target_spec
 
     spec = target_spec(target)
     if spec.rules is not None:
+        graph = lower_for_rules(graph, spec.rules)
         legalize(graph, spec.rules, target=spec.family, targets=rule_tables())
     return graph
 
@@ -79,8 +83,7 @@ def traced(graph: Graph, target: str = "jax") -> Callable:
     spec = target_spec(target)
     if spec.trace is None:
         raise RlxError(f"target {target!r} does not trace graphs into functions; use jax")
-    legalize_for(graph, target)
-    return spec.trace(graph)
+    return spec.trace(legalize_for(graph, target))
 
 
 def to_program(graph: Graph, target: str, options: PipelineOptions | None = None) -> Program:
@@ -97,7 +100,8 @@ def to_program(graph: Graph, target: str, options: PipelineOptions | None = None
         raise RlxError(f"target {target!r} has no planner rules; use {planning_targets()}")
     spec = target_spec(target)
     mir, _ = optimize_graph(graph, opts)
-    legalize_for(mir, target)
+    require_static(mir, target)  # an arena plan needs sizes: name the symbols and the --bind for them
+    mir = legalize_for(mir, target)
     quant = prepare_graph(mir)
     scratch = None
     if spec.scratch is not None:

@@ -19,6 +19,8 @@ import onnx
 from onnx import numpy_helper
 
 from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
+from rlx_edge.frontends._onnx_fuse import fuse_decompositions
+from rlx_edge.frontends._onnx_masks import masks_into_softmax
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.passes import PassManager, get_pass
@@ -248,6 +250,7 @@ class Importer:
         self._transposed: dict[str, tuple[str, tuple[int, ...]]] = {}
         self._const_keep: list[np.ndarray] = []  # keeps arrays alive so id() keys stay unique
         self.node: onnx.NodeProto | None = None
+        self.depth = 0  # how deep in If/Loop/Scan subgraphs this import is (_onnx_control sets it)
         graph = model.graph
         self.reserved: set[str] = {o for n in graph.node for o in n.output} | {i.name for i in graph.input} - {
             t.name for t in graph.initializer
@@ -268,8 +271,10 @@ class Importer:
                 f"{self.path}: ONNX opset {self.opset or '(none for the default domain)'} is not supported;"
                 f" rlx-edge imports opsets {MIN_OPSET} to {MAX_OPSET}"
             )
-        graph = self.model.graph
         self._check_structure()
+        # exporters' Erf-form GELU and decomposed layer norm become the one node each stands for
+        self.model = fuse_decompositions(self.model)
+        graph = self.model.graph
         for init in graph.initializer:
             self.vals[init.name] = Value(const=self._to_array(init), src=init.name)
         for vi in graph.input:
@@ -285,6 +290,7 @@ class Importer:
                 f"{self.path}: {len(self.problems)} node(s) cannot be imported:\n  " + "\n  ".join(self.problems)
             )
         self._outputs()
+        masks_into_softmax(self.g)  # -inf attention masks become softmax's bool mask (their nodes die below)
         self.g = get_pass("dce")(self.g)  # drops what nothing reads (replaced transposes, unused conversions)
         if any(t.quant is not None for t in self.g.types.values()):
             # A quantized model (QDQ or QOperator) is taken as the integer model it stands for, so that
@@ -340,7 +346,11 @@ class Importer:
         ):
             if not lo <= len(names) <= hi:
                 raise self.invalid(where, f"has {len(names)} {kind}; {node.op_type} takes {lo} to {hi}")
-        if not all(node.input[: min(schema.min_input, len(node.input))]):
+        # an optional formal input may be left empty even below min_input (Loop's M and cond)
+        optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+        formal = list(schema.inputs)
+        required = [i for i in range(min(schema.min_input, len(node.input))) if formal[i].option != optional]
+        if not all(node.input[i] for i in required):
             raise self.invalid(where, f"leaves a required input empty (the first {schema.min_input} are required)")
         given = {a.name: a for a in node.attribute}
         for name, spec in schema.attributes.items():

@@ -1130,5 +1130,6 @@ def _qlinear_concat(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> N
     imp.set_out(node, 0, out, perm)
 
 
-# The ONNX equivalents of TFLite Micro's other builtins register themselves in HANDLERS on import.
-from rlx_edge.frontends import _onnx_ops_more  # noqa: E402, F401
+# The ONNX equivalents of TFLite Micro's other builtins, and If / Loop / Scan, register themselves in
+# HANDLERS on import.
+from rlx_edge.frontends import _onnx_control, _onnx_ops_more  # noqa: E402, F401

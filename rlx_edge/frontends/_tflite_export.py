@@ -65,11 +65,16 @@ class _OpOut:
 
 
 class _Writer:
-    def __init__(self, graph: Graph) -> None:
+    """One subgraph being written; ``root`` (the main subgraph's writer) holds what the model shares."""
+
+    def __init__(self, graph: Graph, root: _Writer | None = None) -> None:
         self.g = graph
         self.tensors: list[tuple[str, TensorType, int]] = []  # name, type, buffer index
         self.tensor_index: dict[str, int] = {}
-        self.buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel
+        # buffer 0: the empty sentinel; buffers and subgraphs are the model's, shared by every subgraph
+        self.buffers: list[bytes] = [b""] if root is None else root.buffers
+        self.subgraphs: list[_Writer] = [self] if root is None else root.subgraphs
+        self.root = root or self
         self.ops: list[_OpOut] = []
         self.widened = _int4_as_int8(graph)
         # SVDF states: tensors TFLite keeps across invokes (is_variable), neither model input nor output
@@ -114,6 +119,13 @@ class _Writer:
             k += 1
         return self.add_tensor(name, t, self.add_buffer(arr, t.dtype))
 
+    def subgraph(self, graph: Graph) -> int:
+        """Write ``graph`` (a control-flow op's branch or body) as a subgraph of the model; its index."""
+        w = _Writer(graph, self.root)
+        self.subgraphs.append(w)
+        _fill(w)
+        return self.subgraphs.index(w)
+
     # serialization -------------------------------------------------------------
     def build(self) -> bytes:
         size_hint = sum(len(b) for b in self.buffers) + 64 * 1024
@@ -125,12 +137,13 @@ class _Writer:
         codes: list[tuple[str, int]] = []
         code_index: dict[tuple[str, int], int] = {}
         op_code_idx: list[int] = []
-        for op in self.ops:
-            key = (op.opname, self.version(op))
-            if key not in code_index:
-                code_index[key] = len(codes)
-                codes.append(key)
-            op_code_idx.append(code_index[key])
+        for sub in self.subgraphs:
+            for op in sub.ops:
+                key = (op.opname, sub.version(op))
+                if key not in code_index:
+                    code_index[key] = len(codes)
+                    codes.append(key)
+                op_code_idx.append(code_index[key])
 
         buffer_offs = []
         for data in self.buffers:
@@ -145,10 +158,10 @@ class _Writer:
                 m["Buffer"].AddData(b, data_off)
             buffer_offs.append(m["Buffer"].End(b))
 
-        tensor_offs = [
-            self.build_tensor(b, m, name, t, buf, k in self.variables) for k, (name, t, buf) in enumerate(self.tensors)
-        ]
-        op_offs = [self.build_op(b, m, op, idx) for op, idx in zip(self.ops, op_code_idx)]
+        sgs, first = [], 0
+        for k, sub in enumerate(self.subgraphs):
+            sgs.append(sub.build_subgraph(b, m, op_code_idx[first : first + len(sub.ops)], "main" if k == 0 else None))
+            first += len(sub.ops)
 
         code_offs = []
         for opname, version in codes:
@@ -159,22 +172,8 @@ class _Writer:
             m["OperatorCode"].AddVersion(b, version)
             code_offs.append(m["OperatorCode"].End(b))
 
-        sg_name = b.CreateString("main")
-        tensors_vec = _table_vector(b, tensor_offs)
-        ops_vec = _table_vector(b, op_offs)
-        ins, outs = ([self.tensor_index[n] for n in names] for names in (self.g.inputs, self.g.outputs))
-        ins_vec = b.CreateNumpyVector(np.array([i for i in ins if i not in self.variables], np.int32))
-        outs_vec = b.CreateNumpyVector(np.array([i for i in outs if i not in self.variables], np.int32))
-        m["SubGraph"].Start(b)
-        m["SubGraph"].AddTensors(b, tensors_vec)
-        m["SubGraph"].AddInputs(b, ins_vec)
-        m["SubGraph"].AddOutputs(b, outs_vec)
-        m["SubGraph"].AddOperators(b, ops_vec)
-        m["SubGraph"].AddName(b, sg_name)
-        sg = m["SubGraph"].End(b)
-
         codes_vec = _table_vector(b, code_offs)
-        sgs_vec = _table_vector(b, [sg])
+        sgs_vec = _table_vector(b, sgs)
         bufs_vec = _table_vector(b, buffer_offs)
         desc = b.CreateString("rlx-edge")
         m["Model"].Start(b)
@@ -186,6 +185,26 @@ class _Writer:
         model = m["Model"].End(b)
         b.Finish(model, file_identifier=FILE_IDENTIFIER)
         return bytes(b.Output())
+
+    def build_subgraph(self, b: flatbuffers.Builder, m: dict, code_idx: list[int], label: str | None) -> int:
+        """This writer's SubGraph table (named ``label``, else after its graph)."""
+        tensor_offs = [
+            self.build_tensor(b, m, name, t, buf, k in self.variables) for k, (name, t, buf) in enumerate(self.tensors)
+        ]
+        op_offs = [self.build_op(b, m, op, idx) for op, idx in zip(self.ops, code_idx)]
+        sg_name = b.CreateString(label or self.g.name)
+        tensors_vec = _table_vector(b, tensor_offs)
+        ops_vec = _table_vector(b, op_offs)
+        ins, outs = ([self.tensor_index[n] for n in names] for names in (self.g.inputs, self.g.outputs))
+        ins_vec = b.CreateNumpyVector(np.array([i for i in ins if i not in self.variables], np.int32))
+        outs_vec = b.CreateNumpyVector(np.array([i for i in outs if i not in self.variables], np.int32))
+        m["SubGraph"].Start(b)
+        m["SubGraph"].AddTensors(b, tensors_vec)
+        m["SubGraph"].AddInputs(b, ins_vec)
+        m["SubGraph"].AddOutputs(b, outs_vec)
+        m["SubGraph"].AddOperators(b, ops_vec)
+        m["SubGraph"].AddName(b, sg_name)
+        return m["SubGraph"].End(b)
 
     def build_tensor(
         self, b: flatbuffers.Builder, m: dict, name: str, t: TensorType, buf: int, variable: bool = False
@@ -358,6 +377,8 @@ def _reshape(w: _Writer, node: Node) -> _OpOut:
 
 @_RULES.rule("softmax", "log_softmax", "l2_normalize")
 def _softmax(w: _Writer, node: Node) -> _OpOut | str:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return "softmax with a mask (TFLite's SOFTMAX takes none)"
     rank = w.g.types[node.inputs[0]].rank
     if node.attrs.get("axis", -1) not in (-1, rank - 1):
         return f"{node.op} over an axis other than the last"
@@ -720,6 +741,20 @@ def _gather(w: _Writer, node: Node) -> _OpOut | str:
 
 
 @_RULES.rule("resize_nearest_neighbor", "resize_bilinear")
+@_RULES.rule("while_")
+def _while(w: _Writer, node: Node) -> _OpOut | str:
+    if node.attrs["max_trips"] is not None:
+        return "while_ with max_trips (TFLite's WHILE has no trip bound; lower_control_flow unrolls it)"
+    cond, body = w.subgraph(node.attrs["cond"]), w.subgraph(node.attrs["body"])
+    return _op_out(w, node, _builtin(node), CondSubgraphIndex=cond, BodySubgraphIndex=body)
+
+
+@_RULES.rule("if_")
+def _if(w: _Writer, node: Node) -> _OpOut:
+    then_, else_ = w.subgraph(node.attrs["then_branch"]), w.subgraph(node.attrs["else_branch"])
+    return _op_out(w, node, _builtin(node), ThenSubgraphIndex=then_, ElseSubgraphIndex=else_)
+
+
 def _resize(w: _Writer, node: Node) -> _OpOut:
     size = w.const_i32(f"{node.name}/size", list(node.attrs["size"]))
     return _op_out(w, node, _builtin(node), _ins(w, node) + [size])
@@ -731,6 +766,15 @@ def to_tflite_bytes(graph: Graph) -> bytes:
 
     Raises UnsupportedOpError naming every node TFLite cannot express.
     """
+    w = _Writer(graph)
+    _fill(w)
+    return w.build()
+
+
+def _fill(w: _Writer) -> None:
+    """Add ``w``'s graph's inputs, operators and outputs; raise UnsupportedOpError naming every node TFLite
+    cannot express."""
+    graph = w.g
     problems: dict[str, list[str]] = {}
     for node in graph.nodes:
         if node.op not in EXPORTED_OPS:
@@ -741,7 +785,6 @@ def to_tflite_bytes(graph: Graph) -> bytes:
     for why, names in _int4_problems(graph).items():
         problems.setdefault(why, []).extend(names)
     if not problems:
-        w = _Writer(graph)
         for name in graph.inputs:
             w.tensor(name)
         for node in graph.nodes:
@@ -755,7 +798,6 @@ def to_tflite_bytes(graph: Graph) -> bytes:
         raise UnsupportedOpError(f"graph {graph.name!r} cannot be written as TFLite: {'; '.join(parts)}")
     for name in graph.outputs:
         w.tensor(name)
-    return w.build()
 
 
 def _int4_as_int8(graph: Graph) -> set[str]:

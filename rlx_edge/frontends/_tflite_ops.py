@@ -204,6 +204,22 @@ _declare(
     int16_version=2,
 )
 _declare("ELU", "elu")
+# TFLite's GELU (its int8 kernel is a table; TFLite Micro has no GELU kernel)
+_declare(
+    "GELU",
+    "gelu",
+    options="GeluOptions",
+    fields=(
+        OptionField(
+            "Approximate",
+            "approximate",
+            default=False,
+            to_ir=lambda v: "tanh" if v else "none",
+            to_tfl=lambda a: a == "tanh",
+        ),
+    ),
+    int8_version=2,
+)
 # Unary math. TFLite's AbsOptions, NegOptions, SquareOptions, ExpOptions and CosOptions
 # tables are empty; files may carry them, we write none.
 _declare("ABS", "abs", options="AbsOptions", write_options=False, int8_version=2, int16_version=3)
@@ -443,6 +459,18 @@ _declare(
         OptionField("DiagonalRecurrentTensors", default=False),
     ),
 )
+# control flow: the subgraph indices are not attributes (the subgraphs are): converters in
+# tflite.py and export rules in _tflite_export.py read and write them
+_declare("IF", "if_", options="IfOptions", fields=(OptionField("ThenSubgraphIndex"), OptionField("ElseSubgraphIndex")))
+_declare(
+    "WHILE",
+    "while_",
+    options="WhileOptions",
+    fields=(OptionField("CondSubgraphIndex"), OptionField("BodySubgraphIndex")),
+)
+# runs its init subgraph once; without resource variables that does nothing, so the importer
+# checks the subgraph and adds no node (tflite.py); the exporter never writes it
+_declare("CALL_ONCE", options="CallOnceOptions", write_options=False, folded=True)
 # Shape-only builtins: folded to constants at import (tflite.py)
 _declare("SHAPE", options="ShapeOptions", write_options=False, folded=True)
 _declare("ZEROS_LIKE", options="ZerosLikeOptions", write_options=False, folded=True)

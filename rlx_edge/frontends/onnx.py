@@ -1,7 +1,7 @@
 """ONNX frontend: ``load_onnx(path) -> Graph`` for opsets 7 to 22.
 
 The importer walks the ONNX graph once, in its (topological) node order, and
-emits MIR nodes. Three things happen on the way:
+emits MIR nodes. Four things happen on the way:
 
 * **Constant folding.** Initializers, ``Constant`` nodes and every node whose
   inputs are all constants are evaluated at import (``Shape -> Gather ->
@@ -15,6 +15,13 @@ emits MIR nodes. Three things happen on the way:
   get the ONNX layout back through a transpose. Transposes are emitted through
   one helper that composes a transpose of a transpose, so back-to-back
   conversions cancel and never reach the graph.
+* **Exporter idioms.** Before the walk, the Erf-form GELU and the decomposed
+  layer norm that exporters write below opsets 20 / 17 become one ``Gelu`` /
+  ``LayerNormalization`` node (``_onnx_fuse``); after it, an attention softmax
+  whose scores are masked with -inf (``Add`` of ``Where(mask, -inf, 0)``,
+  reshaped and expanded, or ``Where(mask, -inf, scores)``) takes that mask as
+  its bool ``mask`` input instead (``_onnx_masks``), so calibration and the
+  integer softmax never see -inf.
 * **Errors.** Every node that cannot be imported is collected; the import
   ends with one :class:`~rlx_edge.errors.UnsupportedOpError` listing all of
   them with their node names. An unreadable file, or one that breaks the

@@ -17,6 +17,7 @@ one :class:`~rlx_edge.errors.ModelFileError` naming the file.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable
@@ -137,6 +138,16 @@ class _Reader:
         self.count(self.sg.OperatorsLength(), "operators")
         self.count(self.model.OperatorCodesLength(), "operator codes")
 
+    def for_subgraph(self, k: int, what: str) -> _Reader:
+        """This reader on subgraph ``k`` (a control-flow op's branch or body) instead of the main one."""
+        if not 0 <= k < self.model.SubgraphsLength():
+            raise _Bad(f"{what} refers to subgraph {k}, but the model has {self.model.SubgraphsLength()}")
+        sub = copy.copy(self)
+        sub.sg = self.model.Subgraphs(k)
+        sub.n_tensors = sub.count(sub.sg.TensorsLength(), f"subgraph {k} tensors")
+        sub.count(sub.sg.OperatorsLength(), f"subgraph {k} operators")
+        return sub
+
     def count(self, n: int, what: str) -> int:
         # Every vector element takes at least 4 bytes, so a larger count is a lie.
         if n < 0 or 4 * n > self.size:
@@ -202,9 +213,14 @@ def _sanitize(raw: str, index: int, used: set[str]) -> str:
     return name
 
 
+# Control-flow subgraphs may nest (an IF inside a WHILE body); a file must not nest them without end.
+_MAX_SUBGRAPH_DEPTH = 16
+
+
 class _Importer:
-    def __init__(self, reader: _Reader, name: str) -> None:
+    def __init__(self, reader: _Reader, name: str, within: tuple[int, ...] = (0,)) -> None:
         self.r = reader
+        self.within = within  # the subgraph indices being imported, outermost first (cycles, depth)
         self.g = Graph(name)
         self.tensors: list[_TensorInfo] = []
         self.value_of: dict[int, str] = {}  # tensor index -> IR value already in the graph
@@ -225,6 +241,11 @@ class _Importer:
             if len(shape) > _MAX_RANK or any(d < 0 for d in shape):
                 raise _Bad(f"{_named(i, raw)} has an invalid shape {shorten(list(shape), _NAME_CHARS)}")
             ttype = t.Type()
+            if TFL_TYPE_NAMES.get(ttype) == "RESOURCE":
+                raise UnsupportedOpError(
+                    f"{self.r.source}: {_named(i, raw)} is a resource variable (VAR_HANDLE, READ_VARIABLE,"
+                    " ASSIGN_VARIABLE); rlx-edge graphs hold no mutable variables: freeze them into constants"
+                )
             if ttype not in TFL_TO_DTYPE:
                 raise _Bad(f"{_named(i, raw)} has unsupported element type {TFL_TYPE_NAMES.get(ttype, ttype)}")
             dtype = TFL_TO_DTYPE[ttype]
@@ -335,6 +356,10 @@ class _Importer:
             _CONVERTERS.get(op.opname, _plain)(self, op)
         for i in _ints(self.r.vector(sg, 8, 4, "subgraph outputs")):
             self.g.output(self.value(int(i)))
+        if self.state_pairs and len(self.within) > 1:
+            raise UnsupportedOpError(
+                f"{self.r.source}: variable tensors (SVDF, LSTM state) inside a WHILE or IF subgraph"
+            )
         if self.state_pairs:  # after the model's own outputs, in operator order
             self.g.output(*self.state_pairs.values())
             self.g.metadata["state"] = dict(self.state_pairs)
@@ -345,6 +370,30 @@ class _Importer:
         self.g.metadata["source_format"] = "tflite"
         self.g.metadata["tflite_tensor_index"] = dict(self.index_of)
         return self.g
+
+    def subgraph(self, k: int, what: str) -> Graph:
+        """Subgraph ``k`` of the model as a closed IR graph (a branch or loop body of ``what``)."""
+        if k in self.within:
+            raise _Bad(f"{what} refers to subgraph {k}, which contains it (recursion)")
+        if len(self.within) > _MAX_SUBGRAPH_DEPTH:
+            raise _Bad(f"{what}: subgraphs nested deeper than {_MAX_SUBGRAPH_DEPTH}")
+        sub = self.r.for_subgraph(k, what)
+        name = (sub.sg.Name() or b"").decode("utf-8", "replace") or f"subgraph{k}"
+        return _Importer(sub, _sanitize(name, k, set()), (*self.within, k)).run()
+
+    def emit_all(self, op: _Op, irop: str, inputs: list[str | None], attrs: dict[str, Any]) -> None:
+        """Add the node computing all of ``op``'s output tensors, checked against the file."""
+        infos = [self.tensors[o] for o in op.outputs]
+        names, quants = [i.name for i in infos], [i.quant for i in infos]
+        outs = self.g.add_node(irop, inputs, attrs, name=infos[0].name, out_names=names, out_quant=quants)
+        for k, (index, info, out) in enumerate(zip(op.outputs, infos, outs)):
+            t = out.type
+            if tuple(t.shape) != info.shape or t.dtype != info.dtype:
+                raise _Bad(
+                    f"operator {op.index} ({op.opname}) output {k} {_named(index, info.raw_name)} is"
+                    f" {info.dtype}{list(info.shape)} in the file, but its subgraphs give {t.dtype}{list(t.shape)}"
+                )
+            self.bind(index, info.name)
 
     def tensor(self, index: int) -> _TensorInfo:
         if not 0 <= index < len(self.tensors):
@@ -371,13 +420,13 @@ class _Importer:
             if t != -1:
                 self.tensor(t)
         where = f"operator {i} ({shorten(opname, _NAME_CHARS)})"
-        if not outputs or -1 in outputs:
+        if (not outputs and opname != "CALL_ONCE") or -1 in outputs:  # CALL_ONCE runs a subgraph for effects
             raise _Bad(f"{where} has no output tensor")
         for t in outputs:
             if self.r.buffer_bytes(self.tensors[t].buffer, _named(t, self.tensors[t].raw_name)) is not None:
                 raise _Bad(f"{where} writes {_named(t, self.tensors[t].raw_name)}, which holds constant data")
         self.check_options(op, opname, where)
-        return _Op(i, opname, inputs, outputs, op, self.tensors[outputs[0]].name)
+        return _Op(i, opname, inputs, outputs, op, self.tensors[outputs[0]].name if outputs else f"operator_{i}")
 
     def check_options(self, op: Any, opname: str, where: str) -> None:
         """The options union must hold the op's own table: TFLite Micro reads it without asking."""
@@ -564,6 +613,42 @@ def _plain(imp: _Importer, op: _Op) -> None:
     else:
         xs = [imp.x(op, j, optional=spec.endswith("?")) for j, spec in enumerate(specs)]
     imp.emit(op, irop, xs, op.attrs())
+
+
+@_CONVERTERS.rule("WHILE")
+def _while(imp: _Importer, op: _Op) -> None:
+    opts = op.options()
+    if opts is None:
+        raise _Bad(f"operator {op.index} (WHILE) lacks its WhileOptions (the cond and body subgraphs)")
+    what = f"operator {op.index} (WHILE)"
+    cond = imp.subgraph(int(opts.CondSubgraphIndex()), what)
+    body = imp.subgraph(int(opts.BodySubgraphIndex()), what)
+    imp.emit_all(op, "while_", [imp.x(op, j) for j in range(len(op.inputs))], {"cond": cond, "body": body})
+
+
+@_CHECKS.rule("CALL_ONCE")
+def _call_once(imp: _Importer, op: _Op) -> str | None:
+    """The init subgraph runs once, for its effects on resource variables, which rlx-edge refuses when it
+    reads their tensors: imported (so its ops are checked) and inlined as what it is then, nothing."""
+    opts = op.options()
+    if opts is None or op.inputs or op.outputs:
+        raise _Bad(f"operator {op.index} (CALL_ONCE) needs its CallOnceOptions and no inputs or outputs")
+    init = imp.subgraph(int(opts.InitSubgraphIndex()), f"operator {op.index} (CALL_ONCE)")
+    if init.inputs or init.outputs:
+        return "CALL_ONCE of a subgraph with inputs or outputs"
+    return None
+
+
+@_CONVERTERS.rule("IF")
+def _if(imp: _Importer, op: _Op) -> None:
+    opts = op.options()
+    if opts is None:
+        raise _Bad(f"operator {op.index} (IF) lacks its IfOptions (the then and else subgraphs)")
+    what = f"operator {op.index} (IF)"
+    then_ = imp.subgraph(int(opts.ThenSubgraphIndex()), what)
+    else_ = imp.subgraph(int(opts.ElseSubgraphIndex()), what)
+    xs = [imp.x(op, j) for j in range(len(op.inputs))]
+    imp.emit_all(op, "if_", xs, {"then_branch": then_, "else_branch": else_})
 
 
 @_CHECKS.rule("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D")
@@ -1249,5 +1334,5 @@ def _broadcast_args(imp: _Importer, op: _Op) -> str | None:
     return None
 
 
-for _name in ("SHAPE", "ZEROS_LIKE", "FILL", "BROADCAST_ARGS"):
+for _name in ("SHAPE", "ZEROS_LIKE", "FILL", "BROADCAST_ARGS", "CALL_ONCE"):
     _CONVERTERS.add(_name, _folded)

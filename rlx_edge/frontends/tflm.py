@@ -182,7 +182,7 @@ class _Session:
 
     def invoke(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         for i, x in enumerate(inputs):
-            self.interp.set_input(np.ascontiguousarray(x), i)
+            self.interp.set_input(np.asarray(x, order="C"), i)  # not ascontiguousarray: it makes rank 0 rank 1
         self.interp.invoke()
         return [np.array(self.interp.get_output(i), copy=True) for i in range(self.n_outputs)]
 
@@ -482,7 +482,7 @@ class TflmModel:
             inputs = [inputs]
         if len(inputs) != self.n_inputs:
             raise ValueError(f"model takes {self.n_inputs} inputs, got {len(inputs)}")
-        return [np.ascontiguousarray(x) for x in inputs]
+        return [np.asarray(x, order="C") for x in inputs]  # rank-0 inputs (a loop count) stay rank 0
 
     def __call__(self, inputs: Sequence[np.ndarray] | np.ndarray) -> list[np.ndarray]:
         """Run one inference; returns the outputs in model order."""

@@ -129,7 +129,9 @@ class Graph:
     ) -> list[Tensor]:
         """Append a node, inferring and recording its output types."""
         opdef = get_op(op)
-        if opdef.stage == "hir" and self.stage != "hir":
+        # an HIR subgraph (a while_ body of linear blocks) makes its graph HIR too: lower_hir lowers both
+        hir_sub = any(isinstance(v, Graph) and v.stage == "hir" for v in (attrs or {}).values())
+        if (opdef.stage == "hir" or hir_sub) and self.stage != "hir":
             self.stage = "hir"
         in_names = [None if v is None else (v.name if isinstance(v, Tensor) else v) for v in inputs]
         while in_names and in_names[-1] is None and not opdef.variadic:
@@ -205,7 +207,7 @@ class Graph:
         g.outputs = list(self.outputs)
         g.params = dict(self.params)  # arrays are read-only, sharing is safe
         g.types = dict(self.types)
-        g.nodes = [Node(n.id, n.name, n.op, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in self.nodes]
+        g.nodes = [Node(n.id, n.name, n.op, list(n.inputs), list(n.outputs), _copy_attrs(n.attrs)) for n in self.nodes]
         g.metadata = dict(self.metadata)
         g._next_id = self._next_id
         g._counters = dict(self._counters)
@@ -228,6 +230,11 @@ class Graph:
             cand = f"{op}_{k}"
             if cand not in self.types and all(n.name != cand for n in self.nodes):
                 return cand
+
+
+def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    # subgraphs (control-flow ops) are copied too, so that editing a copy's subgraph leaves the original alone
+    return {k: v.copy() if isinstance(v, Graph) else v for k, v in attrs.items()}
 
 
 def infer_node(opdef: OpDef, in_types: Sequence[TensorType | None], attrs: dict[str, Any], where: str):

@@ -94,6 +94,11 @@ def dump(graph: Graph) -> str:
         text.append("  ".join(cells).rstrip())
         if k == 0:
             text.append("  ".join("-" * w for w in widths))
+    for n in graph.nodes:  # control-flow ops: each subgraph's own table, indented under the node's name
+        for attr, sub in n.attrs.items():
+            if isinstance(sub, Graph):
+                text.append(f"{n.name} ({n.op}) {attr}:")
+                text.extend("    " + line for line in dump(sub).splitlines())
     return one_line(graph) + "\n" + "\n".join(text)
 
 
@@ -119,6 +124,46 @@ def node_macs(graph: Graph, node: Node) -> int | None:
         return get_op(node.op).count_macs(ins, outs, node.attrs)
     except RlxError:
         return None
+
+
+def provenance(graph: Graph) -> list[dict[str, Any]]:
+    """Per node, in schedule order: where it came from and what the optimizer did to it.
+
+    Each row has ``node``, ``op``, ``block`` and ``block_op`` (the HIR block it
+    was lowered from; None for a node the model gave as MIR), ``rewritten``
+    (``{pass, what}`` per rewrite that fired on it: a fusion, a fold, a merge)
+    and ``not_rewritten`` (``{pass, why}`` per rewrite a pass recognized but
+    did not make, e.g. an activation that could not fuse). Read from
+    ``graph.metadata["provenance"]``, which ``lower_hir`` and the pass manager
+    write and ``.rlx`` files keep.
+    """
+    prov = graph.metadata.get("provenance", {})
+    rows = []
+    for n in graph.nodes:
+        entry = prov.get(n.name, {})
+        passes = entry.get("passes", [])
+        rows.append(
+            {
+                "node": n.name,
+                "op": n.op,
+                "block": entry.get("block"),
+                "block_op": entry.get("block_op"),
+                "rewritten": [{"pass": p["pass"], "what": p["what"]} for p in passes if p["kind"] == "fired"],
+                "not_rewritten": [{"pass": p["pass"], "why": p["what"]} for p in passes if p["kind"] == "skipped"],
+            }
+        )
+    return rows
+
+
+def provenance_text(graph: Graph) -> str:
+    """:func:`provenance` as text: one line per node, then ``+`` per rewrite and ``-`` per rewrite not made."""
+    lines = [f"provenance of graph {graph.name!r} (+ rewritten by a pass, - left alone, and why):"]
+    for r in provenance(graph):
+        block = f"from {r['block_op']} block {r['block']!r}" if r["block"] is not None else "given as MIR"
+        lines.append(f"  {r['node']} ({r['op']}): {block}")
+        lines += [f"    + {p['pass']}: {p['what']}" for p in r["rewritten"]]
+        lines += [f"    - {p['pass']}: {p['why']}" for p in r["not_rewritten"]]
+    return "\n".join(lines)
 
 
 def quant_json(q: QuantParams | None) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx_edge.errors import IRError, RlxError
+from rlx_edge.errors import IRError, OpError, RlxError
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph, Node
 from rlx_edge.ir.ops import QContext, finish, get_op
@@ -109,6 +109,11 @@ class RunPlan:
             args = [None if v is None else env[v] for v in step.args]
             try:
                 outs = step.kernel(*args)
+            except OpError as e:  # the data broke an op's rule (an index out of range): name the node
+                where = f"node {step.node.name!r} ({step.node.op})"
+                if str(e).startswith(where):
+                    raise
+                raise type(e)(f"{where}: {e}") from e
             except RlxError:
                 raise
             except Exception as e:

@@ -45,7 +45,7 @@ from rlx_edge._io import atomic_write_bytes
 from rlx_edge.errors import IRError, ModelFileError, one_line, shorten
 from rlx_edge.ir.dtype import DType, from_numpy
 from rlx_edge.ir.graph import STAGES, Graph, Node
-from rlx_edge.ir.ops import REGISTRY, Attr
+from rlx_edge.ir.ops import PLUGIN_GROUP, REGISTRY, Attr
 from rlx_edge.ir.plan.program import Program
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.shape import Shape, as_shape
@@ -281,8 +281,10 @@ def graph_to_json(graph: Graph, blob: BlobWriter) -> dict[str, Any]:
         opdef = REGISTRY.get(n.op)
         if opdef is None:
             raise IRError(f"node {n.name!r} ({n.op}): unknown op")
-        attrs = {k: _attr_json(opdef.attrs.get(k), v) for k, v in n.attrs.items()}
+        attrs = {k: _attr_json(opdef.attrs.get(k), v) for k, v in n.attrs.items() if not isinstance(v, Graph)}
         _check_json_safe(attrs, f"node {n.name!r} ({n.op}): attributes")
+        # subgraphs (control-flow ops): a graph section of their own, params in the same blob
+        attrs.update({k: {"graph": graph_to_json(v, blob)} for k, v in n.attrs.items() if isinstance(v, Graph)})
         nodes.append(
             {
                 "id": n.id,
@@ -319,8 +321,11 @@ def _named(c: Container, items: Any, kind: str, seen: dict, verb: str) -> Iterat
         yield e, name, what
 
 
-def graph_from_json(d: Any, c: Container) -> Graph:
-    """Rebuild and verify the graph of a ``graph`` section read from container ``c``."""
+def graph_from_json(d: Any, c: Container, depth: int = 0) -> Graph:
+    """Rebuild and verify the graph of a ``graph`` section read from container ``c``.
+
+    ``depth`` counts the control-flow subgraphs this one is nested in.
+    """
     from rlx_edge.ir.verify import check_quantized, check_sizes, verify
 
     d = _obj(c, d, "graph section")
@@ -343,7 +348,7 @@ def graph_from_json(d: Any, c: Container) -> Graph:
             c.fail(f"{what}: stored as {dt}{list(arr.shape)}, which does not match its declared type")
         g.params[pname] = arr
     for i, nd in enumerate(_list(c, d.get("nodes"), "graph nodes")):
-        g.nodes.append(_node(c, nd, i))
+        g.nodes.append(_node(c, nd, i, depth))
     next_id = d.get("next_id")
     if not _is_int(next_id) or next_id < 0:
         c.fail("graph next_id must be a non-negative integer")
@@ -380,7 +385,11 @@ def _metadata(c: Container, x: Any) -> dict[str, Any]:
     return meta
 
 
-def _node(c: Container, nd: Any, i: int) -> Node:
+# Subgraphs nest (an if_ inside a while_ body); a hostile file must not nest them without end.
+MAX_SUBGRAPH_DEPTH = 16
+
+
+def _node(c: Container, nd: Any, i: int, depth: int = 0) -> Node:
     nd = _obj(c, nd, f"node {i}")
     name = _str(c, nd.get("name"), f"node {i} name")
     op = _str(c, nd.get("op"), f"node {shorten(name, _NAME_CHARS)!r} op")
@@ -388,7 +397,10 @@ def _node(c: Container, nd: Any, i: int) -> Node:
     opdef = REGISTRY.get(op)
     if opdef is None:
         node, unknown = shorten(name, _NAME_CHARS), shorten(op, _NAME_CHARS)
-        c.fail(f"node {node!r} uses unknown op {unknown!r} (written by a newer rlx-edge or a plugin?)")
+        c.fail(
+            f"node {node!r} uses unknown op {unknown!r}: no installed package declares it in the {PLUGIN_GROUP}"
+            " entry points; install the one that does (or a newer rlx-edge)"
+        )
     nid = nd.get("id")
     if not _is_int(nid) or nid < 0:
         c.fail(f"{where}: id must be a non-negative integer")
@@ -397,6 +409,16 @@ def _node(c: Container, nd: Any, i: int) -> Node:
     ]
     outputs = [_str(c, x, f"{where} output") for x in _list(c, nd.get("outputs"), f"{where} outputs")]
     attrs = _obj(c, nd.get("attrs", {}), f"{where} attributes")
+    for k, spec in opdef.attrs.items():
+        if spec.kind == "graph" and k in attrs:
+            if depth >= MAX_SUBGRAPH_DEPTH:
+                c.fail(f"{where}: subgraphs nested deeper than {MAX_SUBGRAPH_DEPTH}")
+            sub = _obj(c, attrs[k], f"{where} subgraph {k}")
+            try:
+                attrs = {**attrs, k: graph_from_json(sub.get("graph"), c, depth + 1)}
+            except ModelFileError as e:  # name the node the subgraph belongs to
+                msg = str(e).removeprefix(f"{c.source}: ").removeprefix("invalid graph: ")
+                c.fail(f"{where}: subgraph {k}: {msg}")
     try:
         norm = opdef.normalize_attrs(attrs, where)
     except IRError as e:

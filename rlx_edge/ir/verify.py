@@ -83,6 +83,7 @@ def verify(graph: Graph) -> None:
         in_types = _input_types(graph, node, opdef, defined, later, where)
         norm = opdef.normalize_attrs(dict(node.attrs), where)
         _check_attrs_normalized(node.attrs, norm, where)
+        _verify_subgraphs(node, opdef, where, graph.stage)
         inferred = infer_node(opdef, in_types, norm, where)
         if len(inferred) != len(node.outputs):
             raise IRError(f"{where}: op gives {len(inferred)} outputs but the node lists {len(node.outputs)}")
@@ -111,6 +112,21 @@ def verify(graph: Graph) -> None:
             raise IRError(f"{g}: value {name!r} has a recorded type but no producer (not an input, param or output)")
         if name in graph.inputs or name in graph.params:
             _check_quant(defined[name], t)
+
+
+def _verify_subgraphs(node: Node, opdef: OpDef, where: str, stage: str) -> None:
+    """Control-flow ops hold closed subgraphs: each must be a well-formed MIR graph of its own, or an HIR
+    one in an HIR graph (lower_hir lowers both)."""
+    for k, spec in opdef.attrs.items():
+        if spec.kind != "graph":
+            continue
+        sub = node.attrs[k]
+        if sub.stage != "mir" and not (sub.stage == "hir" and stage == "hir"):
+            raise IRError(f"{where}: subgraph {k} is at stage {sub.stage!r}; lower it to MIR first (lower_hir)")
+        try:
+            verify(sub)
+        except IRError as e:
+            raise IRError(f"{where}: subgraph {k}: {e}") from None
 
 
 def _opdef(node: Node, where: str) -> OpDef:
@@ -219,6 +235,12 @@ def check_quantized(graph: Graph, *, narrow_is_quantized: bool = False) -> None:
     """
     for node in graph.nodes:
         opdef = _opdef(node, f"node {node.name!r} ({node.op})")
+        for k, spec in opdef.attrs.items():
+            if spec.kind == "graph":  # a subgraph's nodes run their own integer semantics
+                try:
+                    check_quantized(node.attrs[k], narrow_is_quantized=narrow_is_quantized)
+                except IRError as e:
+                    raise IRError(f"node {shorten(node.name, 60)!r} ({node.op}): subgraph {k}: {e}") from None
         if not opdef.has_int_reference:
             continue
         types = [(v, graph.types[v]) for v in (*node.inputs, *node.outputs) if v is not None]
@@ -265,6 +287,12 @@ def check_sizes(graph: Graph, max_bytes: int = MAX_VALUE_BYTES, max_macs: int = 
         macs = node_macs(graph, node)
         if macs is not None and macs > max_macs:
             raise IRError(f"{where}: {macs} multiply-accumulates, more than {max_macs}")
+        for k, sub in node.attrs.items():  # control flow: a subgraph's values are bounded the same way
+            if isinstance(sub, Graph):
+                try:
+                    check_sizes(sub, max_bytes, max_macs)
+                except IRError as e:
+                    raise IRError(f"{where}: subgraph {k}: {e}") from None
 
 
 def _static_numel(shape: Any) -> int:

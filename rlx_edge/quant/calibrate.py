@@ -30,6 +30,7 @@ from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.interpret import run
 from rlx_edge.pipeline import PipelineOptions, optimize_graph
+from rlx_edge.quant._control import SubgraphPlans, has_control, observe_subgraphs
 from rlx_edge.quant.observers import Observer, make_observer
 from rlx_edge.quant.record import CalibrationRecord, TensorRange
 
@@ -236,13 +237,17 @@ def calibrate(
     if max_samples is not None:
         total = max_samples if total is None else min(total, max_samples)
     bar = Progress(total) if (progress if progress is not None else sys.stderr.isatty()) else None
-    run_batch = _runner(g)
+    # control flow runs per sample (a loop's trip count is the sample's own); the values inside its
+    # subgraphs are observed on every trip and branch taken, under qualified names (quant/_control.py)
+    control = has_control(g)
+    run_batch = _runner(g, batched=not control)
+    plans = SubgraphPlans()
     seen = 0
     for batch in iter_batches(g, data, batch_size, max_samples):
         n = len(next(iter(batch.values())))
         for values in run_batch(batch):
-            for v in watched:
-                arr = values[v]
+            inner = observe_subgraphs(g, values, plans=plans) if control else ()
+            for v, arr in [*((v, values[v]) for v in watched), *inner]:
                 if v not in observers:
                     axis = arr.ndim - 1 if per_channel and arr.ndim else None
                     observers[v] = make_observer(method, axis=axis, **observer_options)

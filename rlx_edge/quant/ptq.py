@@ -12,6 +12,9 @@ quantization spec):
   channel's weight scale and re-quantizes its weights instead of clipping; what
   still clips, the raised scales and degenerate ranges are counted per tensor
   in ``metadata["quantization"]["numerics"]``, and a clip warns once;
+- layer_norm / rms_norm: a constant gamma int16 symmetric per tensor and a
+  constant beta int32 at the output's scale, zero point 0, in every scheme
+  (ARCHITECTURE.md, "Integer semantics of transformer ops");
 - softmax and logistic outputs fixed at scale 1/256, zero point -128; tanh at
   1/128, 0; log_softmax at 16/256, 127; l2_normalize at 1/128, 0; in int16
   softmax, logistic and tanh at 2**-15, 0; pooling, reshape and the other
@@ -48,10 +51,15 @@ from rlx_edge.ir.ops import OpDef, get_op
 from rlx_edge.ir.shape import along_axis
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.pipeline import PipelineOptions, optimize_graph
+from rlx_edge.quant._control import CONTROL_OPS, quantize_control
 from rlx_edge.quant.record import CalibrationRecord
 
 # op -> weight channel axis
 WEIGHTED = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": 0, "transpose_conv2d": 0}
+# Normalizations whose constant gamma is quantized int16 symmetric per tensor and constant beta
+# int32 at the output's scale, in every scheme (ARCHITECTURE.md, "Integer semantics of
+# transformer ops"); computed ones are activations like any other.
+NORMS = ("layer_norm", "rms_norm")
 F32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal float32: a scale below it is degenerate
 # The accumulators each bias type's kernels take: int32 ones wrap past 2**31; the 16x8 (int64)
 # requantization multiplies the accumulator by a 16-bit multiplier in int64, so TFLite Micro
@@ -73,7 +81,8 @@ def integer_path(op: OpDef) -> bool:
     The quantization ops (quantize, dequantize, requantize) move values between
     the float and integer paths; PTQ inserts them where it needs them. Recurrent
     ops (svdf) keep float: their state and time weights want types of their own
-    (TFLite's int16 state), which PTQ does not choose yet.
+    (TFLite's int16 state), which PTQ does not choose yet. Control-flow ops
+    (if_, while_, scan) are quantized with their subgraphs (``quant/_control.py``).
     """
     return op.has_int_reference and op.family not in ("quant", "recurrent")
 
@@ -323,6 +332,8 @@ class _Quantizer:
         self._as: dict[tuple[str, DType, float, int], str] = {}  # (value, type, scale, zp) -> a version so quantized
         self.decisions: dict[str, str] = {}
         self.counts: dict[str, dict[str, Any]] = {}  # tensor -> what its quantization clipped or adjusted
+        # a control-flow subgraph's inputs: the parameters its op passes it (quant/_control.py)
+        self.input_quant: dict[str, QuantParams] = {}
 
     def note(self, tensor: str, node: str, **counts: int) -> None:
         """Count, for ``tensor`` (a value of the output graph, or an original value), what PTQ clipped or adjusted.
@@ -565,7 +576,11 @@ class _Quantizer:
         for v in g.inputs:
             t = g.types[v]
             quant_readers = [r for r in readers.get(v, []) if self.quantized_node(r) is None]
-            if t.dtype.is_float and t.quant is None and not self.float_interface and quant_readers:
+            forced = self.input_quant.get(v)
+            if forced is not None:
+                self._aq[(v, forced.storage)] = forced
+                self.qv[v] = out.input(v, t.shape, forced.storage, forced).name
+            elif t.dtype.is_float and t.quant is None and not self.float_interface and quant_readers:
                 self.qv[v] = out.input(v, t.shape, self.value_scheme(v).act, self.aq(v)).name
             else:
                 self.fv[v] = out.input(v, t.shape, t.dtype, t.quant).name
@@ -640,6 +655,11 @@ class _Quantizer:
     def _quantized(self, node: Node) -> None:
         if node.op in WEIGHTED:
             ins = self._weighted_inputs(node)
+        elif node.op in NORMS:
+            ins = self._norm_inputs(node)
+        elif node.op in CONTROL_OPS:
+            quantize_control(self, node)
+            return
         elif get_op(node.op).shared_quant:
             sch = self.scheme_of(node)
             qp = self.shared_qp(node, sch)
@@ -700,6 +720,33 @@ class _Quantizer:
         clipped = ((bqf < lo) | (bqf > hi)).sum()
         self.note(bname, node.name, clipped=clipped, bias_adjusted=raised.sum(), tiny_scale=(tiny & ~raised).sum())
         return [xq, wname, bname]
+
+    def _norm_inputs(self, node: Node) -> list[str | None]:
+        """layer_norm / rms_norm: x as an activation; constant gamma int16 symmetric per tensor (it scales
+        the normalized value directly, so its rounding error reaches the output undamped: 16 bits keep it
+        far below an output step), constant beta int32 at the output's scale (added after the
+        requantization: at most half an output step off)."""
+        sch = self.scheme_of(node)
+        ins: list[str | None] = [self.qname(node.inputs[0], sch)]
+        for i, v in enumerate(node.inputs[1:], start=1):
+            if v is None or v not in self.g.params:
+                ins.append(None if v is None else self.qname(v, sch))
+                continue
+            arr = self.g.params[v].astype(np.float64)
+            if not np.isfinite(arr).all():
+                raise RlxError(f"node {node.name!r} ({node.op}): {v} holds inf or NaN; PTQ needs finite values")
+            if i == 1:
+                s, _ = symmetric_qparams(float(arr.min(initial=0.0)), float(arr.max(initial=0.0)), DType.i16.max)
+                dtype = DType.i16
+            else:
+                s, dtype = float(self.aq(node.outputs[0]).scale[0]), DType.i32
+            qf = fp.round_half_away(arr / s)
+            lo, hi = dtype.min, dtype.max
+            name = self._fresh(f"{v}/quant")
+            q = np.clip(qf, lo, hi).astype(dtype.numpy)
+            ins.append(self.out.param(name, q, QuantParams(s, 0, storage=dtype), dtype=dtype).name)
+            self.note(name, node.name, clipped=((qf < lo) | (qf > hi)).sum())
+        return ins
 
     def _note_weights(self, name: str, node: Node, w: np.ndarray, axis: int, scale: np.ndarray, qmax: int) -> None:
         """Count a weight tensor's zero channels, floored scales and clipped values."""

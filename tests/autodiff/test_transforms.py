@@ -229,12 +229,16 @@ def _chain(op: str) -> Graph:
         return _quant_chain(op)
     opdef = REGISTRY[op]
     rng = np.random.default_rng(0)
+    chosen = None
     for _ in range(300):
         inputs, attrs, out_q, in_q = opdef.draw(rng)
         if any(q is not None for q in [*(out_q or []), *(in_q or [])]):
             continue
+        chosen = inputs, attrs  # a float draw, if not one of float inputs only (if_'s condition is bool)
         if all(x is None or np.asarray(x).dtype.kind == "f" for x in inputs):
             break
+    assert chosen is not None, f"{op}: no float draw in 300"
+    inputs, attrs = chosen
     g = Graph(f"{op}_chain")
     names = opdef.input_names(len(inputs))
     handles = [None if x is None else g.input(n, np.shape(x), "f32") for n, x in zip(names, inputs)]

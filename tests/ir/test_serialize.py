@@ -47,8 +47,16 @@ def assert_same_graph(a: Graph, b: Graph) -> None:
     assert a.metadata == b.metadata
     assert list(a.types) == list(b.types)
     assert a.types == b.types  # QuantParams compare scales bit for bit
-    assert a.nodes == b.nodes
+    plain = [[(k, v) for k, v in n.attrs.items() if not isinstance(v, Graph)] for n in a.nodes]
+    assert [(n.id, n.name, n.op, n.inputs, n.outputs) for n in a.nodes] == [
+        (n.id, n.name, n.op, n.inputs, n.outputs) for n in b.nodes
+    ]
+    assert plain == [[(k, v) for k, v in n.attrs.items() if not isinstance(v, Graph)] for n in b.nodes]
     assert repr([n.attrs for n in a.nodes]) == repr([n.attrs for n in b.nodes])  # tuple vs list, int vs float
+    for na, nb in zip(a.nodes, b.nodes):  # control-flow subgraphs, the same way
+        for k, v in na.attrs.items():
+            if isinstance(v, Graph):
+                assert_same_graph(v, nb.attrs[k])
     assert list(a.params) == list(b.params)
     for name, arr in a.params.items():
         got = b.params[name]

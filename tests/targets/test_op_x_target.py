@@ -70,13 +70,19 @@ def test_every_rule_is_a_case():
 
 # draws -------------------------------------------------------------------------------------------
 def _constants(op: str, inputs: list, rng: np.random.Generator) -> tuple[int, ...]:
-    """Input positions held as constants: weights, biases and indices always, a second operand ("b") now and then."""
+    """Input positions held as constants: weights, biases and indices always, a second operand ("b") now and
+    then, a softmax mask half the time (a constant mask is read from flash, a computed one from the arena)."""
     names = REGISTRY[op].input_names(len(inputs))
     weighted = "w" in names
     return tuple(
         i
         for i, n in enumerate(names)
-        if inputs[i] is not None and (n in ("w", "indices") or (n == "b" and (weighted or rng.random() < 0.3)))
+        if inputs[i] is not None
+        and (
+            n in ("w", "indices")
+            or (n == "b" and (weighted or rng.random() < 0.3))
+            or (n == "mask" and rng.random() < 0.5)
+        )
     )
 
 
@@ -103,6 +109,10 @@ def quantized_draw(
     consts = _constants(op, inputs, rng)
     if opdef.typed or any(q is not None for q in (in_q or [])):
         g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
+    elif all(np.asarray(a).dtype == bool for a in inputs if a is not None):
+        # bools only (the logical ops): nothing to quantize, the drawn graph is already an integer one
+        g = single_node_graph(op, inputs, attrs, constants=consts)
+        return g, [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
     elif not integer_path(opdef):
         return None  # PTQ keeps the op float (svdf's state): only its own quantized draws count
     else:

@@ -21,6 +21,7 @@ from rlx_edge.ir.ops._common import (
     window_pads,
     window_shape,
 )
+from rlx_edge.ir.ops._plugins import GROUP as PLUGIN_GROUP  # custom ops of other packages (docs/custom_ops.md)
 from rlx_edge.ir.ops._registry import REGISTRY, Attr, OpDef, QContext, defop, get_op
 from rlx_edge.ir.ops.pool import window_counts
 
@@ -28,6 +29,7 @@ for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.
     importlib.import_module(f"{__name__}.{_mod}")
 
 __all__ = [
+    "PLUGIN_GROUP",
     "REGISTRY",
     "Attr",
     "OpDef",

@@ -41,12 +41,13 @@ import numpy as np
 
 from rlx_edge.errors import OpError
 from rlx_edge.ir.dtype import DType, as_dtype
+from rlx_edge.ir.ops._plugins import GROUP, OpRegistry
 from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.types import TensorType
 
 REQUIRED: Any = object()
 
-_KINDS = ("int", "float", "str", "bool", "ints", "floats", "dtype", "int?", "ints?")
+_KINDS = ("int", "float", "str", "bool", "ints", "floats", "dtype", "int?", "ints?", "graph")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class Attr:
     """A typed attribute of an op.
 
     ``kind`` is one of int, float, str, bool, ints, floats, dtype, or int? /
-    ints? (which also accept None). ``choices`` restricts str attributes.
+    ints? (which also accept None), or graph (a subgraph: a closed
+    :class:`~rlx_edge.ir.graph.Graph` of control-flow ops, ``ir/ops/control.py``).
+    ``choices`` restricts str attributes.
     """
 
     kind: str
@@ -103,6 +106,12 @@ class Attr:
                 return tuple(float(v) for v in value)
             if kind == "dtype":
                 return as_dtype(value)
+            if kind == "graph":
+                from rlx_edge.ir.graph import Graph  # graph.py imports this module
+
+                if not isinstance(value, Graph):
+                    raise ValueError
+                return value
         except OpError:
             raise
         except Exception:
@@ -440,7 +449,9 @@ class OpDef:
         return int(self._macs(list(self._pad_inputs(in_types)), list(out_types), **attrs))
 
 
-REGISTRY: dict[str, OpDef] = {}
+# Built-in ops are declared at import; ops of other packages load from the rlx_edge.ops entry
+# points the first time the table misses a name or is walked whole (ops/_plugins.py).
+REGISTRY: OpRegistry = OpRegistry()
 
 
 def defop(
@@ -463,7 +474,7 @@ def defop(
     doc: str = "",
 ) -> OpDef:
     """Declare an op. Declaring the same name twice is a programming error."""
-    if name in REGISTRY:
+    if REGISTRY.declared(name):
         raise RuntimeError(f"op {name!r} is declared twice ({REGISTRY[name].family} and {family})")
     op = OpDef(
         name=name,
@@ -491,7 +502,7 @@ def get_op(name: str) -> OpDef:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise OpError(f"unknown op {name!r}") from None
+        raise OpError(f"unknown op {name!r} (an op of another package loads from {GROUP} entry points)") from None
 
 
 def prod(xs: Sequence[int]) -> int:

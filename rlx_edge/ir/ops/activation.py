@@ -10,6 +10,7 @@ from rlx_edge.errors import UnsupportedOpError
 from rlx_edge.ir import fixedpoint as fp
 from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, compute_dtype, derivative, finish, rand_float, rand_shape
+from rlx_edge.ir.ops._libm import libm_f32
 from rlx_edge.ir.ops._quantized import byte_table, clamp_cast, quantize_bound, scalar_params, storage_range
 from rlx_edge.ir.ops._registry import Attr, OpDef, QContext, defop
 from rlx_edge.ir.types import QuantParams, TensorType
@@ -439,3 +440,140 @@ def _elu_eval(p, x):
     """The prepared table, indexed by the input's bit pattern."""
     xp = fp.namespace(x)
     return xp.asarray(p.table)[x.astype(xp.int64) & 0xFF]
+
+
+# gelu / silu: lookup tables built at prepare ----------------------------------------
+# The Program carries each node's table; no target recomputes it. int8: 256 entries
+# indexed by the input's bit pattern. int16: TFLite's 513-entry table read with linear
+# interpolation between entries (fixedpoint.int16_table_lookup). GELU's tables are
+# TFLite's (kernels/gelu.cc with LUTPopulate, all float32); TFLite Micro has no GELU
+# kernel. SILU is no TFLite builtin: its tables are our own, sampled in float64.
+_F32 = np.float32
+_SQRT1_2 = _F32(math.sqrt(0.5))
+_SQRT_2_PI = _F32(math.sqrt(2 / math.pi))  # TFLite's kSqrt2dPi, rounded once to float32
+
+
+def _f32_of_f64(fn, v: np.ndarray) -> np.ndarray:
+    """``fn`` of float32 values evaluated in float64 and rounded once to float32."""
+    return np.asarray(fn(v.astype(np.float64)), np.float64).astype(_F32)
+
+
+def _gelu_f32(v: np.ndarray, approximate: str) -> np.ndarray:
+    """TFLite's GeluTransform / GeluTransformApproximate: float32 throughout, in its order of operations,
+    with the C library's tanhf / erfcf as TFLite calls them (_libm)."""
+    v = np.asarray(v, _F32)
+    half_x = _F32(0.5) * v
+    if approximate == "tanh":
+        inner = v + _F32(_GELU_K) * v * v * v
+        return half_x * (_F32(1) + libm_f32("tanhf", _SQRT_2_PI * inner))
+    # the erfc form: 1 + erf(x / sqrt 2) cancels for large negative x
+    return half_x * libm_f32("erfcf", v * -_SQRT1_2)
+
+
+def _silu_f64(v: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x) in float64 (the sigmoid in the form that does not overflow)."""
+    v = np.asarray(v, np.float64)
+    e = np.exp(-np.abs(v))
+    return v * np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _lut_int8_f32(transform, s_x, zp_x: int, s_y, zp_y: int) -> np.ndarray:
+    """TFLite's LUTPopulate for int8: each input dequantized (s_x * (q - zp_x)), transformed,
+    times 1 / s_y rounded half away from zero, plus zp_y, truncated, clamped; float32 throughout.
+    Indexed by the input's bit pattern."""
+    q = np.arange(-128, 128)
+    deq = _F32(s_x) * (q - zp_x).astype(_F32)
+    rescaled = fp.round_half_away(transform(deq) * (_F32(1) / _F32(s_y))).astype(_F32)
+    out = np.clip(np.trunc(rescaled + _F32(zp_y)), -128, 127).astype(np.int8)
+    table = np.empty(256, np.int8)
+    table[q.astype(np.int8).view(np.uint8)] = out
+    return table
+
+
+def _lut_int8_f64(fn, s_x, zp_x: int, s_y, zp_y: int) -> np.ndarray:
+    """Our int8 table: fn(s_x * (q - zp_x)) / s_y in float64, rounded half away from zero, plus zp_y,
+    clamped. Indexed by the input's bit pattern."""
+    q = np.arange(-128, 128)
+    y = fn(float(s_x) * (q - zp_x).astype(np.float64)) / float(s_y)
+    out = np.clip(fp.round_half_away(y) + zp_y, -128, 127).astype(np.int8)
+    table = np.empty(256, np.int8)
+    table[q.astype(np.int8).view(np.uint8)] = out
+    return table
+
+
+def _lut_int16(transform_f32, s_x, zp_x: int, s_y) -> np.ndarray:
+    """TFLite's LUTPopulate for int16 (zero output zero point): 512 steps over the input's
+    range [s_x (-32768 - zp_x), s_x (32767 - zp_x)], each sample times 65536 / (s_y * 65535)
+    (the output range's width), biased by half the interpolation error at the step's midpoint;
+    float32 throughout. fixedpoint.gen_lut_int16 is that table for outputs in [-1, 1] (a factor
+    32768); the transform scaled by k = factor / 32768 gives it for any output scale, since
+    multiplying by 32768 is exact in float32."""
+    lo = _F32(s_x) * _F32(fp.INT16_MIN - zp_x)
+    hi = _F32(s_x) * _F32(fp.INT16_MAX - zp_x)
+    width = _F32(s_y) * _F32(fp.INT16_MAX) - _F32(s_y) * _F32(fp.INT16_MIN)
+    k = (_F32(65536) / width) / _F32(32768)
+    return fp.gen_lut_int16(lambda v: transform_f32(np.asarray([v], _F32))[0] * k, lo, hi)
+
+
+def _lut_prepare(op: OpDef, int8_table, int16_transform):
+    """A prepare that stores the op's int8 table (``int8_table(s_x, zp_x, s_y, zp_y, **attrs)``) or its
+    int16 one (``int16_transform(**attrs)``: the float32 transform the table samples)."""
+
+    def prepare(ctx: QContext, **attrs) -> dict:
+        _declared_int_input(op, ctx)
+        where = f"node {ctx.node!r} ({op.name})"
+        s_x, zp_x = scalar_params(ctx.in_types[0].quant, f"{op.name} input")
+        s_y, zp_y = scalar_params(ctx.out_types[0].quant, f"{op.name} output")
+        if ctx.out_types[0].dtype != ctx.in_types[0].dtype:
+            raise UnsupportedOpError(f"{where}: the table maps {ctx.in_types[0].dtype} to itself, "
+                                     f"not to {ctx.out_types[0].dtype}")  # fmt: skip
+        if ctx.in_types[0].dtype == DType.i16:
+            if zp_y != 0:  # TFLite's int16 table holds outputs without the zero point
+                raise UnsupportedOpError(f"{where}: the int16 table needs output zero point 0, got {zp_y}")
+            return {"int16": True, "lut": _lut_int16(int16_transform(**attrs), s_x, zp_x, s_y)}
+        return {"table": int8_table(s_x, zp_x, s_y, zp_y, **attrs)}
+
+    return prepare
+
+
+def _wrap_int16(v):
+    return ((v + 2**15) & 0xFFFF) - 2**15
+
+
+def _lut_lookup_int16(x, lut):
+    """TFLite's LUTLookup for int16 (fixedpoint.int16_table_lookup) with its int16 storage: the slope
+    between two entries and the result wrap to int16. Tables of saturating outputs have such slopes
+    (an entry biased below 0 next to one clamped at 32767); the softmax's tables never do."""
+    xp = fp.namespace(x, lut)
+    v, table = x.astype(xp.int64), xp.asarray(lut).astype(xp.int64)
+    base = table[256 + (v >> 7)]
+    slope = _wrap_int16(table[257 + (v >> 7)] - base)
+    return _wrap_int16(base + ((slope * (v & 0x7F) + 64) >> 7)).astype(xp.int16)
+
+
+def _lut_eval(p, x, **attrs):
+    """int8: the prepared table, indexed by the input's bit pattern; int16: TFLite's interpolated lookup."""
+    xp = fp.namespace(x)
+    if p.get("int16"):
+        return _lut_lookup_int16(x, p.lut)
+    return xp.asarray(p.table)[x.astype(xp.int64) & 0xFF]
+
+
+gelu.prepare(
+    _lut_prepare(
+        gelu,
+        lambda s_x, zp_x, s_y, zp_y, approximate: _lut_int8_f32(
+            lambda v: _gelu_f32(v, approximate), s_x, zp_x, s_y, zp_y
+        ),
+        lambda approximate: lambda v: _gelu_f32(v, approximate),
+    )
+)
+silu.prepare(
+    _lut_prepare(
+        silu,
+        lambda s_x, zp_x, s_y, zp_y: _lut_int8_f64(_silu_f64, s_x, zp_x, s_y, zp_y),
+        lambda: lambda v: _f32_of_f64(_silu_f64, np.asarray(v, _F32)),
+    )
+)
+gelu.eval(_lut_eval)
+silu.eval(_lut_eval)

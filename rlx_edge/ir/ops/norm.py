@@ -1,11 +1,14 @@
-"""Normalization ops: batch, layer and RMS normalization (float only).
+"""Normalization ops: batch, layer, RMS and L2 normalization.
 
-Quantized graphs never carry these: batch_norm is folded into the preceding
-convolution before quantization, and layer/RMS norm run in float (a
-dequantize/quantize pair around them) until an integer kernel exists.
+batch_norm is float only: it is folded into the preceding convolution before
+quantization. layer_norm and rms_norm have integer semantics of our own for
+int8 and int16 activations (see "integer layer_norm / rms_norm" below);
+l2_normalize follows TFLite's int8 L2_NORMALIZATION.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -122,12 +125,13 @@ layer_norm = defop(
 
 @layer_norm.infer
 def _ln_infer(x, gamma, beta, *, axis, epsilon):
-    _check_float("layer_norm", input=x, gamma=gamma, beta=beta)
     if x.rank < 1:
         fail("layer_norm: input must have rank >= 1")
     ax = _axis(axis, x.rank, "layer_norm")
     _check_trailing("layer_norm", x, ax, "gamma", gamma)
     _check_trailing("layer_norm", x, ax, "beta", beta)
+    if _check_norm_types("layer_norm", x, gamma, beta):
+        return TensorType(x.shape, x.dtype)
     return TensorType(x.shape, elementwise_dtype(x, gamma, beta))
 
 
@@ -170,11 +174,12 @@ rms_norm = defop(
 
 @rms_norm.infer
 def _rms_infer(x, gamma, *, axis, epsilon):
-    _check_float("rms_norm", input=x, gamma=gamma)
     if x.rank < 1:
         fail("rms_norm: input must have rank >= 1")
     ax = _axis(axis, x.rank, "rms_norm")
     _check_trailing("rms_norm", x, ax, "gamma", gamma)
+    if _check_norm_types("rms_norm", x, gamma, None):
+        return TensorType(x.shape, x.dtype)
     return TensorType(x.shape, elementwise_dtype(x, gamma))
 
 
@@ -196,6 +201,118 @@ def _rms_sample(rng):
     tail = shape[axis % len(shape) :]
     attrs = {"axis": axis, "epsilon": float(rng.choice([1e-6, 1e-5]))}
     return [rand_float(rng, shape, dt, scale=3.0), rand_float(rng, tail, dt)], attrs
+
+
+# integer layer_norm / rms_norm ------------------------------------------------------
+# Our own semantics (TFLite has no LAYER_NORM builtin; ARCHITECTURE.md, "Integer semantics of
+# transformer ops"), split like a TFLite Micro kernel: prepare turns every scale into a
+# multiplier and shift once, eval is integer arithmetic only. Per row of N = prod(dims
+# axis..end) offset inputs d = x - zp_x, with S1 = sum(d) and S2 = sum(d^2):
+#   layer norm: a = N*d - S1, V = N*S2 - S1^2 + E      (N^2 times the centred value / variance)
+#   RMS norm:   a = N*d,      V = N*S2 + E
+# where E = round(N^2 * epsilon / s_x^2) is epsilon in the same units; xhat = a / sqrt(V)
+# exactly, so the mean is never rounded. 1/sqrt(V) comes from TFLite's
+# GetInvSqrtQuantizedMultiplierExp on V brought below 2**31 by pairs of bits, and gives xhat
+# in Q22. The output is zp_y + (xhat * (q_g - zp_g)) * s_g / (s_y * 2**22) (TFLite's int64
+# requantization, as its 16x8 kernels) + (q_b - zp_b) * s_b / s_y (int32 requantization).
+NORM_FRAC_BITS = 22  # |xhat| <= sqrt(N) <= 2**7: Q22 keeps it below 2**29
+# |a| <= 2 * N * 2**16 and the Q31 multiplier keep a * mult below 2**62, and N * S2 + E below 2**61
+NORM_MAX_DEPTH = 2**14
+_NORM_MAX_EPS = 2**60
+_NORM_IN = (DType.i8, DType.i16)
+_NORM_PARAM = {"gamma": (DType.i8, DType.i16), "beta": (DType.i8, DType.i16, DType.i32)}
+
+
+def _check_norm_types(op: str, x: TensorType, gamma: TensorType, beta: TensorType | None) -> bool:
+    """True for the integer form (quantized int8 / int16 input, quantized integer gamma and beta);
+    for the float form, checks that every tensor is float."""
+    if x.dtype.is_float:
+        _check_float(op, input=x, gamma=gamma, beta=beta)
+        return False
+    if x.dtype not in _NORM_IN or x.quant is None:
+        fail(f"{op}: input must be float or quantized int8 / int16, got {x.dtype}")
+    for what, t in (("gamma", gamma), ("beta", beta)):
+        if t is not None and (t.dtype not in _NORM_PARAM[what] or t.quant is None):
+            kinds = " / ".join(str(d) for d in _NORM_PARAM[what])
+            fail(f"{op}: with a quantized input, {what} must be quantized {kinds}, got {t.dtype}")
+    return True
+
+
+def _norm_prepare(ctx, axis: int, epsilon: float, op: str) -> dict:
+    xt, gt = ctx.in_types[0], ctx.in_types[1]
+    bt = ctx.in_types[2] if len(ctx.in_types) > 2 else None
+    yt = ctx.out_types[0]
+    if xt.dtype not in _NORM_IN or yt.dtype != xt.dtype:
+        raise ValueError(f"{op} has integer kernels for int8 and int16 activations only, not {xt.dtype} -> {yt.dtype}")
+    s_x, zp_x = scalar_params(xt.quant, f"{op} input")
+    s_g, zp_g = scalar_params(gt.quant, f"{op} gamma")
+    s_y, zp_y = scalar_params(yt.quant, f"{op} output")
+    depth = math.prod(int(d) for d in xt.shape[_axis(axis, xt.rank, op) :])
+    if depth > NORM_MAX_DEPTH:
+        raise ValueError(f"{op}: the integer kernel normalizes at most {NORM_MAX_DEPTH} elements, got {depth}")
+    eps = min(float(fp.round_half_away(np.float64(depth) ** 2 * epsilon / np.float64(s_x) ** 2)), _NORM_MAX_EPS)
+    g_mult, g_shift = fp.quantize_multiplier(s_g / (s_y * 2.0**NORM_FRAC_BITS))
+    if g_shift > 14:  # TFLite's int64 requantization shifts right by 15 - shift >= 1
+        raise ValueError(f"{op}: gamma scale {s_g!r} is too large for output scale {s_y!r}")
+    if g_shift < -47:  # |xhat * gamma| < 2**45: the product rounds to 0
+        g_mult, g_shift = 0, 0
+    b_mult = b_shift = zp_b = 0
+    if bt is not None:
+        s_b, zp_b = scalar_params(bt.quant, f"{op} beta")
+        b_mult, b_shift = fp.quantize_multiplier(s_b / s_y)
+        if b_shift > 30:
+            raise ValueError(f"{op}: beta scale {s_b!r} is too large for output scale {s_y!r}")
+        if b_shift < -31:  # |q_b - zp_b| < 2**32: rounds to 0
+            b_mult, b_shift = 0, 0
+    lo, hi = (int(v) for v in (np.iinfo(yt.dtype.numpy).min, np.iinfo(yt.dtype.numpy).max))
+    return {"depth": depth, "in_zp": zp_x, "gamma_zp": zp_g, "beta_zp": zp_b, "eps": int(eps), "g_mult": g_mult,
+            "g_shift": g_shift, "b_mult": b_mult, "b_shift": b_shift, "out_zp": zp_y, "act_min": lo,
+            "act_max": hi}  # fmt: skip
+
+
+def _norm_eval(p, x, gamma, beta, centered: bool):
+    """The arithmetic of the comment above; numpy or jax.numpy (the jax target traces it)."""
+    xp = fp.namespace(x)
+    n = p.depth
+    d = x.reshape(-1, n).astype(xp.int64) - p.in_zp
+    s2 = (d * d).sum(axis=1, keepdims=True)
+    if centered:
+        s1 = d.sum(axis=1, keepdims=True)
+        a, v = n * d - s1, n * s2 - s1 * s1 + p.eps
+    else:
+        a, v = n * d, n * s2 + p.eps
+    k = xp.zeros_like(v)
+    for _ in range(16):  # V < 2**62: pairs of bits off until it is an int32 (sqrt(4**k) is exact)
+        big = v >= 2**31
+        v, k = xp.where(big, v >> 2, v), k + big
+    mult, shift = fp.inv_sqrt_quantized_multiplier_exp(v, -1)  # 1/sqrt(v) = mult * 2**(shift - 31)
+    xh = fp.rounding_divide_by_pot(a * mult, 31 + k - shift - NORM_FRAC_BITS)
+    g = gamma.reshape(1, n).astype(xp.int64) - p.gamma_zp
+    y = fp.multiply_by_quantized_multiplier_int64(xh * g, p.g_mult, p.g_shift)
+    if beta is not None:
+        b = beta.reshape(1, n).astype(xp.int64) - p.beta_zp
+        y = y + fp.multiply_by_quantized_multiplier(fp.wrap_int32(b), p.b_mult, p.b_shift)
+    return xp.clip(y + p.out_zp, p.act_min, p.act_max).astype(x.dtype).reshape(x.shape)
+
+
+@layer_norm.prepare
+def _ln_prepare(ctx, *, axis, epsilon):
+    return _norm_prepare(ctx, axis, epsilon, "layer_norm")
+
+
+@layer_norm.eval
+def _ln_eval(p, x, gamma, beta, *, axis, epsilon):
+    return _norm_eval(p, x, gamma, beta, centered=True)
+
+
+@rms_norm.prepare
+def _rms_prepare(ctx, *, axis, epsilon):
+    return _norm_prepare(ctx, axis, epsilon, "rms_norm")
+
+
+@rms_norm.eval
+def _rms_eval(p, x, gamma, *, axis, epsilon):
+    return _norm_eval(p, x, gamma, None, centered=False)
 
 
 # derivatives ----------------------------------------------------------------------

@@ -227,25 +227,38 @@ reduce_min = _extreme_reduce("reduce_min", largest=False)
 softmax = defop(
     "softmax",
     family="reduce",
-    inputs=("x",),
+    inputs=("x", "mask?"),
     attrs={
         "axis": Attr("int", -1, doc="normalized axis (negative counts from the end)"),
         "beta": Attr("float", 1.0, doc="inverse temperature: exp(beta * x) is normalized"),
         # TFLite Micro's int8 kernel also writes int16 (keyword_scrambled's last layer)
         "out_dtype": Attr("str", "same", choices=("same", "i16"), doc="quantized: i16 output of an i8 input"),
     },
-    doc="exp(beta * (x - max)) / sum(exp(beta * (x - max))) along an axis.",
+    doc=(
+        "exp(beta * (x - max)) / sum(exp(beta * (x - max))) along an axis; with a bool mask (True = keep, "
+        "broadcast to x) over the kept positions only, masked positions (and rows with none kept) are 0."
+    ),
 )
 
 
+def _check_mask(x: TensorType, mask: TensorType | None) -> None:
+    if mask is None:
+        return
+    if mask.dtype != DType.bool:
+        fail(f"softmax: mask must be bool (True = keep), got {mask.dtype}")
+    if mask.rank > x.rank or any(m != 1 and m != d for m, d in zip(mask.shape[::-1], x.shape[::-1])):
+        fail(f"softmax: mask of shape {list(mask.shape)} does not broadcast to the input's {list(x.shape)}")
+
+
 @softmax.infer
-def _softmax_infer(x, *, axis, beta, out_dtype):
+def _softmax_infer(x, mask, *, axis, beta, out_dtype):
     _need_float_or_quant(x, "softmax")
     if x.rank == 0:
         fail("softmax needs an input of rank >= 1")
     if not math.isfinite(beta):
         fail(f"softmax: beta must be finite, got {beta}")
     norm_axis(axis, x.rank, "softmax")
+    _check_mask(x, mask)
     # quantized softmax outputs have fixed parameters of their own (TFLite: 1/256, -128)
     if out_dtype == "same":
         return TensorType(x.shape, x.dtype)
@@ -255,13 +268,21 @@ def _softmax_infer(x, *, axis, beta, out_dtype):
 
 
 @softmax.reference
-def _softmax_ref(x, *, axis, beta, out_dtype):
+def _softmax_ref(x, mask, *, axis, beta, out_dtype):
     z = beta * x.astype(compute_dtype(x.dtype))
-    if z.size:
-        # subtracting the max of beta*x keeps exp in range for either sign of beta
-        z = z - z.max(axis=axis, keepdims=True)
-    e = np.exp(z)
-    return finish(e / e.sum(axis=axis, keepdims=True), from_numpy(x.dtype))
+    if mask is None:
+        if z.size:
+            # subtracting the max of beta*x keeps exp in range for either sign of beta
+            z = z - z.max(axis=axis, keepdims=True)
+        e = np.exp(z)
+        return finish(e / e.sum(axis=axis, keepdims=True), from_numpy(x.dtype))
+    keep = np.broadcast_to(mask, x.shape)
+    # the max over kept positions only (0 for a row with none: its exps are all masked anyway)
+    top = np.where(keep, z, -np.inf).max(axis=axis, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0)
+    e = np.where(keep, np.exp(np.where(keep, z - top, 0)), 0)
+    total = e.sum(axis=axis, keepdims=True)
+    return finish(e / np.where(total > 0, total, 1), from_numpy(x.dtype))
 
 
 log_softmax = defop(
@@ -326,6 +347,8 @@ def _softmax_lin(e, y, t, axis: int, beta: float):
     return out if beta == 1 else e.mul(out, e.const(beta, y))
 
 
+# With a mask the same formula holds: y is 0 at masked positions (a constant output), so their
+# tangents and cotangents vanish and sum(t * y) runs over the kept ones. The mask has none.
 @softmax.jvp
 def _softmax_jvp(e, primals, outputs, tangents, *, axis, beta, out_dtype):
     return [_softmax_lin(e, outputs[0], tangents[0], axis, beta)]
@@ -333,7 +356,7 @@ def _softmax_jvp(e, primals, outputs, tangents, *, axis, beta, out_dtype):
 
 @softmax.vjp
 def _softmax_vjp(e, primals, outputs, cotangents, *, axis, beta, out_dtype):
-    return [_softmax_lin(e, outputs[0], cotangents[0], axis, beta)]
+    return [_softmax_lin(e, outputs[0], cotangents[0], axis, beta), None]
 
 
 @log_softmax.jvp
@@ -403,12 +426,29 @@ def _argmax_sample(rng):
     return [x], attrs
 
 
+def _rand_mask(rng: np.random.Generator, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """A bool mask broadcasting to ``shape`` (some dims 1, leading ones dropped), with a fully masked row."""
+    drop = int(rng.integers(0, len(shape)))
+    full = tuple(1 if rng.random() < 0.3 else d for d in shape)[drop:]
+    mask = rng.random(full) < 0.6
+    # one row with no kept position (softmax over nothing is all 0): position 0 of every other axis, all of
+    # the normalized one (a single element where the mask broadcasts along it)
+    a = axis % len(shape) - drop
+    rows = mask.size // (full[a] if a >= 0 else 1)
+    if rows > 1 or rng.random() < 0.2:  # not always, where that row is the whole mask
+        mask[tuple(slice(None) if i == a else 0 for i in range(len(full)))] = False
+    return mask
+
+
 @softmax.sample
 def _softmax_sample(rng):
     shape = rand_shape(rng, int(rng.integers(1, 5)))
     x = rand_float(rng, shape, _pick_float(rng), scale=float(rng.choice([1.0, 10.0])))
     beta = float(rng.choice([1.0, 0.5, 2.0, -1.0]))
-    return [x], {"axis": _rand_axis(rng, len(shape)), "beta": beta}
+    axis = _rand_axis(rng, len(shape))
+    # masked mostly: the unmasked kernel is TFLite Micro's, pinned by its own tests
+    ins = [x, _rand_mask(rng, shape, axis)] if rng.random() < 0.75 else [x]
+    return ins, {"axis": axis, "beta": beta}
 
 
 @log_softmax.sample
@@ -487,23 +527,33 @@ def _softmax_prepare(ctx, *, axis, beta, out_dtype):
     raise ValueError(f"softmax has no integer kernel for {xt.dtype} input and {yt.dtype} output")
 
 
-def _softmax_int8(p, x):
+def _softmax_int8(p, x, keep):
     """TFLite's int8 Softmax (int8 or int16 output), gemmlowp fixed point.
 
     Exps of the differences are summed in Q12.19 and each multiplied by the
     reciprocal of the sum; differences below ``diff_min`` contribute 0. The
     output is [0, 1) on 2**-8 (int8, zero point -128) or 2**-16 / zero point
-    -32768 (int16) steps, as the kernel assumes.
+    -32768 (int16) steps, as the kernel assumes. ``keep`` (bool, x's shape, or
+    None): the max and the sum run over kept positions only and masked ones
+    give the output's 0 (``out_min``); with every position kept it is TFLite's.
     """
     xp = fp.namespace(x)
     xi = x.astype(xp.int64)
-    diff = xi - xi.max(axis=-1, keepdims=True)
-    use = diff >= p.diff_min
+    if keep is None:
+        diff = xi - xi.max(axis=-1, keepdims=True)
+        use = diff >= p.diff_min
+    else:
+        # a row with nothing kept: max -128, every position masked below
+        diff = xi - xp.where(keep, xi, -128).max(axis=-1, keepdims=True)
+        use = keep & (diff >= p.diff_min)
+        diff = xp.where(keep, diff, 0)  # masked differences may be positive: keep the table index in range
     # int8 differences lie in [-255, 0]: prepare's table holds _softmax_exps of each (0 below
     # diff_min, where `use` masks every exp anyway), so looking it up is computing it
     exps = xp.asarray(p.exp_table, dtype=xp.int64)[-diff]
     acc_terms = fp.rounding_divide_by_pot(exps, _ACCUMULATION_INTEGER_BITS)  # Q0.31 -> Q12.19
     sum_of_exps = xp.where(use, acc_terms, 0).sum(axis=-1, keepdims=True)
+    if keep is not None:  # exp(0) of a kept row max is never 0: only an empty row sums to 0 (its output is masked)
+        sum_of_exps = xp.where(sum_of_exps > 0, sum_of_exps, 1)
     shifted_scale, bits_over_unit = fp.get_reciprocal(sum_of_exps, _ACCUMULATION_INTEGER_BITS)
     unsat = fp.rounding_divide_by_pot(
         fp.saturating_rounding_doubling_high_mul(shifted_scale, exps), bits_over_unit + 31 - p.out_bits
@@ -512,20 +562,28 @@ def _softmax_int8(p, x):
     return xp.where(use, y, p.out_min).astype(p.dtype)
 
 
-def _softmax_int16(p, x):
+def _softmax_int16(p, x, keep):
     """TFLite's int16 Softmax: table lookups for exp and 1/(1+x).
 
     Rescaled differences are recentred into int16 for the exp table (Q0.15
     results), summed, normalized by the count of leading zeros and inverted
-    through the 1/(1+x) table.
+    through the 1/(1+x) table. ``keep`` as for int8: masked positions give 0
+    (the output's zero point).
     """
     xp = fp.namespace(x)
     xi = x.astype(xp.int64)
-    diff = xi - xi.max(axis=-1, keepdims=True)
+    if keep is None:
+        diff = xi - xi.max(axis=-1, keepdims=True)
+    else:
+        diff = xp.where(keep, xi - xp.where(keep, xi, fp.INT16_MIN).max(axis=-1, keepdims=True), 0)
     scaled = fp.multiply_by_quantized_multiplier(diff, p.mult, p.shift)
     sym = xp.clip(scaled + 32767, fp.INT16_MIN, fp.INT16_MAX)
     exps = fp.int16_table_lookup(sym, p.exp_lut)
+    if keep is not None:
+        exps = xp.where(keep, exps, 0)
     total = exps.sum(axis=-1, keepdims=True)
+    if keep is not None:  # a kept row max's exp is 32767: only an empty row sums to 0 (its output is 0)
+        total = xp.where(total > 0, total, 1)
     headroom_plus_one = fp.count_leading_zeros_u32(total)
     shifted_sum = ((total << (headroom_plus_one - 1)) + (1 << 13)) >> 14
     sym_sum = xp.clip(shifted_sum - ((1 << 15) + (1 << 16)), fp.INT16_MIN, fp.INT16_MAX)
@@ -536,11 +594,12 @@ def _softmax_int16(p, x):
 
 
 @softmax.eval
-def _softmax_eval(p, x, *, axis, beta, out_dtype):
+def _softmax_eval(p, x, mask, *, axis, beta, out_dtype):
     xp = fp.namespace(x)
     a = norm_axis(axis, x.ndim, "softmax")
+    keep = None if mask is None else xp.moveaxis(xp.broadcast_to(xp.asarray(mask, dtype=bool), x.shape), a, -1)
     kernel = _softmax_int8 if p.kind == "int8" else _softmax_int16
-    return xp.moveaxis(kernel(p, xp.moveaxis(x, a, -1)), -1, a)
+    return xp.moveaxis(kernel(p, xp.moveaxis(x, a, -1), keep), -1, a)
 
 
 def _mean_or_sum_prepare(ctx, axes, what: str) -> dict:

@@ -5,7 +5,9 @@ block's input names; its nodes are then replayed into the new graph. The op
 producing a block output takes the block node's output name (and, for the
 first such op, the block node's name), so graph inputs, outputs, parameters
 and every value outside the blocks keep their names. Intermediate values get
-names prefixed with the block's name (``block/conv2d_0``).
+names prefixed with the block's name (``block/conv2d_0``), and every MIR node
+records the block it came from in ``graph.metadata["provenance"]``
+(``passes/_provenance.py``), which ``rlx-edge inspect --provenance`` shows.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from rlx_edge.errors import IRError
 from rlx_edge.ir.graph import Graph, Node, Tensor
 from rlx_edge.ir.ops import OpDef, get_op
+from rlx_edge.ir.passes._provenance import record_blocks
 
 
 def lower_hir(graph: Graph) -> Graph:
@@ -43,7 +46,10 @@ def lower_hir(graph: Graph) -> Graph:
             _lower_node(out, node, opdef, reserved)
         else:
             quants = [graph.types[o].quant for o in node.outputs]
-            out.add_node(node.op, node.inputs, node.attrs, name=node.name, out_names=node.outputs, out_quant=quants)
+            # control flow: HIR blocks inside its subgraphs lower too (names and types kept, so the
+            # subgraph signatures still match)
+            attrs = {k: lower_hir(v) if isinstance(v, Graph) and v.stage == "hir" else v for k, v in node.attrs.items()}
+            out.add_node(node.op, node.inputs, attrs, name=node.name, out_names=node.outputs, out_quant=quants)
     out.output(*graph.outputs)
     return out
 
@@ -88,6 +94,7 @@ def _lower_node(out: Graph, node: Node, opdef: OpDef, reserved: set[str]) -> Non
     # (the usual single-output case), else to the first op producing an output.
     producing = [sn for sn in scratch.nodes if any(o in final for o in sn.outputs)]
     owner = next((sn for sn in producing if node.name in (final[o] for o in sn.outputs if o in final)), producing[0])
+    added: list[str] = []
     for sn in scratch.nodes:
         outs = [final.get(o) or fresh(o) for o in sn.outputs]
         name = node.name if sn is owner else fresh(sn.name)
@@ -100,3 +107,5 @@ def _lower_node(out: Graph, node: Node, opdef: OpDef, reserved: set[str]) -> Non
             out_quant=[scratch.types[o].quant for o in sn.outputs],
         )
         rename.update(zip(sn.outputs, outs))
+        added.append(name)
+    record_blocks(out, added, node)

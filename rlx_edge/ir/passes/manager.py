@@ -160,21 +160,26 @@ class PassManager:
         self.options = dict(options or {})
 
     def run(self, graph: Graph) -> tuple[Graph, PassReport]:
+        from rlx_edge.ir.passes._provenance import PassHistory
         from rlx_edge.ir.passes.lower_hir import lower_hir
         from rlx_edge.ir.verify import verify
 
+        given = graph
         if graph.stage == "hir":  # passes rewrite MIR
             graph = lower_hir(graph)
         report = PassReport(graph.name)
+        history = PassHistory(graph)  # per node: the passes that rewrote it or left it, and why
         seen: set[tuple[str, str, str, str]] = set()
         for it in range(self.max_iterations):
             fired_any = False
             for p in self.passes:
                 ctx = PassContext(p.name, self.options)
                 before = len(graph.nodes)
+                snapshot = history.snapshot(graph)
                 t0 = time.perf_counter()
                 graph = p(graph, ctx)
                 ms = (time.perf_counter() - t0) * 1e3
+                history.add(p.name, snapshot, graph, ctx.events)
                 if self.verify:
                     try:
                         verify(graph)
@@ -193,6 +198,9 @@ class PassManager:
                         report.events.append(e)
             if not fired_any:
                 break
+        if graph is given:  # no pass copied it: the provenance goes on a copy, the caller's graph stays as it was
+            graph = graph.copy()
+        history.store(graph)
         return graph, report
 
 

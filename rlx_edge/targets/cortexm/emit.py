@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+import textwrap
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.plan import Program
 from rlx_edge.pipeline import AS_GIVEN, to_program
+from rlx_edge.targets.cortexm._control import WHILE_KERNEL, while_programs
 from rlx_edge.targets.cortexm.rules import OPTIMIZE_LEVELS, Const, Layer, layer_for
 
 __all__ = ["CORES", "EmittedModel", "compile_project", "emit", "kernel_sources", "lower"]
@@ -64,14 +66,19 @@ def lower(graph_or_program: Graph | Program) -> Program:
     return to_program(graph_or_program, "cortexm", AS_GIVEN)
 
 
+# Kernel sources of other packages' ops (rlx_edge.extend.cortexm_rule): file name -> text. They
+# ship in kernels/ beside the library's own and build with them.
+EXTRA_KERNELS: dict[str, str] = {}
+
+
 def kernel_sources() -> dict[str, str]:
-    """The kernel library shipped as package data: file name -> text."""
+    """The kernel library shipped as package data, and the kernels other packages registered: file name -> text."""
     root = resources.files("rlx_edge.targets.cortexm") / "kernels"
     out = {}
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         if entry.name.endswith((".c", ".h")):
             out[entry.name] = entry.read_text(encoding="utf-8")
-    return out
+    return {**out, **dict(sorted(EXTRA_KERNELS.items()))}
 
 
 # C rendering ---------------------------------------------------------------------------------
@@ -169,105 +176,10 @@ def emit(graph_or_program: Graph | Program, optimize: str = "balanced") -> Emitt
     _check_optimize(optimize)
     prog = lower(graph_or_program)
     g = prog.graph
-    nodes = prog.nodes()
-    layers: list[tuple[int, Any, Layer]] = [
-        (i, n, layer_for(g, n, prog.quant.get(n.name), optimize)) for i, n in enumerate(nodes)
-    ]
-
-    # constants -> weights.c / weights.h
-    weight_defs: list[str] = []
-    weight_decls: list[str] = []
-    # bytes per build: common, and only in the DSP (SXTB16/SMLAD) or the portable build
-    per_build = {"": 0, "dsp": 0, "portable": 0}
-    const_names: list[dict[str, str]] = []
-    for i, _node, layer in layers:
-        names = {}
-        for key in sorted(layer.consts):
-            arr = np.ascontiguousarray(layer.consts[key])
-            ctype = _CTYPES.get(arr.dtype)
-            if ctype is None:
-                raise RlxError(f"layer {i}: constant {key} has unsupported type {arr.dtype}")
-            name = f"rlx_l{i}_{key}"
-            n = max(arr.size, 1)
-            decl = f"extern const {ctype} {name}[{n}];"
-            define = f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n"
-            guard = layer.guards.get(key, "")
-            if guard:
-                # compiled into one build only; the other build's struct holds NULL
-                decl = f"{_GUARD_IF[guard]}\n{decl}\n#endif"
-                define = f"{_GUARD_IF[guard]}\n{define}#endif\n"
-                names[key] = f"RLX_IF_DSP({name}, NULL)" if guard == "dsp" else f"RLX_IF_DSP(NULL, {name})"
-            else:
-                names[key] = name
-            weight_decls.append(decl)
-            weight_defs.append(define)
-            per_build[guard] += n * arr.dtype.itemsize
-        const_names.append(names)
-    param_names: dict[str, str] = {}
-
-    def value_ptr(v: str) -> str:
-        """Where a kernel reads value ``v``: its arena bytes, or a constant's array in weights.c."""
-        if v not in g.params:
-            return f"arena + {prog.offsets[v]}u"
-        if v not in param_names:
-            arr = np.ascontiguousarray(g.params[v])
-            ctype = _CTYPES.get(arr.dtype)
-            if ctype is None:
-                raise RlxError(f"constant {v!r} has unsupported type {arr.dtype}")
-            name = param_names[v] = f"rlx_const{len(param_names)}"
-            n = max(arr.size, 1)
-            weight_decls.append(f"extern const {ctype} {name}[{n}];")
-            weight_defs.append(f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n")
-            per_build[""] += n * arr.dtype.itemsize
-        return param_names[v]
-
-    for _i, node, layer in layers:  # constant operands (add x + c) are read from flash, not the arena
-        for a in layer.args:
-            if a[0] == "in":
-                value_ptr(node.inputs[a[1]])
-            elif a[0] == "ins":
-                for v in node.inputs:
-                    value_ptr(v)
+    out = _Code(optimize)
+    calls = _layer_code(prog, out, "", 0)
+    weight_defs, weight_decls, structs, per_build = out.weight_defs, out.weight_decls, out.structs, out.per_build
     weight_bytes = per_build[""] + max(per_build["dsp"], per_build["portable"])
-
-    # model.c: one call per scheduled node
-    structs: list[str] = []
-    calls: list[str] = []
-    for (i, node, layer), names in zip(layers, const_names):
-        what = f"/* {i}: {_comment(node.name)} ({node.op}) */"
-        if layer.kernel == "rlx_copy" and prog.offsets[node.inputs[0]] == prog.offsets[node.outputs[0]]:
-            calls.append(f"    {what} /* a view: same arena bytes, no code */")
-            continue
-        args = []
-        pre = ""
-        for a in layer.args:
-            kind = a[0]
-            if kind == "in":
-                v = node.inputs[a[1]]
-                args.append(f"({_ptr_type(g, v, const=True)})({value_ptr(v)})")
-            elif kind == "out":
-                v = node.outputs[a[1]]
-                args.append(f"({_ptr_type(g, v, const=False)})(arena + {prog.offsets[v]}u)")
-            elif kind == "scratch":
-                off, _size = prog.scratch[node.name]
-                args.append(f"({a[1]} *)(void *)(arena + {off}u)")
-            elif kind == "ins":
-                ptrs = ", ".join(value_ptr(v) for v in node.inputs)
-                pre += f"const void *const ins{i}[] = {{{ptrs}}};\n        "
-                args.append(f"ins{i}")
-            elif kind == "outs":
-                ptrs = ", ".join(f"arena + {prog.offsets[v]}u" for v in node.outputs)
-                pre += f"void *const outs{i}[] = {{{ptrs}}};\n        "
-                args.append(f"outs{i}")
-            elif kind == "bytes":
-                args.append(str(a[1]))
-            else:
-                raise AssertionError(kind)
-        if layer.struct is not None:
-            structs.append(f"static const {layer.struct} rlx_l{i} = {_render(layer.fields, names)};")
-            args.insert(0, f"&rlx_l{i}")
-        call = f"{layer.kernel}({', '.join(args)});"
-        calls.append(f"    {what}\n    {{\n        {pre}{call}\n    }}" if pre else f"    {what}\n    {call}")
 
     ins = [(k, v) for k, v in enumerate(g.inputs)]
     outs = [(k, v) for k, v in enumerate(g.outputs)]
@@ -279,7 +191,7 @@ def emit(graph_or_program: Graph | Program, optimize: str = "balanced") -> Emitt
     model_hash = hashlib.sha256(body_for_hash.encode()).hexdigest()[:16]
 
     header = _model_h(g, prog, model_hash)
-    used = {layer.kernel for _, _, layer in layers if layer.kernel}
+    used = out.kernels
     model_c = _model_c(structs, calls, copy_in, copy_out, len(ins) == 1 and len(outs) == 1, used)
     weights_h = _WEIGHTS_H.format(decls="\n".join(weight_decls))
     weights_c = _WEIGHTS_C.format(defs="\n".join(weight_defs))
@@ -296,6 +208,181 @@ def emit(graph_or_program: Graph | Program, optimize: str = "balanced") -> Emitt
         per_build[""] + per_build["portable"],
         optimize,
     )
+
+
+@dataclass
+class _Code:
+    """What the layers of a program (and of the subgraphs of its loops) add to weights.c and model.c."""
+
+    optimize: str
+    weight_defs: list[str] = field(default_factory=list)
+    weight_decls: list[str] = field(default_factory=list)
+    structs: list[str] = field(default_factory=list)
+    # bytes per build: common, and only in the DSP (SXTB16/SMLAD) or the portable build
+    per_build: dict[str, int] = field(default_factory=lambda: {"": 0, "dsp": 0, "portable": 0})
+    param_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    kernels: set[str] = field(default_factory=set)
+
+
+def _layer_code(prog: Program, out: _Code, prefix: str, base: int) -> list[str]:
+    """model.c's statements for ``prog``'s scheduled nodes, its arena at ``arena + base`` (a loop's
+    subgraph runs in its node's scratch); constants and structs are named ``rlx_{prefix}l<i>...``."""
+    g = prog.graph
+    nodes = prog.nodes()
+    layers: list[tuple[int, Any, Layer]] = [
+        (i, n, layer_for(g, n, prog.quant.get(n.name), out.optimize)) for i, n in enumerate(nodes)
+    ]
+    out.kernels.update(layer.kernel for _, _, layer in layers if layer.kernel and layer.kernel != WHILE_KERNEL)
+
+    # constants -> weights.c / weights.h
+    const_names: list[dict[str, str]] = []
+    for i, _node, layer in layers:
+        names = {}
+        for key in sorted(layer.consts):
+            arr = np.ascontiguousarray(layer.consts[key])
+            ctype = _CTYPES.get(arr.dtype)
+            if ctype is None:
+                raise RlxError(f"layer {i}: constant {key} has unsupported type {arr.dtype}")
+            name = f"rlx_{prefix}l{i}_{key}"
+            n = max(arr.size, 1)
+            decl = f"extern const {ctype} {name}[{n}];"
+            define = f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n"
+            guard = layer.guards.get(key, "")
+            if guard:
+                # compiled into one build only; the other build's struct holds NULL
+                decl = f"{_GUARD_IF[guard]}\n{decl}\n#endif"
+                define = f"{_GUARD_IF[guard]}\n{define}#endif\n"
+                names[key] = f"RLX_IF_DSP({name}, NULL)" if guard == "dsp" else f"RLX_IF_DSP(NULL, {name})"
+            else:
+                names[key] = name
+            out.weight_decls.append(decl)
+            out.weight_defs.append(define)
+            out.per_build[guard] += n * arr.dtype.itemsize
+        const_names.append(names)
+
+    def value_ptr(v: str) -> str:
+        """Where a kernel reads value ``v``: its arena bytes, or a constant's array in weights.c."""
+        if v not in g.params:
+            return f"arena + {base + prog.offsets[v]}u"
+        if (prefix, v) not in out.param_names:
+            arr = np.ascontiguousarray(g.params[v])
+            ctype = _CTYPES.get(arr.dtype)
+            if ctype is None:
+                raise RlxError(f"constant {v!r} has unsupported type {arr.dtype}")
+            name = out.param_names[prefix, v] = f"rlx_const{len(out.param_names)}"
+            n = max(arr.size, 1)
+            out.weight_decls.append(f"extern const {ctype} {name}[{n}];")
+            out.weight_defs.append(f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n")
+            out.per_build[""] += n * arr.dtype.itemsize
+        return out.param_names[prefix, v]
+
+    for _i, node, layer in layers:  # constant operands (add x + c) are read from flash, not the arena
+        for a in layer.args:
+            if a[0] == "in":
+                value_ptr(node.inputs[a[1]])
+            elif a[0] == "ins":
+                for v in node.inputs:
+                    value_ptr(v)
+
+    # model.c: one call per scheduled node
+    calls: list[str] = []
+    for (i, node, layer), names in zip(layers, const_names):
+        what = f"/* {prefix}{i}: {_comment(node.name)} ({node.op}) */"
+        if layer.kernel == WHILE_KERNEL:
+            calls.append(_while_code(prog, node, out, f"{prefix}l{i}", base, value_ptr, what))
+            continue
+        if layer.kernel == "rlx_copy" and prog.offsets[node.inputs[0]] == prog.offsets[node.outputs[0]]:
+            calls.append(f"    {what} /* a view: same arena bytes, no code */")
+            continue
+        args = []
+        pre = ""
+        for a in layer.args:
+            kind = a[0]
+            if kind == "in":
+                v = node.inputs[a[1]]
+                args.append(f"({_ptr_type(g, v, const=True)})({value_ptr(v)})")
+            elif kind == "out":
+                v = node.outputs[a[1]]
+                args.append(f"({_ptr_type(g, v, const=False)})(arena + {base + prog.offsets[v]}u)")
+            elif kind == "scratch":
+                off, _size = prog.scratch[node.name]
+                args.append(f"({a[1]} *)(void *)(arena + {base + off}u)")
+            elif kind == "ins":
+                ptrs = ", ".join(value_ptr(v) for v in node.inputs)
+                pre += f"const void *const ins{prefix}{i}[] = {{{ptrs}}};\n        "
+                args.append(f"ins{prefix}{i}")
+            elif kind == "outs":
+                ptrs = ", ".join(f"arena + {base + prog.offsets[v]}u" for v in node.outputs)
+                pre += f"void *const outs{prefix}{i}[] = {{{ptrs}}};\n        "
+                args.append(f"outs{prefix}{i}")
+            elif kind == "bytes":
+                args.append(str(a[1]))
+            else:
+                raise AssertionError(kind)
+        if layer.struct is not None:
+            out.structs.append(f"static const {layer.struct} rlx_{prefix}l{i} = {_render(layer.fields, names)};")
+            args.insert(0, f"&rlx_{prefix}l{i}")
+        call = f"{layer.kernel}({', '.join(args)});"
+        calls.append(f"    {what}\n    {{\n        {pre}{call}\n    }}" if pre else f"    {what}\n    {call}")
+    return calls
+
+
+def _while_code(prog: Program, node: Any, out: _Code, prefix: str, base: int, value_ptr: Any, what: str) -> str:
+    """A while_ node as a C loop: the carried values live in the node's outputs; each trip copies them
+    into the cond subgraph's inputs and runs its layers, stops on false, else runs the body's layers
+    the same way and copies its outputs back. Both subgraphs run in the node's scratch, one at a time."""
+    cond, body = while_programs(node)
+    scratch, _size = prog.scratch[node.name]
+    g = prog.graph
+    sizes = [_nbytes(g, o) for o in node.outputs]
+    state = [f"arena + {base + prog.offsets[o]}u" for o in node.outputs]
+
+    def feed(sub: Program) -> list[str]:
+        return [f"            memcpy(arena + {base + scratch + sub.offsets[v]}u, {s}, {n}u);"
+                for v, s, n in zip(sub.graph.inputs, state, sizes) if v in sub.offsets]  # fmt: skip
+
+    def where(sub: Program, v: str) -> str:
+        return _sub_ptr(sub, v, out, f"{prefix}b" if sub is body else f"{prefix}c", base + scratch)
+
+    lines = [f"    {what}", "    {"]
+    lines += [f"        memcpy({s}, {value_ptr(v)}, {n}u);" for s, v, n in zip(state, node.inputs, sizes)]
+    max_trips = node.attrs["max_trips"]
+    if max_trips is not None:
+        lines.append("        uint32_t trips = 0u;")
+    lines.append(f"        while ({'trips < ' + str(max_trips) + 'u' if max_trips is not None else '1'}) {{")
+    lines += feed(cond)
+    lines += [textwrap.indent(c, "        ") for c in _layer_code(cond, out, f"{prefix}c", base + scratch)]
+    flag = where(cond, cond.graph.outputs[0])
+    lines += [f"            if (!*(const uint8_t *)({flag})) {{", "                break;", "            }"]
+    lines += feed(body)
+    lines += [textwrap.indent(c, "        ") for c in _layer_code(body, out, f"{prefix}b", base + scratch)]
+    lines += [f"            memcpy({s}, {where(body, v)}, {n}u);" for s, v, n in zip(state, body.graph.outputs, sizes)]
+    if max_trips is not None:
+        lines.append("            trips++;")
+    lines += ["        }", "    }"]
+    return "\n".join(lines)
+
+
+def _sub_ptr(sub: Program, v: str, out: _Code, prefix: str, base: int) -> str:
+    if v in sub.graph.params:
+        return out.param_names.get((prefix, v)) or _const_now(sub, v, out, prefix)
+    return f"arena + {base + sub.offsets[v]}u"
+
+
+def _const_now(sub: Program, v: str, out: _Code, prefix: str) -> str:
+    arr = np.ascontiguousarray(sub.graph.params[v])
+    name = out.param_names[prefix, v] = f"rlx_const{len(out.param_names)}"
+    n = max(arr.size, 1)
+    ctype = _CTYPES[arr.dtype]
+    out.weight_decls.append(f"extern const {ctype} {name}[{n}];")
+    out.weight_defs.append(f"const {ctype} {name}[{n}] RLX_WEIGHT_ALIGN = {{\n{_array_text(arr)}\n}};\n")
+    out.per_build[""] += n * arr.dtype.itemsize
+    return name
+
+
+def _nbytes(g: Graph, v: str) -> int:
+    t = g.types[v]
+    return math.prod(int(d) for d in t.shape) * t.dtype.numpy.itemsize
 
 
 def _ptr_type(g: Graph, v: str, const: bool) -> str:

@@ -635,6 +635,31 @@ def _compare(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_compare_s8", "rlx_compare_params", fields, consts, [("in", 0), ("in", 1), ("out", 0)])
 
 
+@RULES.rule("while_")
+def _while(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """A C while loop over the cond and body subgraphs' own layers, run in this node's scratch (emit.py)."""
+    from rlx_edge.targets.cortexm._control import WHILE_KERNEL, while_scratch  # plans through the pipeline
+
+    return Layer(WHILE_KERNEL, scratch=while_scratch(node))
+
+
+_LOGICAL_CODES = {"logical_and": 0, "logical_or": 1, "logical_not": 2}  # kernels/rlx_logical.h
+
+
+@RULES.rule(*_LOGICAL_CODES)
+def _logical(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """Bools (one byte each) in and out: and / or broadcast like the binary kernels; not reads one operand."""
+    if node.op == "logical_not":
+        size = math.prod(_shape(_t(graph, node.outputs[0])))
+        geo = {"size": size, "broadcast": 0, "out_shape": [1, 1, 1, size], "a_strides": [0, 0, 0, 1],
+               "b_strides": [0, 0, 0, 1]}  # fmt: skip
+        fields, args = {"geo": geo}, [("in", 0), ("in", 0), ("out", 0)]
+    else:
+        fields, args = _broadcast_fields(graph, node), [("in", 0), ("in", 1), ("out", 0)]
+    fields["op"] = _LOGICAL_CODES[node.op]
+    return Layer("rlx_logical", "rlx_logical_params", fields, {}, args)
+
+
 @RULES.rule("squared_difference")
 def _squared_difference(graph: Graph, node: Node, params: Prepared) -> Layer:
     """The op's prepare tabulates each input's scaled value (the second negated); the kernel squares
@@ -762,6 +787,8 @@ def _resize_bilinear(graph: Graph, node: Node, params: Prepared) -> Layer:
     "hard_swish",
     "leaky_relu",
     "elu",
+    "gelu",
+    "silu",
     "abs",
     "rsqrt",
     "dequantize",
@@ -777,6 +804,17 @@ def _lut(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_lut_8", "rlx_lut_params", fields, {"table": table}, [("in", 0), ("out", 0)])
 
 
+def _softmax_mask(graph: Graph, node: Node, shape: tuple[int, ...]) -> tuple[dict[str, Any], tuple]:
+    """The mask's walk and its call argument: a constant mask is read from flash, a computed one from the
+    arena, each as stored (one byte per position, broadcast by strides); no mask passes NULL."""
+    mask = node.inputs[1] if len(node.inputs) > 1 else None
+    if mask is None:
+        return {"dims": [1, 1], "strides": [0, 0, 0, 0]}, ("bytes", 0)
+    _need(len(shape) <= 4, node, f"takes a mask over at most 4 dimensions, got {len(shape)}")
+    o4 = (1,) * (4 - len(shape)) + shape
+    return {"dims": [o4[1], o4[2]], "strides": _broadcast_strides(_shape(_t(graph, mask)), o4)}, ("in", 1)
+
+
 @RULES.rule("softmax")
 def _softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, y = node.inputs[0], node.outputs[0]
@@ -789,14 +827,16 @@ def _softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
     # the kernel indexes exps by difference to the row max from -255 up to 0; the op's table by -difference
     table = np.ascontiguousarray(params.exp_table[::-1], dtype=np.int32)
     depth = shape[-1]
+    walk, mask_arg = _softmax_mask(graph, node, shape)
     fields = {
         "rows": math.prod(shape) // max(depth, 1),
         "depth": depth,
         "exp_table": Const("exp"),
         "out_zp": params.out_min,
         "out_bits": params.out_bits,
+        "mask": walk,
     }
-    return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), ("out", 0)])
+    return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), mask_arg, ("out", 0)])
 
 
 @RULES.rule("svdf")
@@ -905,6 +945,27 @@ def _l2_normalize(graph: Graph, node: Node, params: Prepared) -> Layer:
     fields = {"outer": math.prod(shape[:axis]), "depth": shape[axis], "inner": math.prod(shape[axis + 1:]),
               "in_zp": params.in_zp}  # fmt: skip
     return Layer("rlx_l2_normalize_s8", "rlx_l2_normalize_params", fields, {}, [("in", 0), ("out", 0)])
+
+
+@RULES.rule("layer_norm", "rms_norm")
+def _norm(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """Our integer layer / RMS norm (kernels/rlx_norm_s8.c), one rule for int8 and int16 activations:
+    each row's 1/sqrt depends on the data, so the kernel takes it; prepare gives the rest."""
+    x, gamma, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    beta = node.inputs[2] if len(node.inputs) > 2 else None
+    wide = _t(graph, y).dtype == DType.i16
+    (_int16 if wide else _int8)(graph, node, x, y)
+    p = params
+    depth = p.depth
+    fields = {"rows": math.prod(_shape(_t(graph, x))) // max(depth, 1), "depth": depth,
+              "centered": int(node.op == "layer_norm"), "gamma_bytes": _t(graph, gamma).dtype.numpy.itemsize,
+              "beta_bytes": 0 if beta is None else _t(graph, beta).dtype.numpy.itemsize, "in_zp": p.in_zp,
+              "gamma_zp": p.gamma_zp, "beta_zp": p.beta_zp, "out_zp": p.out_zp, "eps": p.eps, "g_mult": p.g_mult,
+              "g_shift": p.g_shift, "b_mult": p.b_mult, "b_shift": p.b_shift, "act_min": p.act_min,
+              "act_max": p.act_max}  # fmt: skip
+    args = [("in", 0), ("in", 1), ("in", 2) if beta is not None else ("bytes", 0), ("out", 0)]
+    kernel = "rlx_norm_s16" if wide else "rlx_norm_s8"
+    return Layer(kernel, "rlx_norm_params", fields, {}, args)
 
 
 # layout ------------------------------------------------------------------------------------
@@ -1449,10 +1510,12 @@ def _softmax_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     depth = shape[-1]
     # the sum of up to depth exps of at most 32767 stays below 2**31 (the kernel's leading-zero count)
     _need(depth * 32767 < 2**31, node, f"normalizes rows of fewer than 65538 elements, got {depth}")
+    walk, mask_arg = _softmax_mask(graph, node, shape)
     fields = {"rows": math.prod(shape) // max(depth, 1), "depth": depth, "mult": params.mult,
-              "shift": params.shift, "exp_lut": Const("exp_lut"), "recip_lut": Const("recip_lut")}  # fmt: skip
+              "shift": params.shift, "exp_lut": Const("exp_lut"), "recip_lut": Const("recip_lut"),
+              "mask": walk}  # fmt: skip
     consts = {"exp_lut": np.asarray(params.exp_lut, np.int16), "recip_lut": np.asarray(params.recip_lut, np.int16)}
-    return Layer("rlx_softmax_s16", "rlx_softmax_s16_params", fields, consts, [("in", 0), ("out", 0)])
+    return Layer("rlx_softmax_s16", "rlx_softmax_s16_params", fields, consts, [("in", 0), mask_arg, ("out", 0)])
 
 
 # kernels/rlx_unary_s16.c: its op codes
@@ -1524,6 +1587,16 @@ def _select_v2_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer("rlx_select_s16", "rlx_select_s16_params", fields, {}, args)
 
 
+def _lut_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """gelu and silu: TFLite's 513-entry int16 table, interpolated (kernels/rlx_lut_s16.c); the op's
+    prepare built it."""
+    _int16(graph, node, node.inputs[0], node.outputs[0])
+    _need(params.get("lut") is not None, node, "needs its prepared int16 table")
+    fields = {"size": math.prod(_shape(_t(graph, node.outputs[0]))), "lut": Const("lut")}
+    consts = {"lut": np.asarray(params.lut, np.int16)}
+    return Layer("rlx_lut_s16", "rlx_lut_s16_params", fields, consts, [("in", 0), ("out", 0)])
+
+
 def _activation_s16(graph: Graph, node: Node, params: Prepared) -> Layer:
     """TFLite's int16 logistic and tanh (kernels/rlx_activation_s16.c): the prepared multiplier and shift
     onto the sigmoid table's grid."""
@@ -1558,12 +1631,16 @@ _S16_RULES: dict[str, Callable[[Graph, Node, Prepared], Layer]] = {
     "minimum": _binary_s16,
     "select_v2": _select_v2_s16,
     "sigmoid": _activation_s16,
+    "gelu": _lut_s16,
+    "silu": _lut_s16,
     "tanh": _activation_s16,
     "requantize": _requantize,  # one rule for every storage type
     "svdf": _svdf,  # int8 activations; an int16 state is the one rule's case too
     "lstm": _lstm,  # one rule for int8 and int16x8
     "transpose_conv2d": _transpose_conv,  # one rule for int8 and int16
     "matmul": _matmul,  # one rule for int8 and int16
+    "layer_norm": _norm,  # one rule for int8 and int16
+    "rms_norm": _norm,
 }
 # The ops this target runs on int16 activations: the 16x8 rules and data movement (the op x target
 # test draws each of them through int16x8 PTQ).

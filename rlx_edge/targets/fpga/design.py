@@ -355,7 +355,7 @@ def _requant_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
     return Layer(node, node.op, [node.inputs[0]], node.outputs[0], pe, simd, 0, [lanes], lanes, build, size // lanes)
 
 
-@rules.rule("sigmoid", "tanh", "hard_swish", "leaky_relu", "elu", "abs", "rsqrt")
+@rules.rule("sigmoid", "tanh", "hard_swish", "leaky_relu", "elu", "gelu", "silu", "abs", "rsqrt")
 def _lookup_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> Layer:
     """Any unary op of int8 values: its prepared 256-entry table in a ROM per lane."""
     xt, yt = g.types[node.inputs[0]], g.types[node.outputs[0]]
@@ -379,6 +379,10 @@ def _softmax_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
     yq = _quant(yt, "output")
     if node.attrs["axis"] not in (-1, xt.rank - 1):
         raise FpgaConfigError(f"layer {node.name!r} (softmax): only the last axis is supported")
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise FpgaConfigError(
+            f"layer {node.name!r} (softmax): a masked softmax has no FPGA unit; run it on another target"
+        )
     if yq.scale.size != 1 or int(yq.zero_point[0]) != -128 or float(yq.scale[0]) != 1 / 256:
         raise FpgaConfigError(f"layer {node.name!r} (softmax): output must be scale 1/256, zero point -128")
     table = params.exp_table  # table[d]: the exp of difference -d to the row max

@@ -14,6 +14,7 @@ it anywhere; compiling needs jax (``pip install 'rlx-edge[jax]'``).
 
 from rlx_edge.targets.jax import (  # noqa: F401  (registration of the rules)
     rules_compare,
+    rules_control,
     rules_conv,
     rules_elementwise,
     rules_layout,

@@ -1,7 +1,8 @@
 """Reductions and normalizations for the jax target: mean, sum, cumsum, reduce_all, argmax/argmin, reduce_max/min,
 softmax, norms.
 
-Quantized softmax (int8 and int16), log_softmax and l2_normalize (int8), mean and sum
+Quantized softmax (int8 and int16), log_softmax and l2_normalize (int8), layer_norm and rms_norm
+(int8 and int16), mean and sum
 run the op's own integer eval (the reference's code, traced in jax.numpy) on the node's
 prepared parameters.
 """
@@ -112,12 +113,20 @@ def _softmax(ctx: LowerCtx):
     xt = ctx.in_types[0]
     axis, beta = ctx.attrs["axis"], ctx.attrs["beta"]
 
-    def softmax_float(x):
+    def softmax_float(x, mask=None):
         z = beta * x.astype(compute_dtype(x.dtype))
-        if z.size:
-            z = z - z.max(axis=axis, keepdims=True)
-        e = jnp.exp(z)
-        return finish(e / e.sum(axis=axis, keepdims=True), xt.dtype)
+        if mask is None:
+            if z.size:
+                z = z - z.max(axis=axis, keepdims=True)
+            e = jnp.exp(z)
+            return finish(e / e.sum(axis=axis, keepdims=True), xt.dtype)
+        # the reference's masked form: max and sum over kept positions, masked ones and empty rows 0
+        keep = jnp.broadcast_to(mask, x.shape)
+        top = jnp.where(keep, z, -jnp.inf).max(axis=axis, keepdims=True, initial=-jnp.inf)
+        top = jnp.where(jnp.isfinite(top), top, 0)
+        e = jnp.where(keep, jnp.exp(jnp.where(keep, z - top, 0)), 0)
+        total = e.sum(axis=axis, keepdims=True)
+        return finish(e / jnp.where(total > 0, total, 1), xt.dtype)
 
     return softmax_float
 
@@ -153,7 +162,7 @@ def _l2_normalize(ctx: LowerCtx):
     return l2_normalize
 
 
-# normalization (float only) ----------------------------------------------------------------------
+# normalization (batch_norm float only) ----------------------------------------------------------
 def _float_only(ctx: LowerCtx) -> None:
     if ctx.quantized:
         raise ctx.unsupported(f"quantized {ctx.node.op} (run it in float between dequantize and quantize)")
@@ -179,7 +188,8 @@ def _batch_norm(ctx: LowerCtx):
 
 @RULES.rule("layer_norm")
 def _layer_norm(ctx: LowerCtx):
-    _float_only(ctx)
+    if ctx.quantized:  # our integer semantics (norm.py), traced
+        return ctx.shared_eval()
     dt = ctx.out_types[0].dtype
     axis, eps = ctx.attrs["axis"], ctx.attrs["epsilon"]
 
@@ -199,7 +209,8 @@ def _layer_norm(ctx: LowerCtx):
 
 @RULES.rule("rms_norm")
 def _rms_norm(ctx: LowerCtx):
-    _float_only(ctx)
+    if ctx.quantized:  # our integer semantics (norm.py), traced
+        return ctx.shared_eval()
     dt = ctx.out_types[0].dtype
     axis, eps = ctx.attrs["axis"], ctx.attrs["epsilon"]
 

@@ -6,6 +6,7 @@
  */
 #include "rlx_nn.h"
 #include "rlx_s16_support.h"
+#include "rlx_softmax_mask.h"
 
 /* add / sub: both inputs shifted left by left_shift (15) and rescaled onto
  * twice the larger input scale, summed in int32 (wrapping), rescaled to the
@@ -115,23 +116,34 @@ RLX_INLINE int32_t rlx_softmax_sym(int32_t scaled)
     return (int32_t)(v < INT16_MIN ? INT16_MIN : (v > INT16_MAX ? INT16_MAX : v));
 }
 
-void rlx_softmax_s16(const rlx_softmax_s16_params *p, const int16_t *in, int16_t *out)
+void rlx_softmax_s16(const rlx_softmax_s16_params *p, const int16_t *in, const uint8_t *mask, int16_t *out)
 {
     const int32_t depth = p->depth;
+    const int32_t mstep = p->mask.strides[3];
     for (int32_t r = 0; r < p->rows; r++) {
         const int16_t *x = in + r * depth;
         int16_t *y = out + r * depth;
+        /* a mask (0 = masked): max and sum over the kept positions, masked ones give 0 */
+        const uint8_t *m = mask ? rlx_mask_row(&p->mask, mask, r) : 0;
         int32_t top = INT16_MIN;
         for (int32_t i = 0; i < depth; i++) {
-            top = x[i] > top ? x[i] : top;
+            if (!m || m[i * mstep]) {
+                top = x[i] > top ? x[i] : top;
+            }
         }
         /* pass 1: the sum of the exps; pass 2 recomputes each (y may alias x only
          * after the sum, so nothing is stored before it is complete) */
         int64_t total = 0;
         for (int32_t i = 0; i < depth; i++) {
+            if (m && !m[i * mstep]) {
+                continue;
+            }
             const int32_t scaled = rlx_requantize(x[i] - top, p->mult, p->shift);
             const int32_t sym = rlx_softmax_sym(scaled);
             total += rlx_lut_int16(sym, p->exp_lut);
+        }
+        if (total == 0) { /* only a row with nothing kept: all 0 */
+            total = 1;
         }
         const int32_t headroom_plus_one = rlx_clz32((uint32_t)total);
         const int64_t shifted_sum = (((int64_t)total << (headroom_plus_one - 1)) + (1 << 13)) >> 14;
@@ -140,6 +152,10 @@ void rlx_softmax_s16(const rlx_softmax_s16_params *p, const int16_t *in, int16_t
         const int32_t recip = rlx_lut_int16((int32_t)sym_sum, p->recip_lut);
         const int32_t right_shift = 31 - headroom_plus_one;
         for (int32_t i = 0; i < depth; i++) {
+            if (m && !m[i * mstep]) {
+                y[i] = 0;
+                continue;
+            }
             const int32_t scaled = rlx_requantize(x[i] - top, p->mult, p->shift);
             const int32_t sym = rlx_softmax_sym(scaled);
             const int64_t e = rlx_lut_int16(sym, p->exp_lut);

@@ -147,6 +147,14 @@ typedef struct {
     int32_t out_bytes;       /* 1, 2 or 4 */
 } rlx_lut_params;
 
+/* Where a softmax reads its optional mask (one byte per position, 0 = masked) for row r
+ * of x seen as [d0, dims[0], dims[1], depth]: strides are the mask's element strides at
+ * each of those indices, 0 where it broadcasts. */
+typedef struct {
+    int32_t dims[2];
+    int32_t strides[4];
+} rlx_mask_walk;
+
 typedef struct {
     int32_t rows, depth;
     /* exp(beta * s * (x - max)) in Q0.31 for x - max = i - 255 (i in 0..255);
@@ -154,6 +162,7 @@ typedef struct {
     const int32_t *exp_table;
     int32_t out_zp;          /* -128 for int8 outputs */
     int32_t out_bits;        /* 8, or 16 for int16 outputs (zero point -32768) */
+    rlx_mask_walk mask;      /* read when the mask argument is not NULL */
 } rlx_softmax_params;
 
 typedef struct {
@@ -197,7 +206,8 @@ void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
 void rlx_mul_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
 void rlx_lut_8(const rlx_lut_params *p, const void *in, void *out);
-void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, void *out); /* int8 or int16 (out_bits) */
+/* int8 or int16 (out_bits) out; mask NULL or one byte per position (kept max and sum, masked -> out_zp) */
+void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, const uint8_t *mask, void *out);
 void rlx_pad(const rlx_pad_params *p, const void *in, void *out);
 void rlx_concat(const rlx_concat_params *p, const void *const *ins, void *out);
 void rlx_mean_s8(const rlx_mean_params *p, const int8_t *in, int8_t *out);
@@ -344,6 +354,7 @@ typedef struct {
     int32_t mult, shift;     /* differences onto [-65535, 0] for [-10, 0] */
     const int16_t *exp_lut;  /* 513 entries: exp on [-10, 0] */
     const int16_t *recip_lut; /* 513 entries: 1 / (1 + x) on [0, 1] */
+    rlx_mask_walk mask;      /* read when the mask argument is not NULL (masked -> 0) */
 } rlx_softmax_s16_params;
 
 void rlx_convolve_s16(const rlx_conv_s16_params *p, const int16_t *in, int16_t *out);
@@ -354,7 +365,7 @@ void rlx_mul_s16(const rlx_add_s16_params *p, const int16_t *a, const int16_t *b
 void rlx_rescale_s16(const rlx_rescale_s16_params *p, const int16_t *in, int16_t *out);
 void rlx_avgpool_s16(const rlx_pool_params *p, const int16_t *in, int16_t *out);
 void rlx_maxpool_s16(const rlx_pool_params *p, const int16_t *in, int16_t *out);
-void rlx_softmax_s16(const rlx_softmax_s16_params *p, const int16_t *in, int16_t *out);
+void rlx_softmax_s16(const rlx_softmax_s16_params *p, const int16_t *in, const uint8_t *mask, int16_t *out);
 
 #ifdef __cplusplus
 }

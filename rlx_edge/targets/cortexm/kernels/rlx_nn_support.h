@@ -428,4 +428,39 @@ RLX_INLINE int32_t rlx_round_half_away_f32(float v)
         }                                                                                                           \
     } while (0)
 
+/* TFLite's GetInvSqrtQuantizedMultiplierExp (reverse_shift -1), as fixedpoint.inv_sqrt_quantized_multiplier_exp:
+ * 1/sqrt(x) for x >= 0 as (mult, left shift <= 0); 0 and 1 give (INT32_MAX, 0). */
+RLX_INLINE void rlx_inv_sqrt(int32_t x, int32_t *mult, int32_t *left_shift)
+{
+    if (x <= 1) {
+        *mult = INT32_MAX;
+        *left_shift = 0;
+        return;
+    }
+    int32_t shift = 11;
+    while (x >= (1 << 29)) {
+        x /= 4;
+        shift++;
+    }
+    /* normalize by pairs of bits into [2**27, 2**29): the square root of 4**k is exact */
+    const int32_t pairs = (rlx_clz32((uint32_t)x) - 1) / 2 - 1;
+    shift -= pairs;
+    x <<= 2 * pairs;
+    const int32_t half_input = rlx_rdbpot(x >> 1, 1); /* Q3.28 */
+    const int32_t three_halves = (1 << 28) + (1 << 27);
+    int32_t est = 1 << 28; /* Newton-Raphson from 1.0, Q3.28 */
+    for (int32_t i = 0; i < 5; i++) {
+        const int32_t cube = rlx_sat_mul_pot(rlx_srdhm(rlx_srdhm(est, est), est), 6);
+        const int32_t step = (int32_t)((uint32_t)rlx_srdhm(three_halves, est) - (uint32_t)rlx_srdhm(half_input, cube));
+        est = rlx_sat_mul_pot(step, 3);
+    }
+    est = rlx_srdhm(est, 1518500250); /* x sqrt(2) / 2 */
+    if (shift < 0) {
+        est = (int32_t)((uint32_t)est << -shift);
+        shift = 0;
+    }
+    *mult = est;
+    *left_shift = -shift; /* a right shift: TFLite's reverse_shift -1 */
+}
+
 #endif /* RLX_NN_SUPPORT_H */
