@@ -198,10 +198,10 @@ def quantize_control(qz: _Quantizer, node: Node) -> None:
         if node.op == "if_":
             sub_in = [t.quant for t in in_types[1:]]
         elif node.op == "scan":
-            from rlx_edge.ir.ops.control import _slice_quant
+            from rlx_edge.ir.ops.control import slice_quant
 
             nc = a["num_carries"]
-            sub_in = [t.quant for t in in_types[:nc]] + [_slice_quant(t.quant, -1) for t in in_types[nc:]]
+            sub_in = [t.quant for t in in_types[:nc]] + [slice_quant(t.quant, -1) for t in in_types[nc:]]
         else:
             sub_in = [t.quant for t in in_types]
         sub_out, sub_ranges = ([None], [None]) if attr == "cond" else (slots, ranges)
@@ -251,4 +251,3 @@ def _quantize_subgraph(
         q.add_node(op, [o], {"dtype": want.storage}, name=name, out_quant=want)
         q.outputs[i] = name
     return q
-

@@ -85,7 +85,7 @@ def quantized() -> tuple[Graph, Graph, object]:
 
 
 def test_calibration_observes_every_trip_inside_the_subgraphs(quantized) -> None:
-    g, _, rec = quantized
+    _, _, rec = quantized
     # the body's values under qualified names; tanh's range comes from trips, not from the graph's inputs
     for name in ("loop/body:fc", "loop/body:next_h", "loop/body:next_i", "loop/cond:i", "steps/body:s"):
         assert name in rec, name
@@ -95,7 +95,7 @@ def test_calibration_observes_every_trip_inside_the_subgraphs(quantized) -> None
 
 
 def test_carried_slots_take_the_union_of_their_ranges(quantized) -> None:
-    g, q, rec = quantized
+    _, q, rec = quantized
     (loop, *_) = [n for n in q.nodes if n.op == "while_"]
     body, cond = loop.attrs["body"], loop.attrs["cond"]
     sch = get_scheme("int8")
@@ -149,7 +149,10 @@ def test_a_branch_the_calibration_never_took_is_named() -> None:
     c, x = g.input("c", (1,), "bool"), g.input("x", (3,), "f32")
     g.output(g.if_(c, x, then_branch=t_, else_branch=e_, name="pick"))
     rec = calibrate(g, {"c": np.ones((4, 1), bool), "x": RNG.standard_normal((4, 3)).astype(np.float32)})
-    with pytest.raises(CalibrationError, match=r"never ran subgraph 'pick/else_branch' \(no range for its value 'twice'\).*takes every branch"):
+    with pytest.raises(
+        CalibrationError,
+        match=r"never ran subgraph 'pick/else_branch' \(no range for its value 'twice'\).*takes every branch",
+    ):
         quantize(g, rec)
     # both branches taken: the result's slot holds both (relu's and tanh's ranges)
     rec = calibrate(g, {"c": np.array([[True], [False]] * 4), "x": RNG.standard_normal((8, 3)).astype(np.float32)})

@@ -54,6 +54,30 @@ def _cases() -> list[tuple[str, str, str]]:
             if fam.name == "cortexm" and op in INT16_OPS and DType.i16 in REGISTRY[op].int_dtypes:
                 if REGISTRY[op]._sample is not None:
                     out.append((fam.name, op, "int16"))
+    return out + _block_cases()
+
+
+def _block_cases() -> list[tuple[str, str, str]]:
+    """HIR blocks, on every target that has a rule for each MIR op the block lowers to (over a few draws)."""
+    from rlx_edge.ir.passes.lower_hir import lower_hir
+    from rlx_edge.targets.cortexm.rules import INT16_OPS
+
+    out = []
+    for name, opdef in sorted(REGISTRY.items()):
+        if opdef.stage != "hir" or opdef._sample is None:
+            continue
+        rng = np.random.default_rng(sum(map(ord, name)))
+        lowered: set[str] = set()
+        for _ in range(8):
+            inputs, attrs, out_q, in_q = opdef.draw(rng)
+            lowered |= {n.op for n in lower_hir(single_node_graph(name, inputs, attrs, out_q, in_q)).nodes}
+        for fam in FAMILIES.values():
+            if not lowered <= set(fam.ops):
+                continue
+            kinds = [k for k in ("float", "int") if all(k in fam.ops[o] for o in lowered)]
+            out += [(fam.name, name, kind) for kind in kinds]
+            if fam.name == "cortexm" and "int" in kinds and lowered <= set(INT16_OPS):
+                out.append((fam.name, name, "int16"))
     return out
 
 
@@ -64,7 +88,7 @@ def test_every_rule_is_a_case():
     """Each (target, op) pair with a rule is exercised: an op without a sampler is a gap, not a pass."""
     missing = [(fam.name, op) for fam in FAMILIES.values() for op in fam.ops if REGISTRY[op]._sample is None]
     assert not missing, f"ops with a target rule but no sampler: {missing}"
-    covered = {(t, op) for t, op, _ in CASES}
+    covered = {(t, op) for t, op, _ in CASES if REGISTRY[op].stage != "hir"}  # blocks have no rules of their own
     assert covered == {(f.name, op) for f in FAMILIES.values() for op in f.ops}
 
 
@@ -74,6 +98,13 @@ def _constants(op: str, inputs: list, rng: np.random.Generator) -> tuple[int, ..
     then, a softmax mask half the time (a constant mask is read from flash, a computed one from the arena)."""
     names = REGISTRY[op].input_names(len(inputs))
     weighted = "w" in names
+    if REGISTRY[op].stage == "hir":  # a block: its weights, biases, norm scales and tables are the model's
+        return tuple(
+            i
+            for i, n in enumerate(names)
+            if inputs[i] is not None
+            and (n[0] in "wb" or n in ("gamma", "beta", "table") or (n == "mask" and rng.random() < 0.5))
+        )
     return tuple(
         i
         for i, n in enumerate(names)
@@ -89,7 +120,7 @@ def _constants(op: str, inputs: list, rng: np.random.Generator) -> tuple[int, ..
 def float_draw(op: str, rng: np.random.Generator) -> tuple[Graph, list[dict[str, np.ndarray]]]:
     inputs, attrs, out_q, in_q = REGISTRY[op].draw(rng)
     consts = _constants(op, inputs, rng)
-    g = single_node_graph(op, inputs, attrs, out_q, in_q, consts)
+    g = _lowered(single_node_graph(op, inputs, attrs, out_q, in_q, consts))
     feeds = [
         {
             n: np.asarray(a)
@@ -113,14 +144,16 @@ def quantized_draw(
         # bools only (the logical ops): nothing to quantize, the drawn graph is already an integer one
         g = single_node_graph(op, inputs, attrs, constants=consts)
         return g, [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
-    elif not integer_path(opdef):
+    elif opdef.stage != "hir" and not integer_path(opdef):  # a block: its lowered ops decide
         return None  # PTQ keeps the op float (svdf's state): only its own quantized draws count
     else:
         # bool inputs (conditions, comparison results) and indices are exact as they are: only numbers
         # are quantized
         names = opdef.input_names(len(inputs))
-        floats = [None if a is None else np.asarray(a, np.float32 if np.asarray(a).dtype != bool else bool)
-                  if n != "indices" else np.asarray(a) for n, a in zip(names, inputs)]  # fmt: skip
+        # control flow: its subgraphs are typed, so an integer operand (a loop counter) stays integer
+        exact = ("b", "i", "u") if opdef.family == "control" else ("b",)
+        floats = [None if a is None else np.asarray(a) if np.asarray(a).dtype.kind in exact or n in ("indices", "ids")
+                  else np.asarray(a, np.float32) for n, a in zip(names, inputs)]  # fmt: skip
         if not any(a is not None and a.dtype != bool for a in floats):
             return None  # nothing to quantize: such a draw runs in the float kind
         fg = single_node_graph(op, floats, attrs, constants=consts)
@@ -134,9 +167,14 @@ def quantized_draw(
             return None  # an empty result has no range to calibrate; models do not compute them
         # the op itself, not what the optimizer makes of it (a unit-axis transpose becomes a reshape)
         g = quantize(fg, calibrate(fg, data, optimize=False), scheme=scheme, optimize=False)
-    node = next(n for n in g.nodes if n.op == op)
-    assert node_context(g, node).quantized, f"{op}: PTQ left the node float"
-    if scheme == "int16x8" and not any(g.types[v].dtype == DType.i16 for v in (*node.inputs, *node.outputs) if v):
+    # a block's nodes are the MIR ops it lowered to: each must be quantized
+    nodes = [n for n in g.nodes if n.op == op] or (g.nodes if opdef.stage == "hir" else [])
+    assert nodes, f"{op}: no such node in the quantized graph"
+    for node in nodes:
+        assert node_context(g, node).quantized, f"{op}: PTQ left node {node.name} ({node.op}) float"
+    if scheme == "int16x8" and not any(
+        g.types[v].dtype == DType.i16 for node in nodes for v in (*node.inputs, *node.outputs) if v
+    ):
         return None  # a typed draw of other storage types: the int kind covers it
     feeds = [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
     return g, feeds
@@ -153,6 +191,9 @@ def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, 
         if t.dtype == DType.bool:  # a condition: both values, or all of one ("low", "high")
             out[name] = np.full(shape, mode == "high") if mode in ("low", "high") else rng.random(shape) < 0.5
             continue
+        if any(n.op == "gather" and n.inputs[1] == name for n in g.nodes):  # ids: row 0 is in any table
+            out[name] = np.zeros(shape, t.dtype.numpy)
+            continue
         info = np.iinfo(t.dtype.numpy)
         if mode == "random":
             a = rng.integers(info.min, int(info.max) + 1, shape)
@@ -165,6 +206,13 @@ def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, 
             a = np.full(shape, zp) + rng.integers(-1, 2, shape)
         out[name] = np.clip(a, info.min, info.max).astype(t.dtype.numpy)
     return out
+
+
+def _lowered(g: Graph) -> Graph:
+    """A float draw of an HIR block as the MIR its targets run (quantize lowers the int draws itself)."""
+    from rlx_edge.ir.passes.lower_hir import lower_hir
+
+    return lower_hir(g) if g.stage == "hir" or any(REGISTRY[n.op].stage == "hir" for n in g.nodes) else g
 
 
 def merge(graphs: list[Graph]) -> Graph:

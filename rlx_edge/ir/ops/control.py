@@ -193,7 +193,7 @@ scan = defop(
 )
 
 
-def _slice_quant(q: QuantParams | None, shift: int) -> QuantParams | None:
+def slice_quant(q: QuantParams | None, shift: int) -> QuantParams | None:
     """Parameters of a slice along axis 0 (``shift=-1``) or of a stack of slices (``shift=1``)."""
     if q is None or q.axis is None or q.axis < 0:
         return q
@@ -219,7 +219,7 @@ def _(*inputs, body, num_carries):
     if len(lengths) != 1:
         raise OpError(f"scan: the scanned inputs have different lengths along axis 0: {sorted(lengths)}")
     (length,) = lengths
-    slices = [TensorType(x.shape[1:], x.dtype, _slice_quant(x.quant, -1)) for x in xs]
+    slices = [TensorType(x.shape[1:], x.dtype, slice_quant(x.quant, -1)) for x in xs]
     _check_signature("scan", "body", body, [*carries, *slices], "input")
     if len(body.outputs) < num_carries:
         raise OpError(f"scan: body has {len(body.outputs)} outputs, fewer than its {num_carries} carries")
@@ -229,7 +229,7 @@ def _(*inputs, body, num_carries):
             raise OpError(
                 f"scan: body output {i} {body.outputs[i]!r} is {_type_str(got)} but carry {i} is {_type_str(want)}"
             )
-    ys = [TensorType((length, *y.shape), y.dtype, _slice_quant(y.quant, 1)) for y in outs[num_carries:]]
+    ys = [TensorType((length, *y.shape), y.dtype, slice_quant(y.quant, 1)) for y in outs[num_carries:]]
     return (*carries, *ys)
 
 

@@ -27,7 +27,7 @@ from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.plan import Program
 from rlx_edge.pipeline import AS_GIVEN, to_program
-from rlx_edge.targets.cortexm._control import WHILE_KERNEL, while_programs
+from rlx_edge.targets.cortexm._control import IF_KERNEL, WHILE_KERNEL, if_programs, while_programs
 from rlx_edge.targets.cortexm.rules import OPTIMIZE_LEVELS, Const, Layer, layer_for
 
 __all__ = ["CORES", "EmittedModel", "compile_project", "emit", "kernel_sources", "lower"]
@@ -232,7 +232,9 @@ def _layer_code(prog: Program, out: _Code, prefix: str, base: int) -> list[str]:
     layers: list[tuple[int, Any, Layer]] = [
         (i, n, layer_for(g, n, prog.quant.get(n.name), out.optimize)) for i, n in enumerate(nodes)
     ]
-    out.kernels.update(layer.kernel for _, _, layer in layers if layer.kernel and layer.kernel != WHILE_KERNEL)
+    out.kernels.update(
+        layer.kernel for _, _, layer in layers if layer.kernel and layer.kernel not in (WHILE_KERNEL, IF_KERNEL)
+    )
 
     # constants -> weights.c / weights.h
     const_names: list[dict[str, str]] = []
@@ -290,6 +292,9 @@ def _layer_code(prog: Program, out: _Code, prefix: str, base: int) -> list[str]:
         what = f"/* {prefix}{i}: {_comment(node.name)} ({node.op}) */"
         if layer.kernel == WHILE_KERNEL:
             calls.append(_while_code(prog, node, out, f"{prefix}l{i}", base, value_ptr, what))
+            continue
+        if layer.kernel == IF_KERNEL:
+            calls.append(_if_code(prog, node, out, f"{prefix}l{i}", base, value_ptr, what))
             continue
         if layer.kernel == "rlx_copy" and prog.offsets[node.inputs[0]] == prog.offsets[node.outputs[0]]:
             calls.append(f"    {what} /* a view: same arena bytes, no code */")
@@ -359,6 +364,32 @@ def _while_code(prog: Program, node: Any, out: _Code, prefix: str, base: int, va
     lines += [f"            memcpy({s}, {where(body, v)}, {n}u);" for s, v, n in zip(state, body.graph.outputs, sizes)]
     if max_trips is not None:
         lines.append("            trips++;")
+    lines += ["        }", "    }"]
+    return "\n".join(lines)
+
+
+def _if_code(prog: Program, node: Any, out: _Code, prefix: str, base: int, value_ptr: Any, what: str) -> str:
+    """An if_ node as a C if: the branch taken gets the operands copied into its inputs, runs its layers
+    and copies its outputs into the node's. Both branches run in the node's scratch (one at a time)."""
+    then_, else_ = if_programs(node)
+    scratch, _size = prog.scratch[node.name]
+    g = prog.graph
+
+    def branch(sub: Program, tag: str) -> list[str]:
+        at = base + scratch
+        lines = [f"            memcpy(arena + {at + sub.offsets[v]}u, {value_ptr(x)}, {_nbytes(g, x)}u);"
+                 for v, x in zip(sub.graph.inputs, node.inputs[1:]) if v in sub.offsets]  # fmt: skip
+        lines += [textwrap.indent(c, "        ") for c in _layer_code(sub, out, f"{prefix}{tag}", at)]
+        for o, v in zip(node.outputs, sub.graph.outputs):
+            src = _sub_ptr(sub, v, out, f"{prefix}{tag}", at)
+            lines.append(f"            memcpy(arena + {base + prog.offsets[o]}u, {src}, {_nbytes(g, o)}u);")
+        return lines
+
+    flag = value_ptr(node.inputs[0])
+    lines = [f"    {what}", "    {", f"        if (*(const uint8_t *)({flag})) {{"]
+    lines += branch(then_, "t")
+    lines.append("        } else {")
+    lines += branch(else_, "e")
     lines += ["        }", "    }"]
     return "\n".join(lines)
 

@@ -643,6 +643,15 @@ def _while(graph: Graph, node: Node, params: Prepared) -> Layer:
     return Layer(WHILE_KERNEL, scratch=while_scratch(node))
 
 
+@RULES.rule("if_")
+def _if(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """A C if over the two branches' own layers, run in this node's scratch (emit.py): the branch not
+    taken costs nothing, where lowering to both branches and a select ran both."""
+    from rlx_edge.targets.cortexm._control import IF_KERNEL, if_scratch  # plans through the pipeline
+
+    return Layer(IF_KERNEL, scratch=if_scratch(node))
+
+
 _LOGICAL_CODES = {"logical_and": 0, "logical_or": 1, "logical_not": 2}  # kernels/rlx_logical.h
 
 
