@@ -213,6 +213,19 @@ class Graph:
         g._counters = dict(self._counters)
         return g
 
+    def empty_like(self, stage: str | None = None) -> Graph:
+        """A graph with this one's name, metadata, inputs and parameters, and no nodes or outputs yet:
+        where a rewriting pass starts re-emitting the nodes."""
+        out = Graph(self.name, self.stage if stage is None else stage)
+        out.metadata = dict(self.metadata)
+        for name in self.inputs:
+            t = self.types[name]
+            out.input(name, t.shape, t.dtype, t.quant)
+        for name, arr in self.params.items():
+            t = self.types[name]
+            out.param(name, arr, t.quant, dtype=t.dtype)
+        return out
+
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, stage={self.stage}, {len(self.nodes)} nodes)"
 

@@ -12,32 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_edge.ir.ops._common import FLOAT_SAMPLE_DTYPES, fail, rand_float, rand_shape
+from rlx_edge.ir.ops._common import fail, rand_float, rand_shape
 from rlx_edge.ir.ops._registry import Attr, OpDef, defop
 from rlx_edge.ir.ops.activation import silu
+from rlx_edge.ir.ops.blocks import _infer, _macs, _pick_float, _ref
 from rlx_edge.ir.ops.conv import fully_connected
 from rlx_edge.ir.ops.elementwise import add, mul
 from rlx_edge.ir.ops.movement import gather
 from rlx_edge.ir.ops.norm import layer_norm, rms_norm
-from rlx_edge.ir.types import TensorType
 
 _FC = {"activation": "none"}
-
-
-def _infer(op: OpDef, in_types: list, attrs: dict) -> TensorType:
-    return op.run_infer(in_types, op.normalize_attrs(attrs))[0]
-
-
-def _ref(op: OpDef, inputs: list, attrs: dict) -> np.ndarray:
-    return op.run_reference(inputs, op.normalize_attrs(attrs))[0]
-
-
-def _macs(op: OpDef, in_types: list, out_type: TensorType, attrs: dict) -> int:
-    return op.count_macs(in_types, [out_type], op.normalize_attrs(attrs))
-
-
-def _pick_float(rng: np.random.Generator):
-    return FLOAT_SAMPLE_DTYPES[int(rng.integers(len(FLOAT_SAMPLE_DTYPES)))]
 
 
 # swiglu_ffn -----------------------------------------------------------------------------

@@ -46,14 +46,7 @@ def lower_control_flow(graph: Graph, ctx: PassContext) -> Graph:
     keep = frozenset(ctx.options.get("keep", ()))
     if not any(n.op in CONTROL_OPS - keep for n in graph.nodes):
         return graph
-    out = Graph(graph.name, graph.stage)
-    out.metadata = dict(graph.metadata)
-    for name in graph.inputs:
-        t = graph.types[name]
-        out.input(name, t.shape, t.dtype, t.quant)
-    for name, arr in graph.params.items():
-        t = graph.types[name]
-        out.param(name, arr, t.quant, dtype=t.dtype)
+    out = graph.empty_like()
     lw = _Lowerer(out, {*graph.types, *(n.name for n in graph.nodes)}, keep, ctx)
     for node in graph.nodes:
         lw.node(node, graph)

@@ -31,14 +31,7 @@ def lower_hir(graph: Graph) -> Graph:
     Graph
         A graph at stage ``"mir"``; ``graph`` itself is not modified.
     """
-    out = Graph(graph.name, "mir")
-    out.metadata = dict(graph.metadata)
-    for name in graph.inputs:
-        t = graph.types[name]
-        out.input(name, t.shape, t.dtype, t.quant)
-    for name, arr in graph.params.items():
-        t = graph.types[name]
-        out.param(name, arr, t.quant, dtype=t.dtype)
+    out = graph.empty_like("mir")
     reserved = set(graph.types) | {n.name for n in graph.nodes}
     for node in graph.nodes:
         opdef = get_op(node.op)

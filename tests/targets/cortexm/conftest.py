@@ -83,6 +83,24 @@ def check_host(graph: Graph, host_dir: Path, n_inputs: int = 6, seed: int = 0, o
     return len(samples)
 
 
+def check_qemu(graph: Graph, workdir: Path, n_inputs: int, seed: int, board: str = "mps2-an386") -> list[np.ndarray]:
+    """``graph`` (one input, one output) as firmware under QEMU against the reference on ``n_inputs`` seeded
+    inputs; returns the reference outputs, which must not all be equal (a stuck output cannot pass)."""
+    from rlx_edge.hil.qemu import run_qemu
+    from rlx_edge.targets.cortexm import build_model_firmware
+
+    elf, _info = build_model_firmware(graph, board, workdir)
+    samples = make_inputs(graph, n_inputs, seed=seed)
+    (x_name,), out = graph.inputs, graph.outputs[0]
+    t = graph.types[out]
+    got = run_qemu(elf, board, [s[x_name] for s in samples], output_dtype=t.dtype.numpy, output_shape=t.shape)
+    refs = [run(graph, s)[out] for s in samples]
+    for k, (y, ref) in enumerate(zip(got, refs)):
+        assert np.array_equal(y, ref), f"{board}, input {k}"
+    assert len({r.tobytes() for r in refs}) >= 4
+    return refs
+
+
 def check_feed(graph: Graph, host_dir: Path, feed: dict[str, np.ndarray], equal_nan: bool = False) -> dict:
     """Both host builds (portable C, emulated DSP path) on one hand-made feed, every output bit-exact against
     the reference (``equal_nan``: a NaN equals a NaN, for float outputs); returns the reference's outputs."""
