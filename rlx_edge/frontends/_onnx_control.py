@@ -15,9 +15,13 @@ control-flow node inside a subgraph is imported the same way, recursively.
   through a ``while_``. With a constant ``M`` (up to the unroll bound of
   ``lower_control_flow``) the loop gets ``max_trips = M``, so lowering can
   unroll it; a dynamic ``M`` is a carried value the condition compares against,
-  and the ``while_`` stays. A ``Loop`` with a constant ``M`` and no ``cond``
-  runs exactly ``M`` trips: it becomes a ``scan`` over the iteration numbers,
-  which also takes its scan outputs; other loops with scan outputs are refused.
+  and the ``while_`` stays. The body's cond output always ends the loop, also
+  without a cond input: onnxruntime and ``onnx.reference`` do so, though the
+  spec's text calls it ignored there. A ``Loop`` with a constant ``M`` whose
+  condition provably stays true (no or a constant true cond input, and a body
+  cond output that folds to true) runs exactly ``M`` trips: it becomes a
+  ``scan`` over the iteration numbers, which also takes its scan outputs;
+  other loops with scan outputs are refused.
 - ``Scan`` (opset 9+) becomes ``scan``; scan axes other than 0 are transposed
   to axis 0 and back; reverse directions are refused.
 """
@@ -35,6 +39,7 @@ from rlx_edge.errors import RlxError, one_line
 from rlx_edge.frontends._onnx_import import ONNX_DTYPES, Importer, Invalid, Unsupported, Value
 from rlx_edge.frontends._onnx_ops import CONTRIB_HANDLERS, HANDLERS
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.passes import get_pass
 from rlx_edge.ir.passes.lower_control_flow import MAX_UNROLL
 from rlx_edge.ir.serialize import MAX_SUBGRAPH_DEPTH
 from rlx_edge.ir.types import TensorType
@@ -82,7 +87,7 @@ def _outer(imp: Importer, names: Sequence[str], what: str) -> tuple[list[str], d
         v = imp.vals.get(name)
         if v is None:
             if name in imp.poisoned:
-                raise Unsupported(f"{what} reads {name!r}, which could not be imported")
+                raise Unsupported(f"{what} reads {name!r}, whose node is not supported (see its error)")
             raise Invalid(f"{what} reads {name!r}, which no enclosing graph defines")
         if v.is_const:
             consts[name] = np.asarray(v.const)
@@ -101,7 +106,7 @@ def _type(imp: Importer, name: str) -> TensorType:
 
 def _value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
     if t.dtype not in _ONNX_ELEM:
-        raise Unsupported(f"value {name!r} of type {t.dtype} cannot enter a subgraph")
+        raise Unsupported(f"value {name!r} of type {t.dtype} is not supported in a subgraph")
     return helper.make_tensor_value_info(name, _ONNX_ELEM[t.dtype], list(t.shape))
 
 
@@ -188,7 +193,7 @@ def _if(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         if tt != et:
             raise Unsupported(
                 f"output {i} is {tt.dtype}{list(tt.shape)} in then_branch but {et.dtype}{list(et.shape)} in"
-                " else_branch; both branches must give the same shapes and types"
+                " else_branch; branches of different types are not supported"
             )
     ins = [imp.plain(cond), *(imp.plain(imp.vals[n]) for n in runtime)]
     for i, out in enumerate(_emit(imp, node, "if_", ins, branches, node.output)):
@@ -235,17 +240,12 @@ def _loop(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if n_scan < 0 or len(node.output) != n + n_scan:
         raise Invalid(f"body has {len(body.output)} outputs; with {n} carried values the node has {len(node.output)}")
     if m is None and c is None:
-        raise Unsupported("has neither a trip count M nor a condition, so it never ends; give it one")
+        raise Unsupported("a Loop with neither a trip count M nor a condition never ends and is not supported")
     trips = None
     if m is not None and m.is_const:
         trips = max(int(np.asarray(m.const).reshape(-1)[0]), 0) if np.asarray(m.const).size == 1 else None
         if trips is None:
             raise Invalid("the trip count M must have one element")
-    if c is not None and c.is_const and not _flag(c, "the condition") and n_scan == 0:
-        for i in range(n):  # never runs: the results are the initial values
-            if node.output[i]:
-                imp.vals[node.output[i]] = imp.vals[node.input[2 + i]]
-        return
     runtime, consts = _outer(imp, free_names(body), "the body")
     carried_names = [vi.name for vi in body.input[2:]]
     outs_v = [vi.name for vi in body.output[1 : 1 + n]]
@@ -257,13 +257,13 @@ def _loop(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     free_types = [(f, _type(imp, f)) for f in runtime]
     if any(t.quant is not None for t in v_types):
         raise Unsupported("quantized loop-carried values are not supported (float control flow only)")
-    if trips is not None and c is None:
-        _loop_as_scan(imp, node, body, trips, it_shape, cond_in.name, consts, runtime, free_types, init_names, v_types)
+    runs_m_trips = trips is not None and (c is None or (c.is_const and _flag(c, "the condition")))
+    if runs_m_trips and _loop_as_scan(imp, node, body, trips, it_shape, consts, runtime, free_types, init_names):
         return
     if n_scan:
         raise Unsupported(
-            f"scan outputs ({', '.join(scan_outs)}) need a constant trip count M and no cond input,"
-            " so that their length is known; compute them with a Scan or carry them instead"
+            f"scan outputs ({', '.join(scan_outs)}) are supported only with a constant trip count M and a"
+            " condition that stays true (their length must be known); use a Scan or carry them instead"
         )
     i64 = TensorType(it_shape, "i64")
     flag = TensorType(cond_shape, "bool")
@@ -277,19 +277,18 @@ def _loop(imp: Importer, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if dynamic_m:
         carried.append((m_name, _type(imp, node.input[0])))
     carried += free_types
-    # without a cond input ONNX ignores the body's cond output: the flag stays true
-    body_outs = [next_it, cond_in.name if c is None else body.output[0].name, *outs_v]
+    body_outs = [next_it, body.output[0].name, *outs_v]
     body_outs += [m_name] if dynamic_m else []
     body_g = import_subgraph(imp, body, carried, consts, [*body_outs, *runtime], "body", [inc])
     _check_carried(body_g, carried)
     cond_g = Graph(f"{node.name or node.output[0]}_cond")
     handles = {name: cond_g.input(name, t.shape, t.dtype) for name, t in carried}
-    test = None if c is None else handles[cond_in.name]
+    test = handles[cond_in.name]
     if m is not None and not bounded:
         limit = handles[m_name] if dynamic_m else cond_g.param("M", np.asarray(trips, np.int64))
         more = cond_g.less(handles[it_in.name], limit, name="more")
-        test = more if test is None else cond_g.logical_and(test, more, name="go")
-    cond_g.output(test)  # type: ignore[arg-type]
+        test = cond_g.logical_and(test, more, name="go")
+    cond_g.output(test)
     ins = [
         imp.param(np.zeros(it_shape, np.int64), base=f"{node.output[0]}__iter0"),
         imp.plain(c) if c is not None else imp.param(np.ones(cond_shape, bool), base=f"{node.output[0]}__cond0"),
@@ -309,20 +308,27 @@ def _loop_as_scan(
     body: onnx.GraphProto,
     trips: int,
     it_shape: tuple[int, ...],
-    cond_in: str,
     consts: dict[str, np.ndarray],
     runtime: list[str],
     free_types: list[tuple[str, TensorType]],
     init_names: list[str],
-    v_types: list[TensorType],
-) -> None:
-    """``for i in range(M)``: a scan over the iteration numbers, which stacks the scan outputs too."""
+) -> bool:
+    """``for i in range(M)``: a scan over the iteration numbers, which stacks the scan outputs too.
+
+    Only when the body's condition output is true whenever its condition input is (a constant once
+    that input is): onnxruntime and onnx.reference stop on it even without a cond input. Else False.
+    """
     n = len(init_names)
-    carried = [*zip((vi.name for vi in body.input[2:]), v_types), *free_types]
+    carried = [*zip((vi.name for vi in body.input[2:]), (imp.g.types[x] for x in init_names)), *free_types]
     inputs = [*carried, (body.input[0].name, TensorType(it_shape, "i64"))]
-    outs = [vi.name for vi in body.output[1 : 1 + n]] + runtime + [vi.name for vi in body.output[1 + n :]]
-    consts = {**consts, cond_in: np.ones(_declared_shape(body.input[1]), bool)}  # ONNX ignores cond here
+    outs = [vi.name for vi in body.output[: 1 + n]] + runtime + [vi.name for vi in body.output[1 + n :]]
+    consts = {**consts, body.input[1].name: np.ones(_declared_shape(body.input[1]), bool)}
     body_g = import_subgraph(imp, body, inputs, consts, outs, "body")
+    flag = body_g.params.get(body_g.outputs[0])
+    if flag is None or not np.all(flag):
+        return False
+    body_g.outputs.pop(0)
+    body_g = get_pass("dce")(body_g)
     _check_carried(body_g, carried)
     iters = imp.param(np.arange(trips, dtype=np.int64).reshape(trips, *it_shape), base=f"{node.output[0]}__iters")
     ins = [*init_names, *(imp.plain(imp.vals[f]) for f in runtime), iters]
@@ -333,6 +339,7 @@ def _loop_as_scan(
         imp.set_out(node, i, got[i])
     for k, y in enumerate(got[len(carried) :]):
         imp.set_out(node, n + k, y)
+    return True
 
 
 def _body_names(g: onnx.GraphProto) -> set[str]:
@@ -360,7 +367,7 @@ def _check_carried(body: Graph, carried: Sequence[tuple[str, TensorType]]) -> No
         if got != t:
             raise Unsupported(
                 f"loop-carried value {name!r} is {t.dtype}{list(t.shape)} on entry but the body gives"
-                f" {got.dtype}{list(got.shape)}; only values that keep their shape and type can be carried"
+                f" {got.dtype}{list(got.shape)}; only carried values that keep their shape and type are supported"
             )
 
 

@@ -1,7 +1,7 @@
 """ONNX frontend: ``load_onnx(path) -> Graph`` for opsets 7 to 22.
 
 The importer walks the ONNX graph once, in its (topological) node order, and
-emits MIR nodes. Four things happen on the way:
+emits MIR nodes. Five things happen on the way:
 
 * **Constant folding.** Initializers, ``Constant`` nodes and every node whose
   inputs are all constants are evaluated at import (``Shape -> Gather ->
@@ -22,6 +22,12 @@ emits MIR nodes. Four things happen on the way:
   reshaped and expanded, or ``Where(mask, -inf, scores)``) takes that mask as
   its bool ``mask`` input instead (``_onnx_masks``), so calibration and the
   integer softmax never see -inf.
+* **Control flow.** ``If``, ``Loop`` and ``Scan`` (opset 9+) become ``if_``,
+  ``while_`` and ``scan``; each subgraph is imported by a nested importer, the
+  outer values it reads by name made explicit inputs (the IR's subgraphs are
+  closed). An ``If`` on a constant condition is inlined; a ``Loop`` with a
+  constant trip count gets ``max_trips`` (or becomes a ``scan``), so lowering
+  can unroll it (``_onnx_control``).
 * **Errors.** Every node that cannot be imported is collected; the import
   ends with one :class:`~rlx_edge.errors.UnsupportedOpError` listing all of
   them with their node names. An unreadable file, or one that breaks the

@@ -143,40 +143,70 @@ _SUM_BELOW_LIMIT = [
 ]
 
 
+def _ramp(**feed) -> dict[str, np.ndarray]:
+    """x0 = 0, s = 1: the sum after trip t is 3, 7.5, 12.75, 18.375, 24.1875, ... (exact in float32), so the
+    limit decides at which trip the condition ends the loop."""
+    base = {"x0": np.zeros(3, np.float32), "s": np.ones(3, np.float32)}
+    return {**base, **{k: np.asarray(v, np.int64 if k == "M" else np.float32 if k == "limit" else None)
+                       for k, v in feed.items()}}  # fmt: skip
+
+
 def test_loop_with_a_dynamic_trip_count_and_a_condition(tmp_path: Path) -> None:
     body = _loop_body(_SUM_BELOW_LIMIT)
     nodes = [helper.make_node("Loop", ["M", "c0", "x0"], ["x"], name="loop", body=body)]
-    ins = [_vi("M", I64, []), _vi("c0", B, []), _vi("x0", F, [3]), _vi("s", F, [3])]
-    m = _model(nodes, ins, [_vi("x", F, [3])], {"half": np.float32(0.5), "limit": np.float32(12.0)})
+    ins = [_vi("M", I64, []), _vi("c0", B, []), _vi("x0", F, [3]), _vi("s", F, [3]), _vi("limit", F, [])]
+    m = _model(nodes, ins, [_vi("x", F, [3])], {"half": np.float32(0.5)})
     g = _import(m, tmp_path)
     (node,) = [n for n in g.nodes if n.op == "while_"]
     assert node.attrs["max_trips"] is None  # M is known at run time only: the loop stays
     # the reference keeps it too; jax runs it as one lax.while_loop
     assert "while_" in _ops(lower_for_rules(g, {"while_"}))
     rng = np.random.default_rng(2)
+    # M decides (0, 1, 3 trips; M < 0: none), the condition decides (5 trips of 9), neither (9), c0 false (none)
     feeds = [
-        {"M": np.asarray(mm, np.int64), "c0": np.asarray(c0), "x0": _halves(rng, (3,)), "s": _halves(rng, (3,))}
-        for mm, c0 in ((0, True), (1, True), (3, True), (9, True), (4, False), (-2, True))
+        _ramp(M=mm, c0=c0, limit=lim)
+        for mm, c0, lim in (
+            (0, True, 20),
+            (1, True, 20),
+            (3, True, 20),
+            (9, True, 20),
+            (9, True, 1e6),
+            (4, False, 20),
+            (-2, True, 20),
+        )
     ]
+    feeds += [{"M": np.asarray(4, np.int64), "c0": np.asarray(True), "x0": _halves(rng, (3,)), "s": _halves(rng, (3,)),
+               "limit": np.asarray(lim, np.float32)} for lim in (2, 10)]  # fmt: skip
     _check(m, g, feeds)
 
 
 def test_loop_with_a_constant_trip_count_and_a_condition_is_bounded(tmp_path: Path) -> None:
     body = _loop_body(_SUM_BELOW_LIMIT)
     nodes = [helper.make_node("Loop", ["M", "c0", "x0"], ["x"], name="loop", body=body)]
-    ins = [_vi("c0", B, []), _vi("x0", F, [3]), _vi("s", F, [3])]
-    consts = {"M": np.int64(5), "half": np.float32(0.5), "limit": np.float32(6.0)}
+    ins = [_vi("c0", B, []), _vi("x0", F, [3]), _vi("s", F, [3]), _vi("limit", F, [])]
+    consts = {"M": np.int64(5), "half": np.float32(0.5)}
     m = _model(nodes, ins, [_vi("x", F, [3])], consts)
     g = _import(m, tmp_path)
     (node,) = [n for n in g.nodes if n.op == "while_"]
     assert node.attrs["max_trips"] == 5
     lowered = lower_for_rules(g, set())  # 5 guarded trips: no control flow left
     assert not {"while_", "if_", "scan"} & set(_ops(lowered))
-    rng = np.random.default_rng(3)
-    feeds = [{"c0": np.asarray(c0), "x0": _halves(rng, (3,)), "s": _halves(rng, (3,))} for c0 in (True, True, False)]
+    # M decides (5 trips), the condition decides (3 trips), c0 false (none)
+    feeds = [_ramp(c0=c0, limit=lim) for c0, lim in ((True, 1e6), (True, 10), (False, 1e6))]
     _check(m, g, feeds)
     for f in feeds:
         assert all(np.array_equal(a, b) for a, b in zip(run(lowered, f).values(), run(g, f).values()))
+
+
+def test_loop_with_a_constant_trip_count_and_no_cond_input_still_stops_on_the_body_condition(tmp_path: Path) -> None:
+    body = _loop_body(_SUM_BELOW_LIMIT)
+    nodes = [helper.make_node("Loop", ["M", "", "x0"], ["x"], name="loop", body=body)]
+    ins = [_vi("x0", F, [3]), _vi("s", F, [3]), _vi("limit", F, [])]
+    m = _model(nodes, ins, [_vi("x", F, [3])], {"M": np.int64(4), "half": np.float32(0.5)})
+    g = _import(m, tmp_path)
+    (node,) = [n for n in g.nodes if n.op == "while_"]  # not a scan: the trip count is not M
+    assert node.attrs["max_trips"] == 4
+    _check(m, g, [_ramp(limit=lim) for lim in (1e6, 10)])  # M decides (4 trips), the condition decides (3 trips)
 
 
 def test_loop_with_a_constant_trip_count_unrolls_and_stacks_its_scan_outputs(tmp_path: Path) -> None:
@@ -220,14 +250,15 @@ def test_scan_cumulative_sum(tmp_path: Path, axis: int) -> None:
 
 # nested -------------------------------------------------------------------------------------------
 def test_if_nested_in_a_loop(tmp_path: Path) -> None:
-    """Loop body: x = x + a if i < k else x - a; a and k live two scopes up, in the main graph."""
+    """Loop body: x = x + a if i < k else x - a, while i < k too; a and k live two scopes up, in the main graph."""
     then_g = helper.make_graph([helper.make_node("Add", ["x_in", "a"], ["p"])], "then", [], [_vi("p", F, [3])])
     else_g = helper.make_graph([helper.make_node("Sub", ["x_in", "a"], ["q"])], "else", [], [_vi("q", F, [3])])
     body = helper.make_graph(
         [
             helper.make_node("Less", ["i", "k"], ["early"]),
             helper.make_node("If", ["early"], ["x_out"], name="inner", then_branch=then_g, else_branch=else_g),
-            helper.make_node("Identity", ["c_in"], ["c_out"]),
+            # the body's cond output ends the loop even without a cond input (onnxruntime, onnx.reference)
+            helper.make_node("Identity", ["early"], ["c_out"]),
         ],
         "body", _LOOP_INS, [_vi("c_out", B, []), _vi("x_out", F, [3])],
     )  # fmt: skip
@@ -264,7 +295,11 @@ def test_loop_scan_outputs_with_an_unknown_trip_count_are_refused(tmp_path: Path
         {"half": np.float32(0.5), "limit": np.float32(1)},
         check=False,
     )
-    _refused(m, tmp_path, r"loop \(Loop\): scan outputs \(y_t\) need a constant trip count M and no cond input")
+    _refused(
+        m,
+        tmp_path,
+        r"loop \(Loop\): scan outputs \(y_t\) are supported only with a constant trip count M and a condition",
+    )
 
 
 def test_loop_carrying_a_growing_value_is_refused(tmp_path: Path) -> None:
