@@ -120,10 +120,15 @@ def test_demo_json(tmp_path):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     verdicts = {v["stage"]: v["verdict"] for v in report["verdicts"]}
-    assert {"build", "quantize", "tflm", "plan", "examples", "int4", "mixed", "qat", "autodiff"} <= set(verdicts)
+    assert {"build", "quantize", "tflm", "plan", "examples", "int4", "mixed", "qat", "autodiff", "transformer"} <= set(
+        verdicts
+    )
     assert set(verdicts.values()) == {"PASS"}
     stages = report["stages"]
     assert stages["tflm"]["mismatches"] == 0 and stages["tflm"]["inputs"] == 359
+    tt = stages["transformer"]
+    assert tt["jax_bit_exact"] and tt["jax_inputs"] == 200
+    assert tt["float_accuracy"] >= 90.0 and tt["float_accuracy"] - tt["int8_accuracy"] <= 1.5
     assert stages["plan"]["arena_bytes"] < stages["plan"]["tflm_arena_bytes"]
     int4 = stages["int4"]
     assert int4["mismatches"] == 0 and int4["inputs"] == 20
