@@ -40,7 +40,7 @@ QAT_EPOCHS, QAT_LR = 2, 1e-3
 AD_WRT, AD_BATCH = "conv2.w", 8  # the weight the autodiff stage differentiates by, on this many images
 AD_REL = 1e-5  # tests/autodiff: float64 on both sides, the two differ by rounding only
 AD_FD_REL, AD_FD_STEP, AD_FD_COORDS = 1e-3, 1e-6, 4  # tests/autodiff: h = 1e-6 in float64, truncation ~h^2
-TRANSFORMER_EPOCHS, TRANSFORMER_JAX_INPUTS = 40, 200  # those of examples/tiny_transformer.py; QEMU runs there
+TRANSFORMER_JAX_INPUTS = 200  # held-out digits the bundled tiny transformer runs on JAX
 
 
 class Demo:
@@ -370,16 +370,16 @@ def _model_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[]
         return stages
 
     def transformer():
-        from rlx_edge.models.tiny_transformer import jax_bit_exact, tokens, train_and_quantize
+        from rlx_edge.models.tiny_transformer import BUNDLED, bundled, jax_bit_exact, quantize_and_score, tokens
 
-        _, qgraph, fig = train_and_quantize("causal", TRANSFORMER_EPOCHS)
+        qgraph, fig = quantize_and_score(bundled())
         jax_x = tokens(st["test"][0])[:TRANSFORMER_JAX_INPUTS]
         exact = jax_bit_exact(qgraph, jax_x)
         demo.say(
-            f"transformer  2 layers, 4 heads, causal, trained {TRANSFORMER_EPOCHS} epochs by rlx_edge.autodiff on "
-            f"JAX in {fig['train_s']} s: held-out accuracy float {fig['float_accuracy']:.2f} %, int8 "
-            f"{fig['int8_accuracy']:.2f} %; int8 on JAX {'bit-exact' if exact else 'DIFFERS'} on {len(jax_x)} "
-            f"inputs (QEMU M4: examples/tiny_transformer.py)"
+            f"transformer  2 layers, 4 heads, causal ({BUNDLED.name}, trained by rlx_edge.autodiff on JAX): "
+            f"held-out accuracy float {fig['float_accuracy']:.2f} %, int8 {fig['int8_accuracy']:.2f} %; int8 on "
+            f"JAX {'bit-exact' if exact else 'DIFFERS'} on {len(jax_x)} inputs "
+            f"(training and QEMU M4: examples/tiny_transformer.py)"
         )
         detail = (
             f"tiny transformer int8 {fig['int8_accuracy']:.2f} % vs float {fig['float_accuracy']:.2f} % "

@@ -740,7 +740,6 @@ def _gather(w: _Writer, node: Node) -> _OpOut | str:
     return _op_out(w, node, BUILTINS["GATHER"], ins)
 
 
-@_RULES.rule("resize_nearest_neighbor", "resize_bilinear")
 @_RULES.rule("while_")
 def _while(w: _Writer, node: Node) -> _OpOut | str:
     if node.attrs["max_trips"] is not None:
@@ -755,6 +754,7 @@ def _if(w: _Writer, node: Node) -> _OpOut:
     return _op_out(w, node, _builtin(node), ThenSubgraphIndex=then_, ElseSubgraphIndex=else_)
 
 
+@_RULES.rule("resize_nearest_neighbor", "resize_bilinear")
 def _resize(w: _Writer, node: Node) -> _OpOut:
     size = w.const_i32(f"{node.name}/size", list(node.attrs["size"]))
     return _op_out(w, node, _builtin(node), _ins(w, node) + [size])

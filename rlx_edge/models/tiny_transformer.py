@@ -4,11 +4,16 @@ Built out of HIR blocks (``linear``, ``multi_head_attention``,
 ``residual_layer_norm``, ``gelu``) and trained with :mod:`rlx_edge.autodiff`:
 the gradient of the very graph a device runs, executed by the JAX target
 (Adam, seeded, float32, so a run is repeatable on one machine). Used by
-``examples/tiny_transformer.py`` (the whole path down to QEMU) and by the
-demo's ``transformer`` stage.
+``examples/tiny_transformer.py`` (the whole path down to QEMU, training
+included) and by the demo's ``transformer`` stage, which loads the trained
+float graph bundled next to this file (``tiny_transformer.rlx``, written by
+``python -m rlx_edge.models.tiny_transformer``) instead of training again.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +23,7 @@ from rlx_edge.models.digits import digits_data
 from rlx_edge.targets.jax import compile_jax
 from rlx_edge.targets.reference import RunPlan
 
+BUNDLED = Path(__file__).with_name("tiny_transformer.rlx")  # the causal model after 40 epochs
 TOKENS, FEATURES, CLASSES = 8, 8, 10
 EMBED, HEADS, FFN, LAYERS = 16, 4, 32, 2
 
@@ -131,26 +137,16 @@ def as_input(graph: Graph, x: np.ndarray) -> np.ndarray:
 def train_and_quantize(
     mask: str = "causal", epochs: int = 40, *, calibration: int = 200, log=None
 ) -> tuple[Graph, Graph, dict]:
-    """Train (:func:`train`), then the batch-1 float graph and its int8 PTQ (``calibration`` training digits):
+    """Train (:func:`train`), then the batch-1 float graph and its int8 PTQ (:func:`quantize_and_score`):
     (float graph, int8 graph, figures: training seconds and held-out accuracy of each)."""
     import time
-
-    from rlx_edge.quant.calibrate import calibrate
-    from rlx_edge.quant.ptq import quantize
 
     t0 = time.perf_counter()
     params = train(mask, epochs, log=log)
     figures: dict = {"mask": mask, "epochs": epochs, "train_s": round(time.perf_counter() - t0, 1)}
     float_graph = build(params, 1, mask)
-    test_images, test_labels = digits_data("test")
-    test_x = tokens(test_images)
-    figures["float_accuracy"], _ = accuracy(float_graph, test_x, test_labels)
-    train_x = tokens(digits_data("train")[0])
-    record = calibrate(float_graph, {"tokens": train_x[:calibration, None]})
-    qgraph = quantize(float_graph, record, scheme="int8")
-    figures["int8_accuracy"], _ = accuracy(qgraph, test_x, test_labels)
-    figures["accuracy_drop"] = round(figures["float_accuracy"] - figures["int8_accuracy"], 2)
-    return float_graph, qgraph, figures
+    qgraph, scores = quantize_and_score(float_graph, calibration=calibration)
+    return float_graph, qgraph, {**figures, **scores}
 
 
 def jax_bit_exact(qgraph: Graph, xs: np.ndarray) -> bool:
@@ -160,3 +156,38 @@ def jax_bit_exact(qgraph: Graph, xs: np.ndarray) -> bool:
     want = np.stack([ref({"tokens": f})["logits"] for f in feeds])
     got = np.asarray(compile_jax(qgraph)({"tokens": np.concatenate(feeds)})["logits"])
     return bool(np.array_equal(got.reshape(want.shape), want))
+
+
+def quantize_and_score(float_graph: Graph, *, calibration: int = 200) -> tuple[Graph, dict]:
+    """int8 PTQ of a trained batch-1 graph on ``calibration`` training digits: (int8 graph, held-out accuracy
+    of float and int8)."""
+    from rlx_edge.quant.calibrate import calibrate
+    from rlx_edge.quant.ptq import quantize
+
+    test_images, test_labels = digits_data("test")
+    test_x = tokens(test_images)
+    figures: dict = {}
+    figures["float_accuracy"], _ = accuracy(float_graph, test_x, test_labels)
+    train_x = tokens(digits_data("train")[0])
+    record = calibrate(float_graph, {"tokens": train_x[:calibration, None]})
+    qgraph = quantize(float_graph, record, scheme="int8")
+    figures["int8_accuracy"], _ = accuracy(qgraph, test_x, test_labels)
+    figures["accuracy_drop"] = round(figures["float_accuracy"] - figures["int8_accuracy"], 2)
+    return qgraph, figures
+
+
+def bundled() -> Graph:
+    """The bundled trained float graph (batch 1, causal)."""
+    from rlx_edge.errors import RlxError
+    from rlx_edge.ir.serialize import load
+
+    if not BUNDLED.exists():
+        raise RlxError(f"bundled model {BUNDLED} is missing; run python -m rlx_edge.models.tiny_transformer")
+    return load(BUNDLED)
+
+
+if __name__ == "__main__":
+    from rlx_edge.ir.serialize import save
+
+    save(build(train("causal", 40, log=print), 1, "causal"), BUNDLED)
+    print(f"wrote {BUNDLED}", file=sys.stderr)

@@ -845,7 +845,10 @@ def _softmax(graph: Graph, node: Node, params: Prepared) -> Layer:
         "out_bits": params.out_bits,
         "mask": walk,
     }
-    return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), mask_arg, ("out", 0)])
+    if mask_arg[0] == "bytes":  # no mask: the kernel without mask code (the flash of small parts)
+        return Layer("rlx_softmax_s8", "rlx_softmax_params", fields, {"exp": table}, [("in", 0), ("out", 0)])
+    args = [("in", 0), mask_arg, ("out", 0)]
+    return Layer("rlx_softmax_masked_s8", "rlx_softmax_params", fields, {"exp": table}, args)
 
 
 @RULES.rule("svdf")

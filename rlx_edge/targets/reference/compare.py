@@ -251,7 +251,7 @@ def _rebatch(graph: Graph, n: int) -> Graph | None:
     g = graph.copy()
     for name in g.inputs:
         t = g.types[name]
-        if t.rank == 0 or t.shape[0] != 1:
+        if t.rank < 2 or t.shape[0] != 1:  # a vector's one axis is its data, not a batch
             return None
     for name, t in list(g.types.items()):
         if name in g.params or t.rank == 0 or t.shape[0] != 1:
@@ -282,7 +282,13 @@ def _run_reference(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[d
             traced = {**traced, **outs}
             want = {k: tuple(int(d) for d in graph.types[k].shape) for k in traced}
             if all(v.shape[:1] == (n,) and v.shape[1:] == want[k][1:] for k, v in traced.items()):
-                return [{k: v[i : i + 1] for k, v in traced.items()} for i in range(n)]
+                split = [{k: v[i : i + 1] for k, v in traced.items()} for i in range(n)]
+                # shapes alone do not prove the axis is a batch (a softmax or a sum over it mixes samples):
+                # the first sample run alone must give the same values
+                outs0, traced0 = run(graph, samples[0], trace=True)
+                alone = {**traced0, **outs0}
+                if all(np.array_equal(alone[k], split[0][k], equal_nan=alone[k].dtype.kind == "f") for k in alone):
+                    return split
     per = []
     for s in samples:
         outs, traced = run(graph, s, trace=True)

@@ -207,7 +207,8 @@ void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, in
 void rlx_mul_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);
 void rlx_lut_8(const rlx_lut_params *p, const void *in, void *out);
 /* int8 or int16 (out_bits) out; mask NULL or one byte per position (kept max and sum, masked -> out_zp) */
-void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, const uint8_t *mask, void *out);
+void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, void *out);
+void rlx_softmax_masked_s8(const rlx_softmax_params *p, const int8_t *in, const uint8_t *mask, void *out);
 void rlx_pad(const rlx_pad_params *p, const void *in, void *out);
 void rlx_concat(const rlx_concat_params *p, const void *const *ins, void *out);
 void rlx_mean_s8(const rlx_mean_params *p, const int8_t *in, int8_t *out);

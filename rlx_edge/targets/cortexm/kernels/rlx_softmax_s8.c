@@ -17,7 +17,10 @@
 
 #define RLX_ACCUMULATION_BITS 12
 
-void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, const uint8_t *mask, void *out)
+/* Both entry points share this body; inlined into each, the unmasked one keeps no mask code (a part
+ * with little flash, VWW in 256 KB, pays nothing for masks it does not use). */
+static inline __attribute__((always_inline)) void softmax_rows(const rlx_softmax_params *p, const int8_t *in,
+                                                               const uint8_t *mask, void *out)
 {
     const int32_t lo = -(1 << (p->out_bits - 1));
     const int32_t hi = (1 << (p->out_bits - 1)) - 1;
@@ -63,4 +66,14 @@ void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, const uint8_t
             }
         }
     }
+}
+
+void rlx_softmax_s8(const rlx_softmax_params *p, const int8_t *in, void *out)
+{
+    softmax_rows(p, in, 0, out);
+}
+
+void rlx_softmax_masked_s8(const rlx_softmax_params *p, const int8_t *in, const uint8_t *mask, void *out)
+{
+    softmax_rows(p, in, mask, out);
 }
