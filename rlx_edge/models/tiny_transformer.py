@@ -13,6 +13,7 @@ float graph bundled next to this file (``tiny_transformer.rlx``, written by
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -139,8 +140,6 @@ def train_and_quantize(
 ) -> tuple[Graph, Graph, dict]:
     """Train (:func:`train`), then the batch-1 float graph and its int8 PTQ (:func:`quantize_and_score`):
     (float graph, int8 graph, figures: training seconds and held-out accuracy of each)."""
-    import time
-
     t0 = time.perf_counter()
     params = train(mask, epochs, log=log)
     figures: dict = {"mask": mask, "epochs": epochs, "train_s": round(time.perf_counter() - t0, 1)}

@@ -24,29 +24,18 @@ def _program(graph: Graph) -> Program:
     return to_program(graph, "cortexm", AS_GIVEN)
 
 
-def while_programs(node: Node) -> tuple[Program, Program]:
-    """The cortexm programs of ``node``'s cond and body subgraphs."""
+# the subgraph attributes each control op runs, in the order emit.py reads them
+_SUBGRAPHS = {"while_": ("cond", "body"), "if_": ("then_branch", "else_branch")}
+
+
+def subgraph_programs(node: Node) -> tuple[Program, Program]:
+    """The cortexm programs of a while_'s cond and body, or an if_'s then and else branches."""
     try:
-        return _program(node.attrs["cond"]), _program(node.attrs["body"])
+        return tuple(_program(node.attrs[a]) for a in _SUBGRAPHS[node.op])  # type: ignore[return-value]
     except UnsupportedOpError as e:
-        raise UnsupportedOpError(f"node {node.name!r} (while_): a subgraph cannot run on cortexm: {e}") from e
+        raise UnsupportedOpError(f"node {node.name!r} ({node.op}): a subgraph cannot run on cortexm: {e}") from e
 
 
-def while_scratch(node: Node) -> int:
-    """Bytes of the node's scratch: the larger subgraph arena."""
-    cond, body = while_programs(node)
-    return max(cond.arena_bytes, body.arena_bytes)
-
-
-def if_programs(node: Node) -> tuple[Program, Program]:
-    """The cortexm programs of ``node``'s then and else branches."""
-    try:
-        return _program(node.attrs["then_branch"]), _program(node.attrs["else_branch"])
-    except UnsupportedOpError as e:
-        raise UnsupportedOpError(f"node {node.name!r} (if_): a branch cannot run on cortexm: {e}") from e
-
-
-def if_scratch(node: Node) -> int:
-    """Bytes of the node's scratch: the larger branch arena (only the branch taken runs)."""
-    then_, else_ = if_programs(node)
-    return max(then_.arena_bytes, else_.arena_bytes)
+def subgraph_scratch(node: Node) -> int:
+    """Bytes of the node's scratch: the larger subgraph arena (one subgraph runs at a time)."""
+    return max(p.arena_bytes for p in subgraph_programs(node))

@@ -27,7 +27,7 @@ from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.plan import Program
 from rlx_edge.pipeline import AS_GIVEN, to_program
-from rlx_edge.targets.cortexm._control import IF_KERNEL, WHILE_KERNEL, if_programs, while_programs
+from rlx_edge.targets.cortexm._control import IF_KERNEL, WHILE_KERNEL, subgraph_programs
 from rlx_edge.targets.cortexm.rules import OPTIMIZE_LEVELS, Const, Layer, layer_for
 
 __all__ = ["CORES", "EmittedModel", "compile_project", "emit", "kernel_sources", "lower"]
@@ -336,7 +336,7 @@ def _while_code(prog: Program, node: Any, out: _Code, prefix: str, base: int, va
     """A while_ node as a C loop: the carried values live in the node's outputs; each trip copies them
     into the cond subgraph's inputs and runs its layers, stops on false, else runs the body's layers
     the same way and copies its outputs back. Both subgraphs run in the node's scratch, one at a time."""
-    cond, body = while_programs(node)
+    cond, body = subgraph_programs(node)
     scratch, _size = prog.scratch[node.name]
     g = prog.graph
     sizes = [_nbytes(g, o) for o in node.outputs]
@@ -371,7 +371,7 @@ def _while_code(prog: Program, node: Any, out: _Code, prefix: str, base: int, va
 def _if_code(prog: Program, node: Any, out: _Code, prefix: str, base: int, value_ptr: Any, what: str) -> str:
     """An if_ node as a C if: the branch taken gets the operands copied into its inputs, runs its layers
     and copies its outputs into the node's. Both branches run in the node's scratch (one at a time)."""
-    then_, else_ = if_programs(node)
+    then_, else_ = subgraph_programs(node)
     scratch, _size = prog.scratch[node.name]
     g = prog.graph
 

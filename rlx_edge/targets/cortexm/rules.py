@@ -638,18 +638,18 @@ def _compare(graph: Graph, node: Node, params: Prepared) -> Layer:
 @RULES.rule("while_")
 def _while(graph: Graph, node: Node, params: Prepared) -> Layer:
     """A C while loop over the cond and body subgraphs' own layers, run in this node's scratch (emit.py)."""
-    from rlx_edge.targets.cortexm._control import WHILE_KERNEL, while_scratch  # plans through the pipeline
+    from rlx_edge.targets.cortexm._control import WHILE_KERNEL, subgraph_scratch  # plans through the pipeline
 
-    return Layer(WHILE_KERNEL, scratch=while_scratch(node))
+    return Layer(WHILE_KERNEL, scratch=subgraph_scratch(node))
 
 
 @RULES.rule("if_")
 def _if(graph: Graph, node: Node, params: Prepared) -> Layer:
     """A C if over the two branches' own layers, run in this node's scratch (emit.py): the branch not
     taken costs nothing, where lowering to both branches and a select ran both."""
-    from rlx_edge.targets.cortexm._control import IF_KERNEL, if_scratch  # plans through the pipeline
+    from rlx_edge.targets.cortexm._control import IF_KERNEL, subgraph_scratch  # plans through the pipeline
 
-    return Layer(IF_KERNEL, scratch=if_scratch(node))
+    return Layer(IF_KERNEL, scratch=subgraph_scratch(node))
 
 
 _LOGICAL_CODES = {"logical_and": 0, "logical_or": 1, "logical_not": 2}  # kernels/rlx_logical.h
