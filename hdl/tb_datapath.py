@@ -17,18 +17,32 @@ The bench is configured through two environment variables, set by
     where the JSON results go: cycles per inference (first input beat to
     last output beat), cycles per phase, mismatches, first mismatch; the
     outputs the hardware produced go to the same path plus ``.npz``.
+
+The one test is parametrized over the handshake (``cocotb.parametrize``):
+``steady`` drives a beat on every cycle the datapath is ready and keeps every
+output ready, so the cycle counts measure the datapath alone; ``stalls``
+drops input ``valid`` and output ``ready`` on seeded random cycles (about
+a third of them), as a real AXI-Stream neighbour does, and checks that no
+beat is lost, repeated or reordered. The caller picks one with the runner's
+test filter. An output beat with X or Z bits (a register never written,
+read by Icarus) is reported as such instead of as a number.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge, SimTimeoutError, ValueChange, with_timeout
+from cocotb.types import LogicArray
 from cocotb.utils import get_sim_time
+
+#: the handshake modes of :func:`stream_and_compare` (see the module docstring)
+HANDSHAKES = ("steady", "stalls")
 
 
 def _pack(row: np.ndarray, lanes: int) -> list[int]:
@@ -45,12 +59,13 @@ def _unpack(beats: list[int], lanes: int) -> np.ndarray:
 class StreamDriver:
     """Drives one valid/ready input stream, one beat per accepted handshake."""
 
-    def __init__(self, dut, k: int, clk, period: float):
+    def __init__(self, dut, k: int, clk, period: float, gaps: random.Random | None = None):
         self.data = getattr(dut, f"in{k}_data")
         self.valid = getattr(dut, f"in{k}_valid")
         self.ready = getattr(dut, f"in{k}_ready")
         self.clk = clk
         self.period = period
+        self.gaps = gaps  # None: valid on every cycle; else valid drops on random cycles
         # drive every input from the start: Icarus loses the first write to a still-floating (Z) port
         self.data.value = 0
         self.valid.value = 0
@@ -63,9 +78,10 @@ class StreamDriver:
         await FallingEdge(self.clk)
         i = 0
         self.data.value = beats[0]
-        self.valid.value = 1
+        offered = self.valid.value = self._offer()
         while i < len(beats):
-            accepted = bool(int(self.ready.value))
+            # ``offered``, not a read of valid: a write shows on the signal only after this time step
+            accepted = offered and bool(int(self.ready.value))
             await FallingEdge(self.clk)
             if accepted:
                 if i == 0 and on_first is not None:
@@ -73,18 +89,28 @@ class StreamDriver:
                 i += 1
                 if i < len(beats):
                     self.data.value = beats[i]
+            if i < len(beats):
+                # a beat not yet taken stays offered with the same data (AXI-Stream's rule) only while
+                # valid stays up; with gaps the driver may also withdraw it, which the design must allow
+                offered = self.valid.value = self._offer()
         self.valid.value = 0
+
+    def _offer(self) -> int:
+        return 1 if self.gaps is None else int(self.gaps.random() >= 0.35)
 
 
 class StreamMonitor:
     """Collects the beats of one output stream (always ready) until ``last``."""
 
-    def __init__(self, dut, k: int, clk):
+    def __init__(self, dut, k: int, clk, stalls: random.Random | None = None):
+        self.k = k
         self.data = getattr(dut, f"out{k}_data")
         self.valid = getattr(dut, f"out{k}_valid")
         self.last = getattr(dut, f"out{k}_last")
-        getattr(dut, f"out{k}_ready").value = 1
+        self.ready = getattr(dut, f"out{k}_ready")
+        self.ready.value = 1
         self.clk = clk
+        self.stalls = stalls  # None: always ready; else ready drops on random cycles
 
     async def receive(self) -> tuple[list[int], float]:
         beats = []
@@ -93,11 +119,26 @@ class StreamMonitor:
                 # no per-cycle Python while the datapath computes: wake on the valid edge
                 await RisingEdge(self.valid)
             await FallingEdge(self.clk)
-            if int(self.valid.value):
-                beats.append(int(self.data.value))
+            ready = 1
+            if self.stalls is not None:
+                # ready changes at falling edges only, like the driver's inputs
+                ready = self.ready.value = int(self.stalls.random() >= 0.35)
+            if int(self.valid.value) and ready:
+                beats.append(self._beat(len(beats)))
                 if int(self.last.value):
                     await RisingEdge(self.clk)  # the edge of the last handshake
+                    self.ready.value = 1
                     return beats, get_sim_time("ns")
+
+    def _beat(self, index: int) -> int:
+        value = LogicArray(self.data.value)
+        if not value.is_resolvable:
+            raise UnresolvedOutput(f"output {self.k} beat {index} has X/Z bits: {value}")
+        return int(value)
+
+
+class UnresolvedOutput(Exception):
+    """An output beat with X or Z bits: the datapath drove a value it never computed."""
 
 
 class ReferenceModel:
@@ -150,15 +191,18 @@ class PhaseTimer:
 
 
 @cocotb.test()
-async def stream_and_compare(dut):
+@cocotb.parametrize(handshake=HANDSHAKES)
+async def stream_and_compare(dut, handshake: str):
     """Stream every inference in, compare every output with the reference, count cycles."""
     vectors = np.load(os.environ["RLX_FPGA_VECTORS"], allow_pickle=False)
     meta = json.loads(str(vectors["meta"]))
     period = float(meta.get("period_ns", 10))
     Clock(dut.clk, period, unit="ns").start()
     dut.rst.value = 1
-    drivers = [StreamDriver(dut, k, dut.clk, period) for k in range(len(meta["inputs"]))]
-    monitors = [StreamMonitor(dut, k, dut.clk) for k in range(len(meta["outputs"]))]
+    # one seeded generator per stream: a failing stall pattern repeats exactly
+    rng = (lambda k: random.Random(1000 + k)) if handshake == "stalls" else (lambda k: None)
+    drivers = [StreamDriver(dut, k, dut.clk, period, rng(k)) for k in range(len(meta["inputs"]))]
+    monitors = [StreamMonitor(dut, k, dut.clk, rng(100 + k)) for k in range(len(meta["outputs"]))]
     model, checker = ReferenceModel(vectors), Checker()
     for _ in range(3):
         await RisingEdge(dut.clk)
@@ -193,6 +237,10 @@ async def stream_and_compare(dut):
             with open(os.environ["RLX_FPGA_RESULTS"], "w") as f:
                 json.dump(stuck, f)
             raise
+        except UnresolvedOutput as e:
+            with open(os.environ["RLX_FPGA_RESULTS"], "w") as f:
+                json.dump({"error": f"inference {inf}: {e}"}, f)
+            raise
         end = 0.0
         for k, (beats, t_end) in enumerate(done):
             end = max(end, t_end)
@@ -202,6 +250,7 @@ async def stream_and_compare(dut):
         # the first input handshake's edge through the last output handshake's edge, inclusive
         cycles.append((end - started["t"]) / period + 1)
     result = {
+        "handshake": handshake,
         "inferences": int(meta["inferences"]),
         "cycles": cycles,
         "phase_cycles": {str(k): v / int(meta["inferences"]) for k, v in sorted(timer.durations.items())},
