@@ -26,6 +26,8 @@ from rlx_edge.errors import RlxError
 from rlx_edge.resources import data_dir
 
 SIMULATORS = ("verilator", "icarus")
+#: the bench's handshake modes (``cocotb.parametrize`` of ``hdl/tb_datapath.py``'s one test)
+HANDSHAKES = ("steady", "stalls")
 
 
 def cache_root() -> Path:
@@ -251,11 +253,17 @@ def run_vectors(
     simulator: str = "verilator",
     period_ns: float = 10.0,
     data_files: list[Path] = (),
+    handshake: str = "steady",
 ) -> dict[str, Any]:
     """Run the cocotb bench on a built model: ``inputs[k]`` / ``expected[k]`` are [inferences, elements].
 
     ``data_files`` (the ``$readmemh`` ROM files) are copied into the simulation's working directory.
+    ``handshake``: ``"steady"`` (a beat every cycle the datapath is ready, outputs always ready: the
+    cycle counts measure the datapath) or ``"stalls"`` (seeded random gaps in input ``valid`` and output
+    ``ready``; see ``hdl/tb_datapath.py``).
     """
+    if handshake not in HANDSHAKES:
+        raise RlxError(f"handshake {handshake!r}: choose one of {', '.join(HANDSHAKES)}")
     from cocotb_tools.runner import get_runner
 
     _tool_env()
@@ -279,6 +287,7 @@ def run_vectors(
             # a failing comparison makes the runner exit; the results file tells the details
             runner.test(
                 test_module="tb_datapath",
+                test_filter=rf"(^|\.)stream_and_compare/handshake={handshake}$",
                 hdl_toplevel=top,
                 hdl_toplevel_lang="verilog",
                 build_dir=str(build_dir),
