@@ -252,3 +252,13 @@ def test_node_name_clashing_with_a_foreign_value():
     g = net()
     g.nodes[1].name = "x"
     broken(g, "node 'x' \\(relu\\): the node's name is also the name of value 'x'")
+
+
+def test_legacy_uint8_weights_say_what_to_do():
+    # TFLite's pre-2020 asymmetric uint8 models (e.g. the Coral test models) reach verify with u8 weights
+    g = qnet()
+    g.params["w"] = np.ones((3, 4), np.uint8)
+    g.types["w"] = TensorType((3, 4), "u8", quant=g.types["w"].quant)
+    broken(
+        g, "node 'fully_connected_0' \\(fully_connected\\): weights are legacy uint8 .*quantize the float model to int8"
+    )

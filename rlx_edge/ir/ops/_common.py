@@ -76,6 +76,9 @@ def weighted_dtype(x: TensorType, w: TensorType, b: TensorType | None) -> DType:
         return promote(x.dtype, w.dtype)
     if x.dtype not in QUANT_ACT:
         fail(f"input dtype {x.dtype} is neither float nor a quantized activation type")
+    if w.dtype == DType.u8:
+        # TFLite's pre-2020 scheme (asymmetric uint8 weights); TFLite Micro dropped it as well
+        fail("weights are legacy uint8 (TFLite Micro dropped it too): quantize the float model to int8")
     if w.dtype not in QUANT_WEIGHT:
         fail(f"quantized input needs int8 or int4 weights, got {w.dtype}")
     if b is not None and b.dtype not in (DType.i32, DType.i64):
