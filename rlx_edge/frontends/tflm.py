@@ -51,6 +51,10 @@ __all__ = [
 # Room for the interpreter's own bookkeeping on top of tensors; models here are
 # small, and a too-small arena only makes allocation fail, it never corrupts.
 _MIN_ARENA = 1 << 20
+# TFLite Micro's words when the arena is too small ("Failed to resize buffer. Requested: R, available A,
+# missing: M"): a default-sized arena is grown by M and retried, at most this many times
+_ARENA_SHORT = re.compile(r"missing: (\d+)")
+_ARENA_RETRIES = 2
 
 # A request (load, or all inferences of a comparison) that takes longer than
 # this is a hung interpreter: mutated shapes can make kernels loop for ages.
@@ -462,15 +466,25 @@ class TflmModel:
         hybrid = find_hybrid_operator(self.data, self.source)
         if hybrid is not None:
             raise TflmError(f"{self.source}: {HYBRID_MESSAGE} ({hybrid} has float activations and int8 weights)")
-        self._child: _Child | None = _Child(self.source)
         size = arena_size or default_arena_size(self.data)
-        try:
-            self.input_details = self._call(
-                "load", self.data, size, preserve, self.n_inputs, self.n_outputs, doing="loading the model"
-            )
-        except BaseException:
-            self.close()
-            raise
+        for attempt in range(_ARENA_RETRIES + 1):
+            self._child: _Child | None = _Child(self.source)
+            try:
+                self.input_details = self._call(
+                    "load", self.data, size, preserve, self.n_inputs, self.n_outputs, doing="loading the model"
+                )
+                break
+            except TflmError as e:
+                self.close()
+                short = _ARENA_SHORT.search(str(e))
+                if arena_size is not None or short is None or attempt == _ARENA_RETRIES:
+                    raise
+                # the default arena was too small (models with large activations, e.g. a 640x640
+                # detector): TFLite Micro said by how much; its later (scratch) requests may add more
+                size += int(short.group(1)) + _MIN_ARENA
+            except BaseException:
+                self.close()
+                raise
 
     def _call(self, method: str, *args: Any, doing: str) -> Any:
         if self._child is None:

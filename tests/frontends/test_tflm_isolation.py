@@ -85,3 +85,17 @@ def test_close_ends_the_child() -> None:
         os.kill(pid, 0)  # ended and reaped
     with pytest.raises(ValueError, match="closed"):
         m(np.zeros((1, 640), np.int8))
+
+
+def test_a_default_arena_too_small_grows_by_what_tflite_micro_says_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # simple_add's file is ~1 KB and its three int8 tensors 48 KB: with a 4 KB floor the default arena is short
+    # (as a 13 MB-activation detector's is with the real 1 MiB floor: retinaface, 570 KB of weights)
+    model = TFLM / "simple_add_model.tflite"
+    monkeypatch.setattr(tflm, "_MIN_ARENA", 4096)
+    x = [np.full((1, 128, 128, 1), v, np.int8) for v in (3, -7)]
+    with TflmModel(model) as m:
+        got = m(x)[0]
+    assert np.array_equal(got, run_tflm(model, x, arena_size=1 << 20)[0])
+    # an arena the caller chose is not grown: its shortfall is the caller's to see
+    with pytest.raises(TflmError, match=r"missing: \d+"):
+        TflmModel(model, arena_size=8192)
