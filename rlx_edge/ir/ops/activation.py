@@ -388,12 +388,17 @@ def _hard_swish_eval(p, x):
 @leaky_relu.prepare
 def _leaky_relu_prepare(ctx: QContext, alpha: float) -> dict:
     """TFLite Micro's LeakyRelu Prepare: the identity (s_x / s_y) and alpha (s_x * alpha / s_y)
-    multipliers, each computed in float32 as the kernel does, then QuantizeMultiplier."""
+    multipliers, each computed in double from the float32 scales and alpha, then QuantizeMultiplier.
+
+    Older TFLite Micro sources compute both ratios in float32 and then widen them; the interpreter
+    rlx-edge is checked against (``tflite_micro`` 0.dev20261023) divides in double: on TFLite Micro's
+    int16 seanet LEAKY_RELU integration models the float32 ratios give 19 outputs in 126,080 off by one
+    (near-ties such as 2445.50001), the double ones none (``tests/ir/ops/test_leaky_relu.py``)."""
     s_x, zp_x = scalar_params(ctx.in_types[0].quant, "leaky_relu input")
     s_y, zp_y = scalar_params(ctx.out_types[0].quant, "leaky_relu output")
-    f32 = np.float32
-    id_mult, id_shift = fp.quantize_multiplier(float(f32(s_x) / f32(s_y)))
-    alpha_mult, alpha_shift = fp.quantize_multiplier(float(f32(s_x) * f32(alpha) / f32(s_y)))
+    a = float(np.float32(alpha))  # TFLite stores alpha as a float32
+    id_mult, id_shift = fp.quantize_multiplier(s_x / s_y)
+    alpha_mult, alpha_shift = fp.quantize_multiplier(s_x * a / s_y)
     dtype = ctx.out_types[0].dtype.numpy
     lo, hi = storage_range(dtype)
     p = {

@@ -93,9 +93,9 @@ def g_float_unary(op):
     return g
 
 
-def g_leaky_relu(alpha, in_q, out_q, storage="i8"):
+def g_leaky_relu(alpha, in_q, out_q, storage="i8", n=300):
     g = Graph("leaky_relu")
-    x = g.input("x", (1, 300), storage, quant=in_q)
+    x = g.input("x", (1, n), storage, quant=in_q)
     g.output(g.leaky_relu(x, alpha=alpha, out_quant=out_q))
     return g
 
@@ -307,3 +307,16 @@ def test_float_unary_matches_tflm(op, tmp_path):
     r = compare_with_tflm(path, n_inputs=30, seed=1, atol=0.0, rtol=FLOAT_RTOL.get(op, 0.0))
     assert r.inputs == 30 and r.edge_inputs == 3 and r.float_tensors == 1
     assert r.mismatches == 0, (r.first_mismatch, r.max_rel_error)
+
+
+def test_leaky_relu_int16_every_value_equals_tflite_micro(tmp_path):
+    """All 65,536 int16 inputs at the scales of TFLite Micro's seanet leaky_relu1 integration model, whose
+    near-ties (1945 -> 2445.50001) tell a multiplier computed in double from one computed in float32."""
+    from rlx_edge.frontends.tflm import run_tflm
+    from rlx_edge.targets.reference import run
+
+    g = g_leaky_relu(0.3, q16(0.005836874712258577), q16(0.0046422905288636684), "i16", n=1 << 16)
+    path = export_tflite(g, tmp_path / "leaky_relu_i16.tflite")
+    x = np.arange(-(1 << 15), 1 << 15, dtype=np.int16).reshape(1, -1)
+    ours = run(g, [x])[g.outputs[0]]
+    assert np.array_equal(ours, run_tflm(path, [x])[0])
