@@ -393,7 +393,7 @@ def _leaky_relu_prepare(ctx: QContext, alpha: float) -> dict:
     Older TFLite Micro sources compute both ratios in float32 and then widen them; the interpreter
     rlx-edge is checked against (``tflite_micro`` 0.dev20261023) divides in double: on TFLite Micro's
     int16 seanet LEAKY_RELU integration models the float32 ratios give 19 outputs in 126,080 off by one
-    (near-ties such as 2445.50001), the double ones none (``tests/ir/ops/test_leaky_relu.py``)."""
+    (near-ties such as 2445.50001), the double ones none (``tests/targets/reference/test_int_ops_tflm.py``)."""
     s_x, zp_x = scalar_params(ctx.in_types[0].quant, "leaky_relu input")
     s_y, zp_y = scalar_params(ctx.out_types[0].quant, "leaky_relu output")
     a = float(np.float32(alpha))  # TFLite stores alpha as a float32
