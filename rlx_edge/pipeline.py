@@ -21,6 +21,7 @@ from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.passes import DEFAULT_PIPELINE, PassReport, legalize
 from rlx_edge.ir.passes.bind_symbols import require_static
+from rlx_edge.ir.passes.fold import has_constant_index_math
 from rlx_edge.ir.passes.lower_control_flow import lower_for_rules
 from rlx_edge.ir.passes.lower_hir import lower_hir
 from rlx_edge.ir.passes.manager import PassManager
@@ -66,6 +67,12 @@ def legalize_for(graph: Graph, target: str) -> Graph:
     spec = target_spec(target)
     if spec.rules is not None:
         graph = lower_for_rules(graph, spec.rules)
+        if spec.family != "reference" and has_constant_index_math(graph):
+            # Shape arithmetic of constants (Shape -> StridedSlice -> Pack -> Reshape, as some
+            # exporters write it) runs in the reference, which keeps every tensor TFLite Micro is
+            # compared on, but compiled targets have no kernels for plain int32 tensors: computed
+            # here, it becomes constants they read. Weights are never folded this way.
+            graph, _ = PassManager(("fold",), options={"fold_index_only": True}).run(graph)
         legalize(graph, spec.rules, target=spec.family, targets=rule_tables())
     return graph
 

@@ -132,3 +132,29 @@ def test_targets_without_an_arena_plan_and_unknown_targets_are_clear_errors():
         to_program(g, "jax")
     with pytest.raises(RlxError, match=r"unknown target 'gpu'; use one of reference, cortexm-host"):
         to_program(g, "gpu")
+
+
+def _with_constant_shape_math() -> Graph:
+    """An int8 reshape beside the int32 Shape -> StridedSlice -> Pack arithmetic some exporters leave
+    (TFLite Micro's custom_model_rf_keras example): constants only, run by the reference as given."""
+    from rlx_edge.ir.types import QuantParams
+
+    g = Graph("shape_math")
+    x = g.input("x", (1, 4, 6), "i8", quant=QuantParams(np.float32(0.1), 3))
+    shape = g.param("x_shape", np.array([1, 4, 6], np.int32))
+    batch = g.reshape(g.slice(shape, begin=[0], end=[1]), shape=[])
+    g.stack(batch, g.param("rows", np.array(24, np.int32)), axis=0)  # the reshape's target, as computed
+    g.output(g.reshape(x, shape=[1, 24]))
+    return g
+
+
+def test_compiled_targets_fold_constant_shape_math_and_stay_bit_exact(tmp_path):
+    from rlx_edge.runners import prepare
+
+    g = _with_constant_shape_math()
+    assert {n.op for n in to_program(g, "reference", AS_GIVEN).graph.nodes} == {"slice", "reshape", "stack"}
+    program = to_program(g, "cortexm", AS_GIVEN)
+    assert [n.op for n in program.graph.nodes] == ["reshape"]
+    x = np.arange(-12, 12, dtype=np.int8).reshape(1, 4, 6)
+    got = prepare("cortexm-host", g, tmp_path)({"x": x})
+    assert np.array_equal(got[g.outputs[0]], x.reshape(1, 24))

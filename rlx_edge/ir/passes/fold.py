@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx_edge.ir.dtype import DType
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import QContext, get_op
 from rlx_edge.ir.passes._rewrite import prune_params
@@ -14,20 +15,41 @@ from rlx_edge.ir.passes.manager import PassContext, register
 DEFAULT_MAX_BYTES = 4 << 20
 
 
+def is_index_math(t) -> bool:
+    """A plain integer or bool tensor (no quantization): a shape, an index, a count."""
+    return t.quant is None and (t.dtype.is_int or t.dtype == DType.bool)
+
+
+def has_constant_index_math(graph: Graph) -> bool:
+    """Whether some node computes index math (:func:`is_index_math`) from constants only."""
+    return any(
+        node.inputs
+        and all(v is None or v in graph.params for v in node.inputs)
+        and all(is_index_math(graph.types[o]) for o in node.outputs)
+        for node in graph.nodes
+    )
+
+
 @register("fold")
 def fold(graph: Graph, ctx: PassContext) -> Graph:
     """Replace nodes whose inputs are all params by params computed with the op's reference.
 
     Quantized nodes use the integer reference, float ones the float
     reference, exactly as the interpreter would at run time, so folding never
-    changes a result. Option ``fold_max_bytes`` bounds the size of a folded value.
+    changes a result. Option ``fold_max_bytes`` bounds the size of a folded value;
+    ``fold_index_only`` folds only nodes whose outputs are plain (unquantized)
+    integers or bools: the shape arithmetic of an exported model, never weights.
     """
     limit = int(ctx.options.get("fold_max_bytes", DEFAULT_MAX_BYTES))
+    index_only = bool(ctx.options.get("fold_index_only", False))
     g = graph.copy()
     kept = []
     for node in g.nodes:
         present = [v for v in node.inputs if v is not None]
         if not present or not all(v in g.params for v in present):
+            kept.append(node)
+            continue
+        if index_only and not all(is_index_math(g.types[o]) for o in node.outputs):
             kept.append(node)
             continue
         opdef = get_op(node.op)
