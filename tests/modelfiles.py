@@ -12,6 +12,7 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 MLPERF = MODELS / "mlperf-tiny"
 ONNX = MODELS / "onnx"
 TFLM = MODELS / "tflm"
+SEANET = TFLM / "seanet"  # single-op int16 models of TFLite Micro's integration tests
 
 
 def model_path(relative: str) -> Path:

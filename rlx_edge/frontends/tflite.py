@@ -1000,16 +1000,29 @@ def _stateful_node(
 
 
 # TRANSPOSE_CONV: inputs (output shape, weights, input, optional bias); the shape becomes an attribute
+def _transpose_conv_shape(imp: _Importer, op: _Op) -> tuple[int, ...]:
+    """The output shape: input 0 when it is a constant, else the output tensor's static shape.
+
+    Some exporters compute input 0 (Shape -> StridedSlice -> Pack, as TFLite Micro's seanet
+    integration models do); the file's output tensor then holds the same sizes, which TFLite Micro
+    allocates by, so a static one stands in for it."""
+    if op.inputs and op.inputs[0] != -1 and imp.const(op.inputs[0]) is None:
+        shape = tuple(imp.tensors[op.outputs[0]].shape)
+        if len(shape) == 4 and all(d > 0 for d in shape):
+            return shape
+    return tuple(_const_ints(imp, op, 0, "output shape"))
+
+
 @_CHECKS.rule("TRANSPOSE_CONV")
 def _check_transpose_conv(imp: _Importer, op: _Op) -> str | None:
-    if imp.const_input(op, 0, "output shape").size != 4:
+    if len(_transpose_conv_shape(imp, op)) != 4:
         return "TRANSPOSE_CONV with an output shape that is not 4 sizes"
     return _check_padding(imp, op)
 
 
 @_CONVERTERS.rule("TRANSPOSE_CONV")
 def _transpose_conv(imp: _Importer, op: _Op) -> None:
-    shape = tuple(_const_ints(imp, op, 0, "output shape"))
+    shape = _transpose_conv_shape(imp, op)
     x, w, b = imp.x(op, 2), imp.x(op, 1), imp.x(op, 3, optional=True)
     if imp.g.types[x].dtype.is_float:  # hybrid file: the weights' float meaning (as weights() does)
         w, b = imp.as_float(w), imp.as_float(b)
