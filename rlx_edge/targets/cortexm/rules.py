@@ -1213,12 +1213,12 @@ _RQ_TYPES = {DType.i8: 0, DType.u8: 1, DType.i16: 2, DType.i32: 3}
 
 @RULES.rule("requantize")
 def _requantize(graph: Graph, node: Node, params: Prepared) -> Layer:
-    """Byte inputs quantized per tensor look up the op's table; int16 inputs and per-channel
+    """Byte inputs quantized per tensor look up the op's table; int16 and int32 inputs and per-channel
     parameters run the multiplier and shift of the same prepare (kernels/rlx_requantize_int.c)."""
     if params.get("table") is not None:
         return _lut(graph, node, params)
     xt, yt = _t(graph, node.inputs[0]), _t(graph, node.outputs[0])
-    _need(xt.dtype in (DType.i8, DType.u8, DType.i16), node, f"requantizes int8, uint8 or int16 inputs, got {xt.dtype}")
+    _need(xt.dtype in _RQ_TYPES, node, f"requantizes int8, uint8, int16 or int32 inputs, got {xt.dtype}")
     _need(yt.dtype in _RQ_TYPES, node, f"requantizes to int8, uint8, int16 or int32, got {yt.dtype}")
     shape = _shape(xt)
     arrays = {k: np.asarray(params[k], np.int64) for k in ("in_zp", "mult", "shift", "out_zp")}

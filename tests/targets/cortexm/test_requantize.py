@@ -1,6 +1,6 @@
 """Integer requantization the byte table cannot do, and int8 -> int16 softmax, on the Cortex-M host build.
 
-int16 inputs (to every storage type) and per-channel parameters run kernels/rlx_requantize_int.c;
+int16 and int32 inputs (to every storage type) and per-channel parameters run kernels/rlx_requantize_int.c;
 softmax with int8 input and int16 output (TFLite Micro's, keyword_scrambled's last layer) runs the
 int8 kernel with 16 output bits. Each branch of one graph sees random inputs and the edge inputs
 (storage minimum, maximum, zero point) against the reference.
@@ -37,6 +37,11 @@ def _graph() -> Graph:
     }
     for name, (dt, q) in outs.items():
         g.output(*g.add_node("requantize", [x16], {"dtype": dt}, name=name, out_quant=q))
+    # int32 in (TFLite Micro's SEANet quantize integration models: a 32-bit accumulator to int16)
+    x32 = g.input("x32", (2, 9), DType.i32, _q(2.3e-07, 0, DType.i32))
+    for name, (dt, q) in {"i32_to_i16": (DType.i16, _q(0.000922, 0, DType.i16)),
+                          "i32_to_i8": (DType.i8, _q(0.004, -7, DType.i8))}.items():  # fmt: skip
+        g.output(*g.add_node("requantize", [x32], {"dtype": dt}, name=name, out_quant=q))
     q_ch = _q([0.001, 0.04, 0.3, 0.0001], [2, -3, 0, 100], DType.i16, axis=1)
     g.output(*g.add_node("requantize", [x8], {"dtype": DType.i16}, name="i8_to_i16_channels", out_quant=q_ch))
     attrs = {"axis": -1, "beta": 1.0, "out_dtype": "i16"}
