@@ -27,7 +27,7 @@ import numpy as np
 
 from rlx_edge._io import atomic_write_bytes
 from rlx_edge.errors import UnsupportedOpError
-from rlx_edge.frontends._tflite_ops import BUILTINS, EXPORTED_OPS, Builtin, exported_as
+from rlx_edge.frontends._tflite_ops import BUILTINS, CUSTOM_EXPORTED_AS, EXPORTED_OPS, Builtin, exported_as
 from rlx_edge.frontends._tflite_schema import (
     DTYPE_TO_TFL,
     FILE_IDENTIFIER,
@@ -62,6 +62,8 @@ class _OpOut:
     table: str | None = None  # options table name, e.g. "Conv2DOptions"
     fields: dict[str, Any] = field(default_factory=dict)  # scalar fields (CamelCase)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # int32 vector fields
+    custom_code: str | None = None  # a CUSTOM operator's name (opname is then "CUSTOM")
+    custom_options: bytes = b""  # its options, a flexbuffer map
 
 
 class _Writer:
@@ -134,12 +136,12 @@ class _Writer:
         m.update({n: schema_module(n) for n in ("Operator", "OperatorCode")})
 
         # operator codes in order of first use
-        codes: list[tuple[str, int]] = []
+        codes: list[tuple[str, int]] = []  # builtin name, or a custom operator's code
         code_index: dict[tuple[str, int], int] = {}
         op_code_idx: list[int] = []
         for sub in self.subgraphs:
             for op in sub.ops:
-                key = (op.opname, sub.version(op))
+                key = (op.custom_code or op.opname, sub.version(op))
                 if key not in code_index:
                     code_index[key] = len(codes)
                     codes.append(key)
@@ -165,10 +167,13 @@ class _Writer:
 
         code_offs = []
         for opname, version in codes:
-            code = OP_CODES[opname]
+            custom = None if opname in OP_CODES else b.CreateString(opname)
+            code = OP_CODES["CUSTOM" if custom is not None else opname]
             m["OperatorCode"].Start(b)
             m["OperatorCode"].AddDeprecatedBuiltinCode(b, min(code, 127))
             m["OperatorCode"].AddBuiltinCode(b, code)
+            if custom is not None:
+                m["OperatorCode"].AddCustomCode(b, custom)
             m["OperatorCode"].AddVersion(b, version)
             code_offs.append(m["OperatorCode"].End(b))
 
@@ -237,11 +242,14 @@ class _Writer:
             opts = mod.End(b)
         ins = b.CreateNumpyVector(np.array(op.inputs, np.int32))
         outs = b.CreateNumpyVector(np.array(op.outputs, np.int32))
+        custom = b.CreateNumpyVector(np.frombuffer(op.custom_options, np.uint8)) if op.custom_options else None
         mo = m["Operator"]
         mo.Start(b)
         mo.AddOpcodeIndex(b, code_idx)
         mo.AddInputs(b, ins)
         mo.AddOutputs(b, outs)
+        if custom is not None:
+            mo.AddCustomOptions(b, custom)  # format 0: flexbuffers, the schema's default
         if opts is not None:
             options_type = getattr(schema_module("BuiltinOptions").BuiltinOptions, op.table)
             mo.AddBuiltinOptionsType(b, options_type)
@@ -758,6 +766,21 @@ def _if(w: _Writer, node: Node) -> _OpOut:
 def _resize(w: _Writer, node: Node) -> _OpOut:
     size = w.const_i32(f"{node.name}/size", list(node.attrs["size"]))
     return _op_out(w, node, _builtin(node), _ins(w, node) + [size])
+
+
+@_RULES.rule("detection_postprocess")
+def _detection_postprocess(w: _Writer, node: Node) -> _OpOut:
+    """TFLite's custom op TFLite_Detection_PostProcess, its options a flexbuffer map."""
+    from flatbuffers import flexbuffers
+
+    custom = CUSTOM_EXPORTED_AS[node.op]
+    options: dict[str, Any] = {"max_classes_per_detection": 1}  # the one value the op covers
+    for key, attr in custom.options:
+        if attr is not None:
+            v = node.attrs[attr]
+            options[key] = float(np.float32(v)) if isinstance(v, float) else v
+    blob = bytes(flexbuffers.Dumps(options))
+    return _OpOut("CUSTOM", _ins(w, node), _outs(w, node), custom_code=custom.code, custom_options=blob)
 
 
 # entry points ------------------------------------------------------------------------------

@@ -488,9 +488,56 @@ def _inverse() -> dict[str, tuple[Builtin, ...]]:
 
 
 _EXPORTED_AS = _inverse()
-EXPORTED_OPS = frozenset(_EXPORTED_AS)  # the IR ops some builtin writes
 
 
 def exported_as(op: str) -> tuple[Builtin, ...]:
     """The builtins that write IR op ``op`` (empty when TFLite has none); an op's rule picks among several."""
     return _EXPORTED_AS.get(op, ())
+
+
+# custom operators -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CustomOp:
+    """A TFLite custom operator (the CUSTOM builtin, named by its custom code) and the IR op it is.
+
+    Its options are a flexbuffer map; ``options`` pairs each key with the IR attribute it carries
+    (``None``: a key the import and export rules handle themselves). Keys absent from a file take
+    the attribute's default, as the kernel's ``IsNull`` checks do.
+    """
+
+    code: str  # the custom code, e.g. "TFLite_Detection_PostProcess"
+    ir_op: str
+    options: tuple[tuple[str, str | None], ...]
+
+    @property
+    def opname(self) -> str:
+        """The importer's name for the operator (what ``inspect`` reports)."""
+        return f"CUSTOM:{self.code}"
+
+
+CUSTOM_OPS: dict[str, CustomOp] = {
+    c.opname: c
+    for c in (
+        CustomOp(
+            "TFLite_Detection_PostProcess",
+            "detection_postprocess",
+            (
+                ("max_detections", "max_detections"),
+                ("max_classes_per_detection", None),  # 1 only (ir/ops/detection.py says why)
+                ("detections_per_class", "detections_per_class"),
+                ("use_regular_nms", "use_regular_nms"),
+                ("nms_score_threshold", "score_threshold"),
+                ("nms_iou_threshold", "iou_threshold"),
+                ("num_classes", "num_classes"),
+                ("y_scale", "y_scale"),
+                ("x_scale", "x_scale"),
+                ("h_scale", "h_scale"),
+                ("w_scale", "w_scale"),
+            ),
+        ),
+    )
+}
+for _c in CUSTOM_OPS.values():
+    get_op(_c.ir_op)
+CUSTOM_EXPORTED_AS = {c.ir_op: c for c in CUSTOM_OPS.values()}
+EXPORTED_OPS = frozenset(_EXPORTED_AS) | frozenset(CUSTOM_EXPORTED_AS)  # the IR ops some operator writes

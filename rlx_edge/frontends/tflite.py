@@ -32,7 +32,7 @@ from tflite.Model import Model
 
 from rlx_edge.errors import IRError, ModelFileError, UnsupportedOpError, one_line, shorten
 from rlx_edge.frontends._tflite_export import export_tflite, to_tflite_bytes
-from rlx_edge.frontends._tflite_ops import BUILTINS, Builtin, OptionField
+from rlx_edge.frontends._tflite_ops import BUILTINS, CUSTOM_OPS, Builtin, OptionField
 from rlx_edge.frontends._tflite_schema import (
     ACT_NAMES,
     ACT_TO_IR,
@@ -353,7 +353,10 @@ class _Importer:
             self.g.input(info.name, info.shape, info.dtype, quant=info.quant)
             self.bind(int(i), info.name)
         for op in ops:
-            _CONVERTERS.get(op.opname, _plain)(self, op)
+            if op.opname in CUSTOM_OPS:
+                _CUSTOM_CONVERTERS[op.opname](self, op)
+            else:
+                _CONVERTERS.get(op.opname, _plain)(self, op)
         for i in _ints(self.r.vector(sg, 8, 4, "subgraph outputs")):
             self.g.output(self.value(int(i)))
         if self.state_pairs and len(self.within) > 1:
@@ -449,8 +452,10 @@ class _Importer:
         """Collect every unsupported op (type and feature) before converting anything."""
         bad: dict[str, list[str]] = {}
         for op in ops:
-            if op.opname not in BUILTINS:
-                reason: str | None = op.opname
+            if op.opname in CUSTOM_OPS:
+                reason: str | None = _check_custom(self, op)
+            elif op.opname not in BUILTINS:
+                reason = op.opname
             else:
                 reason = _check(self, op)
                 act = _fused_activation(op)
@@ -1349,3 +1354,84 @@ def _broadcast_args(imp: _Importer, op: _Op) -> str | None:
 
 for _name in ("SHAPE", "ZEROS_LIKE", "FILL", "BROADCAST_ARGS", "CALL_ONCE"):
     _CONVERTERS.add(_name, _folded)
+
+
+# custom operators ------------------------------------------------------------------
+# A custom operator (CUSTOM with a custom code, declared in _tflite_ops.CUSTOM_OPS) keeps its
+# options in a flexbuffer map instead of a builtin table; its check and converter are here.
+_CUSTOM_FLEXBUFFERS = 0  # CustomOptionsFormat.FLEXBUFFERS, the only format the schema has
+
+
+def _custom_options(op: _Op) -> dict[str, Any]:
+    """The flexbuffer map of ``op``'s custom options ({} when the file has none)."""
+    from flatbuffers import flexbuffers
+
+    raw = op.raw.CustomOptionsAsNumpy()
+    if isinstance(raw, int) or len(raw) == 0:  # the reader gives 0 for an absent vector
+        return {}
+    where = f"operator {op.index} ({shorten(op.opname, _NAME_CHARS)})"
+    if op.raw.CustomOptionsFormat() != _CUSTOM_FLEXBUFFERS:
+        raise _Bad(f"{where}: custom options of format {op.raw.CustomOptionsFormat()}, expected flexbuffers (0)")
+    try:
+        options = flexbuffers.Loads(bytes(raw))
+    except Exception as e:  # the flexbuffer reader raises anything on garbage
+        raise _Bad(f"{where}: its custom options are not a flexbuffer ({type(e).__name__})") from None
+    if not isinstance(options, dict):
+        raise _Bad(f"{where}: its custom options are a flexbuffer {type(options).__name__}, expected a map")
+    return options
+
+
+# the keys TFLite Micro's kernel reads without a default (a file without them runs on zeros there)
+_DETECTION_REQUIRED = (
+    "max_detections",
+    "max_classes_per_detection",
+    "nms_score_threshold",
+    "nms_iou_threshold",
+    "num_classes",
+    "y_scale",
+    "x_scale",
+    "h_scale",
+    "w_scale",
+)
+
+
+def _check_custom(imp: _Importer, op: _Op) -> str | None:
+    if op.opname != "CUSTOM:TFLite_Detection_PostProcess":
+        return None
+    options = _custom_options(op)
+    missing = [k for k in _DETECTION_REQUIRED if k not in options]
+    if missing:
+        raise _Bad(f"operator {op.index} ({op.opname}) lacks the option(s) {', '.join(missing)}")
+    if len(op.inputs) != 3 or len(op.outputs) != 4:
+        raise _Bad(f"operator {op.index} ({op.opname}) has {len(op.inputs)} inputs and {len(op.outputs)} outputs;"
+                   " TFLite Micro's kernel takes 3 and 4")  # fmt: skip
+    per_box = options["max_classes_per_detection"]
+    if per_box != 1:
+        # TFLite Micro's fast NMS writes the rows of several classes per box at overlapping offsets
+        return f"TFLite_Detection_PostProcess: max_classes_per_detection {per_box}"
+    for j in range(3):
+        t = imp.tensors[op.inputs[j]] if op.inputs[j] != -1 else None
+        if t is None:
+            raise _Bad(f"operator {op.index} ({op.opname}) lacks its input {j}")
+        if t.dtype != DType.f32 and (t.quant is None or t.dtype not in (DType.i8, DType.u8)):
+            return f"TFLite_Detection_PostProcess with a {t.dtype} input"
+    return None
+
+
+def _detection_postprocess(imp: _Importer, op: _Op) -> None:
+    """SSD post-processing. Quantized inputs are dequantized first, as TFLite's kernel does
+    (``(float(q) - zero_point) * scale``, which the ``dequantize`` op computes)."""
+    custom = CUSTOM_OPS[op.opname]
+    options = _custom_options(op)
+    attrs: dict[str, Any] = {}
+    for key, attr in custom.options:
+        if attr is None or key not in options:
+            continue
+        kind, v = get_op(custom.ir_op).attrs[attr].kind, options[key]
+        # as the kernel reads them: AsFloat (float32), AsBool, AsInt32
+        attrs[attr] = float(np.float32(v)) if kind == "float" else bool(v) if kind == "bool" else int(v)
+    xs = [imp.as_float(imp.x(op, j)) for j in range(3)]
+    imp.emit_all(op, custom.ir_op, xs, attrs)
+
+
+_CUSTOM_CONVERTERS: dict[str, _Converter] = {"CUSTOM:TFLite_Detection_PostProcess": _detection_postprocess}

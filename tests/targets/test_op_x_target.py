@@ -30,6 +30,7 @@ from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.ops import REGISTRY
 from rlx_edge.ir.plan import node_context, plan
 from rlx_edge.ir.serialize import dumps_program, loads_program
+from rlx_edge.ir.types import QuantParams
 from rlx_edge.quant.calibrate import calibrate
 from rlx_edge.quant.ptq import integer_path, quantize
 from rlx_edge.targets.reference import run
@@ -144,6 +145,8 @@ def quantized_draw(
         # bools only (the logical ops): nothing to quantize, the drawn graph is already an integer one
         g = single_node_graph(op, inputs, attrs, constants=consts)
         return g, [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
+    elif opdef.stage != "hir" and not opdef.has_int_reference and opdef.family != "quant":
+        return _dequantized_draw(op, inputs, attrs, rng)
     elif opdef.stage != "hir" and not integer_path(opdef):  # a block: its lowered ops decide
         return None  # PTQ keeps the op float (svdf's state): only its own quantized draws count
     else:
@@ -178,6 +181,26 @@ def quantized_draw(
         return None  # a typed draw of other storage types: the int kind covers it
     feeds = [_quantized_feed(g, rng, mode) for mode in ("random", "low", "high", "zero")]
     return g, feeds
+
+
+def _dequantized_draw(
+    op: str, inputs: list, attrs: dict, rng: np.random.Generator
+) -> tuple[Graph, list[dict[str, np.ndarray]]]:
+    """A float-only op in an integer model, as TFLite's SSD heads end in TFLite_Detection_PostProcess: int8
+    inputs dequantized into it, its outputs float. The feeds are the draw's own values quantized, then moved
+    by a step or so (an op like it refuses arbitrary floats: empty boxes)."""
+    g, feed, xs = Graph(op), {}, []
+    for name, a in zip(REGISTRY[op].input_names(len(inputs)), inputs):
+        a = np.asarray(a, np.float32)
+        lo, hi = min(float(a.min()), 0.0), max(float(a.max()), 0.0)
+        scale = np.float32(max(hi - lo, 1e-3) / 255)
+        zp = int(np.clip(round(-128 - lo / float(scale)), -128, 127))
+        feed[name] = np.clip(np.round(a / scale) + zp, -128, 127).astype(np.int8)
+        xs.append(g.dequantize(g.input(name, a.shape, "i8", quant=QuantParams(scale, zp)), dtype="f32"))
+    g.output(*g.add_node(op, xs, attrs))
+    moved = [{k: np.clip(v + rng.integers(-1, 2, v.shape), -128, 127).astype(np.int8) for k, v in feed.items()}
+             for _ in range(3)]  # fmt: skip
+    return g, [feed, *moved]
 
 
 def _quantized_feed(g: Graph, rng: np.random.Generator, mode: str) -> dict[str, np.ndarray]:

@@ -232,6 +232,7 @@ def build_firmware(
         "-nostartfiles",
         *([LIBCS[libc]] if LIBCS[libc] else []),
         *(str(o) for o in objects),
+        "-lm",  # the C library's exp (the detection kernel's box decoding, as TFLite Micro calls it)
         f"-T{script}",
         # The generated script INCLUDEs sections.ld and the board's own script, found on -L.
         f"-L{fw / 'runtime'}",

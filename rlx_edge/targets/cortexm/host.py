@@ -150,7 +150,7 @@ def compile_host(
         model_sources = [s for s in sources if s.parent == src]
         tmp = build / f"libmodel.{os.getpid()}.so"
         cmd = [_cc(), *flags, "-shared", "-I", str(src), "-I", str(src / "kernels"), *map(str, model_sources)]
-        _compile([*cmd, *map(str, objects), "-o", str(tmp)], build)
+        _compile([*cmd, *map(str, objects), "-o", str(tmp), "-lm"], build)
         os.replace(tmp, lib)  # atomic: a concurrent build never loads half a file
     return HostModel(em, lib)
 
@@ -229,10 +229,8 @@ def run_sanitized(
         "-fno-sanitize-recover=all",
         *(["-DRLX_DSP_EMULATE"] if dsp_emulate else []),
     ]
-    _compile(
-        [_cc(), *flags, "-I", str(src), "-I", str(src / "kernels"), *map(str, sources), str(driver), "-o", str(exe)],
-        work,
-    )
+    inputs = [*map(str, sources), str(driver), "-lm"]  # -lm: the C library's exp (the detection kernel's)
+    _compile([_cc(), *flags, "-I", str(src), "-I", str(src / "kernels"), *inputs, "-o", str(exe)], work)
     blob = bytearray()
     for s in samples:
         bound = bind_inputs(g, s)

@@ -1677,3 +1677,22 @@ def _rule_for(graph: Graph, node: Node) -> Callable[[Graph, Node, Prepared], Lay
     if node.op in _S4_RULES and w is not None and _t(graph, w).dtype == DType.i4:
         return _S4_RULES[node.op]
     return RULES[node.op]
+
+
+@RULES.rule("detection_postprocess")
+def _detection_postprocess(graph: Graph, node: Node, params: Prepared) -> Layer:
+    """SSD post-processing in float32 (``kernels/rlx_detection_postprocess_f32.c``), its work buffers
+    (decoded boxes, sort and NMS state, candidates) in planner scratch."""
+    a = node.attrs
+    _, n, stride = _shape(_t(graph, node.inputs[0]))
+    m, dpc = int(a["max_detections"]), int(a["detections_per_class"])
+    fields = {
+        "num_boxes": n, "box_stride": stride, "num_classes": a["num_classes"],
+        "score_columns": _shape(_t(graph, node.inputs[1]))[2], "max_detections": m, "detections_per_class": dpc,
+        "regular": int(a["use_regular_nms"]), "score_threshold": np.float32(a["score_threshold"]),
+        "iou_threshold": np.float32(a["iou_threshold"]),
+        **{k: np.float32(a[k]) for k in ("y_scale", "x_scale", "h_scale", "w_scale")},
+    }  # fmt: skip
+    scratch = 4 * (8 * n + max(m, dpc) + 6 * (m + dpc)) + n  # RLX_DETECTION_SCRATCH
+    args = [("ins",), ("outs",), ("scratch", "float")]
+    return Layer("rlx_detection_postprocess_f32", "rlx_detection_params", fields, {}, args, scratch)
