@@ -189,6 +189,7 @@ class OpDef:
     _jvp: Callable | None = field(default=None, repr=False)
     _vjp: Callable | None = field(default=None, repr=False)
     _batch: Callable | None = field(default=None, repr=False)
+    _written: Callable | None = field(default=None, repr=False)
 
     # decorators ---------------------------------------------------------
     def infer(self, fn: Callable) -> Callable:
@@ -237,6 +238,23 @@ class OpDef:
     def macs(self, fn: Callable) -> Callable:
         self._macs = fn
         return fn
+
+    def written(self, fn: Callable) -> Callable:
+        """Attach which output elements the op defines: ``fn(outputs, **attrs) -> [mask or None, ...]``.
+
+        For ops whose contract leaves part of an output unspecified (TFLite's detection
+        post-processing writes only its first ``num_detections`` rows; TFLite Micro leaves the rest
+        as the arena held them): comparisons with another implementation look at the masked
+        elements only. None (the default, and per output): every element is defined.
+        """
+        self._written = fn
+        return fn
+
+    def written_masks(self, outputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray | None]:
+        """Per output, the mask of the elements the op defines (None: all), from the outputs ``written`` reads."""
+        if self._written is None:
+            return [None] * len(outputs)
+        return list(self._written([np.asarray(o) for o in outputs], **attrs))
 
     def lower(self, fn: Callable) -> Callable:
         self._lower = fn

@@ -227,6 +227,16 @@ def _reference(
     return out_boxes, out_classes, out_scores, np.array([k], np.float32)
 
 
+@detection_postprocess.written
+def _written(outputs, **attrs):
+    """Rows past ``num_detections`` are unspecified: TFLite Micro leaves them as its arena held them
+    (ours are zeros), so a comparison looks at the first ``num_detections`` rows of each."""
+    boxes, classes, scores, count = outputs
+    rows = np.arange(classes.shape[-1]) < int(np.asarray(count).reshape(-1)[0])
+    return [np.broadcast_to(rows[:, None], boxes.shape[-2:]).reshape(boxes.shape), rows.reshape(classes.shape),
+            rows.reshape(scores.shape), None]  # fmt: skip
+
+
 @detection_postprocess.sample
 def _sample(rng):
     n = int(rng.integers(1, 13))

@@ -47,6 +47,7 @@ import numpy as np
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.interpret import run
+from rlx_edge.ir.ops import get_op
 
 __all__ = [
     "DEFAULT_ATOL",
@@ -455,9 +456,34 @@ def compare_with_tflm(
     theirs = _run_tflm(data, samples, graph, [index_of[v] for v in names], name=str(path))
     tally = _Tally(n_inputs, len(samples) - n_inputs, atol, rtol)
     for k, (o, t) in enumerate(zip(ours, theirs)):
+        masks = written_masks(graph, o)
         for v in names:
-            tally.check(v, index_of[v], k, o[v], t[index_of[v]])
+            tally.check(v, index_of[v], k, *_defined_part(masks.get(v), o[v], t[index_of[v]]))
     return tally.result(str(path), len(names))
+
+
+def written_masks(graph: Graph, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """For outputs of ops that leave part of them unspecified (the op's ``written`` hook, e.g.
+    detection post-processing's rows past ``num_detections``), the mask of the defined elements,
+    computed from ``values`` (our side's run)."""
+    masks: dict[str, np.ndarray] = {}
+    for node in graph.nodes:
+        if not all(v in values for v in node.outputs):
+            continue
+        for v, m in zip(node.outputs, get_op(node.op).written_masks([values[v] for v in node.outputs], node.attrs)):
+            if m is not None:
+                masks[v] = m
+    return masks
+
+
+def _defined_part(mask: np.ndarray | None, ours: Any, theirs: Any) -> tuple[Any, Any]:
+    """Both sides with the elements outside ``mask`` set to zero (unchanged without a mask)."""
+    if mask is None:
+        return ours, theirs
+    a, b = np.asarray(ours), np.asarray(theirs)
+    if a.shape != mask.shape or b.size != a.size:
+        return ours, theirs  # a shape mismatch is reported as such
+    return np.where(mask, a, 0).astype(a.dtype), np.where(mask, b.reshape(a.shape), 0).astype(b.dtype)
 
 
 def compare_with_target(
@@ -482,6 +508,7 @@ def compare_with_target(
     wants = run_threaded(graph, samples, lambda feed: run(graph, feed))
     gots = run_threaded(graph, samples, runner)
     for k, (want, got) in enumerate(zip(wants, gots)):
+        masks = written_masks(graph, want)
         for name in graph.outputs:
-            tally.check(name, -1, k, got[name], want[name])
+            tally.check(name, -1, k, *_defined_part(masks.get(name), got[name], want[name]))
     return tally.result(graph.name, len(graph.outputs))
