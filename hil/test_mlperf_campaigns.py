@@ -1,7 +1,10 @@
 """HIL campaigns of the four int8 MLPerf Tiny models: every output bit-exact with the reference.
 
 Against QEMU by default; with --board/--port the same campaigns run on a
-real board (flashed first with its definition's tool).
+real board (flashed first with its definition's tool). On the default boards
+(an386 M4, an385 M3) they are also the test suite's firmware-under-QEMU check
+of these four models: tests/targets/cortexm/test_qemu_models.py does not run
+them again and fails if COUNTS or the default boards stop covering them.
 """
 
 from __future__ import annotations
