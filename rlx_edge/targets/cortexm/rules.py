@@ -490,10 +490,14 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
                 consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
                 consts["pad3"] = np.full(3 * c, zp_x, np.int8)
                 guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
-    kernel = "rlx_depthwise_conv_s8"
-    if fast:
-        kernel = "rlx_depthwise_conv_3x3_wide_s8" if optimize == "speed" else "rlx_depthwise_conv_3x3_s8"
-    return Layer(kernel, "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)], 0, guards)
+    if not fast:
+        return Layer("rlx_depthwise_conv_s8", "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)], 0, guards)
+    kernel = "rlx_depthwise_conv_3x3_wide_s8" if optimize == "speed" else "rlx_depthwise_conv_3x3_s8"
+    # the ring of 3 widened input rows of one group of 4 channels (rlx_dw_row) and a row of
+    # zeros: 8 bytes a pixel, from the first column the output's taps reach to the last
+    ring = 4 * 8 * ((fields["out_w"] - 1) * fields["stride_w"] + 3)
+    args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+    return Layer(kernel, "rlx_dw_conv_params", fields, consts, args, ring, guards)
 
 
 @RULES.rule("fully_connected")

@@ -386,12 +386,16 @@ RLX_INLINE void rlx_gemm_2px_mode(const rlx_gemm_params *g, const int16_t *x, in
 RLX_INLINE void rlx_fast_out2(int32_t a, int32_t b, int32_t m, int32_t add, int32_t sat, int32_t lo, int32_t hi,
                               int8_t *pa, int8_t *pb)
 {
-    const int32_t e = rlx_rq_e(add);
-    int32_t va = rlx_rq_fast(a, m, add, e), vb = rlx_rq_fast(b, m, add, e);
+    int32_t va, vb;
     if (sat) {
-        va = rlx_sat8(va);
-        vb = rlx_sat8(vb);
+        /* the shift e = ctz(add) + 1 as >> ctz, its last >> 1 folded into SSAT */
+        const int32_t z = rlx_ctz(add);
+        va = rlx_sat8(rlx_rq_fast(a, m, add, z) >> 1);
+        vb = rlx_sat8(rlx_rq_fast(b, m, add, z) >> 1);
     } else {
+        const int32_t e = rlx_rq_e(add);
+        va = rlx_rq_fast(a, m, add, e);
+        vb = rlx_rq_fast(b, m, add, e);
         va = rlx_clamp(va, lo, hi);
         vb = rlx_clamp(vb, lo, hi);
     }

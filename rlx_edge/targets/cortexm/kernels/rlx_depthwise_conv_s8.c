@@ -6,8 +6,11 @@
  * row of the zero point (pad3) for rows outside the image, and accumulates
  * doubled (the acc << 1 of SMMLAR); otherwise SXTAB16 adds the offset to two
  * channels in the instruction that sign-extends them. The 3x3 kernel of the
- * int8 layouts (balanced) widens the int8 weights in registers (rlx_dw8_*).
+ * int8 layouts (balanced) runs a group of 4 channels at a time over a ring of
+ * widened input rows in its scratch (rlx_dw_group), on both builds.
  */
+#include <stddef.h>
+
 #include "rlx_nn.h"
 #include "rlx_nn_support.h"
 
@@ -343,177 +346,274 @@ static RLX_NOINLINE void rlx_dw3x3_dsp(const rlx_dw_conv_params *p, const int8_t
 }
 #endif
 
-#if RLX_USE_DSP
-/* ---- 3x3 with int8 weights (balanced; speed where channels are not a multiple of 4) ----
- * The weights stay in TFLite's layout: a tap's channels are contiguous, so one word holds
- * 4 channels of one tap and SXTB16 / SXTB16 ROR 8 widen it into the pairs (c0 c2), (c1 c3)
- * that SXTAB16 gives for the input word with the input offset added in both halves. A tap
- * of 4 channels is then 10 instructions: 2 loads, 4 widenings, 4 SMLABB/SMLATT. Padded taps
- * are skipped: a pixel runs one of four straight-line tap sets (3 or 2 rows x 3 or 2
- * columns inside the image), with no per-tap test. */
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-#define RLX_DW8_TAP(XADDR, WADDR)                        \
-    "ldr     %[xv], " XADDR "\n\t"                      \
-    "ldr     %[wv], " WADDR "\n\t"                      \
-    "sxtab16 %[xt], %[off], %[xv]\n\t"                  \
-    "sxtab16 %[xv], %[off], %[xv], ror #8\n\t"          \
-    "sxtb16  %[wt], %[wv]\n\t"                          \
-    "sxtb16  %[wv], %[wv], ror #8\n\t"                  \
-    "smlabb  %[a0], %[xt], %[wt], %[a0]\n\t"            \
-    "smlatt  %[a2], %[xt], %[wt], %[a2]\n\t"            \
-    "smlabb  %[a1], %[xv], %[wv], %[a1]\n\t"            \
-    "smlatt  %[a3], %[xv], %[wv], %[a3]\n\t"
-/* the weights of the next kernel row: 3 taps of in_c bytes on */
-#define RLX_DW8_WNEXT "add     %[w], %[w], %[ch], lsl #1\n\tadd     %[w], %[w], %[ch]\n\t"
-/* one row of taps of row pointer R (the first column's input; POST: "" or ", #4", stepping R
- * to the next group) */
-#define RLX_DW8_ROW3(R, POST)                                                                    \
-    RLX_DW8_TAP("[%[" R "], %[ch], lsl #1]", "[%[w], %[ch], lsl #1]")                            \
-    RLX_DW8_TAP("[%[" R "], %[ch]]", "[%[w], %[ch]]") RLX_DW8_TAP("[%[" R "]]" POST, "[%[w]]")
-#define RLX_DW8_ROW2(R, POST) RLX_DW8_TAP("[%[" R "], %[ch]]", "[%[w], %[ch]]") RLX_DW8_TAP("[%[" R "]]" POST, "[%[w]]")
-/* r0 from row 0 to row 2 (two input rows on, a word on the stack: no register is left) */
-#define RLX_DW8_R0_TO_ROW2 "ldr     %[xt], %[rs]\n\tadd     %[r0], %[r0], %[xt]\n\t"
-#define RLX_DW8_OPS                                                                                             \
-    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xv] "=&r"(xv), [xt] "=&r"(xt), [wv] "=&r"(wv), \
-      [wt] "=&r"(wt), [r0] "+r"(r0), [r1] "+r"(r1), [w] "+r"(w)                                                 \
-    : [ch] "r"(ch), [off] "r"(off2), [rs] "m"(rs)                                                               \
-    : "memory"
-/* 4 accumulators, 4 temporaries, 2 row pointers, the weight pointer, in_c and the offset: 13
- * registers (with 14 GCC fails to allocate them at some -O levels) */
-#define RLX_DW8_ASM(TEXT)                \
-    do {                                 \
-        uint32_t xv, xt, wv, wt;         \
-        __asm__(TEXT RLX_DW8_OPS);       \
-    } while (0)
-#endif
-
-/* The requantization of 4 accumulators of channels c..c+3; sat: the fast form saturating to
- * int8 (rq_mode 2), its shift e = ctz(add) + 1 applied as >> ctz, the >> 1 folded into SSAT. */
-#define RLX_DW8_OUT4()                                                                                    \
-    do {                                                                                                  \
-        if (sat) {                                                                                        \
-            dst[c] = (int8_t)rlx_sat8((rlx_rq_fast(a0, mult[c], add[c], 0) >> rlx_ctz(add[c])) >> 1);     \
-            dst[c + 1] = (int8_t)rlx_sat8((rlx_rq_fast(a1, mult[c + 1], add[c + 1], 0) >> rlx_ctz(add[c + 1])) >> 1); \
-            dst[c + 2] = (int8_t)rlx_sat8((rlx_rq_fast(a2, mult[c + 2], add[c + 2], 0) >> rlx_ctz(add[c + 2])) >> 1); \
-            dst[c + 3] = (int8_t)rlx_sat8((rlx_rq_fast(a3, mult[c + 3], add[c + 3], 0) >> rlx_ctz(add[c + 3])) >> 1); \
-        } else {                                                                                          \
-            const int32_t acc[4] = {a0, a1, a2, a3};                                                      \
-            rlx_dw8_out4(rq, acc, c, dst);                                                                \
-        }                                                                                                 \
-    } while (0)
-
-/* rlx_rq_out of 4 channels, out of line: inlined, its registers leave the tap asm too few. */
-static RLX_NOINLINE void rlx_dw8_out4(const rlx_rq_params *rq, const int32_t *acc, int32_t c, int8_t *dst)
-{
-    for (int32_t i = 0; i < 4; i++) {
-        dst[c + i] = (int8_t)rlx_rq_out(rq, acc[i], c + i);
-    }
-}
-
-/* One pixel's channels [0, in_c & ~3), 4 at a time: `rows` x `cols` (3 or 2 each) taps from the
- * input at r (the first tap inside the image, channel 0) and the weights at w0 (that tap's), in C
- * (the host's emulation of the DSP path, and rq_mode 0 and 1 on the core). */
-RLX_INLINE void rlx_dw8_px_c(const rlx_dw_conv_params *p, const rlx_rq_params *rq, const int8_t *r,
-                             const int8_t *w0, int32_t rows, int32_t cols, int8_t *dst, const int32_t sat)
-{
-    const int32_t ch = p->in_c, g4 = ch & ~3, row = p->in_w * ch;
-    const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
-    const int32_t *bias = p->bias, *mult = p->mult, *add = p->rq_add;
-    for (int32_t c = 0; c < g4; c += 4) {
-        int32_t a0 = bias[c], a1 = bias[c + 1], a2 = bias[c + 2], a3 = bias[c + 3];
-        for (int32_t i = 0; i < rows; i++) {
-            for (int32_t j = 0; j < cols; j++) {
-                const uint32_t xv = rlx_rd32(r + c + i * row + j * ch);
-                const uint32_t wv = rlx_rd32(w0 + c + (3 * i + j) * ch);
-                const uint32_t x02 = rlx_sxtab16(off2, xv), x13 = rlx_sxtab16_ror8(off2, xv);
-                const uint32_t w02 = rlx_sxtb16(wv), w13 = rlx_sxtb16_ror8(wv);
-                a0 = rlx_smlabb(x02, w02, a0);
-                a2 = rlx_smlatt(x02, w02, a2);
-                a1 = rlx_smlabb(x13, w13, a1);
-                a3 = rlx_smlatt(x13, w13, a3);
-            }
-        }
-        RLX_DW8_OUT4();
-    }
-}
-
-static RLX_NOINLINE void rlx_dw8_px_any(const rlx_dw_conv_params *p, const rlx_rq_params *rq, const int8_t *r,
-                                        const int8_t *w, int32_t rows, int32_t cols, int8_t *dst)
-{
-    rlx_dw8_px_c(p, rq, r, w, rows, cols, dst, 0);
-}
-
-/* rq_mode 2, out of line: the tap asm takes 13 registers. */
-static RLX_NOINLINE void rlx_dw8_px_sat(const rlx_dw_conv_params *p, const rlx_rq_params *rq, const int8_t *r,
-                                        const int8_t *w0, int32_t rows, int32_t cols, int8_t *dst)
-{
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-    const int32_t ch = p->in_c, g4 = ch & ~3, row = p->in_w * ch, sat = 1;
-    const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
-    const int32_t *bias = p->bias, *mult = p->mult, *add = p->rq_add;
-    /* r0: row 0, then row 2 (set per group); r1: row 1, stepped by the asm */
-    const int8_t *r1 = r + row;
-    const int32_t rs = 2 * row;
-    (void)rq;
-    for (int32_t c = 0; c < g4; c += 4) {
-        int32_t a0 = bias[c], a1 = bias[c + 1], a2 = bias[c + 2], a3 = bias[c + 3];
-        const int8_t *w = w0 + c, *r0 = r + c;
-        if (rows == 3 && cols == 3) {
-            RLX_DW8_ASM(RLX_DW8_ROW3("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW3("r1", ", #4") RLX_DW8_WNEXT
-                            RLX_DW8_R0_TO_ROW2 RLX_DW8_ROW3("r0", ""));
-        } else if (rows == 3) {
-            RLX_DW8_ASM(RLX_DW8_ROW2("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW2("r1", ", #4") RLX_DW8_WNEXT
-                            RLX_DW8_R0_TO_ROW2 RLX_DW8_ROW2("r0", ""));
-        } else if (cols == 3) {
-            RLX_DW8_ASM(RLX_DW8_ROW3("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW3("r1", ", #4"));
-        } else {
-            RLX_DW8_ASM(RLX_DW8_ROW2("r0", "") RLX_DW8_WNEXT RLX_DW8_ROW2("r1", ", #4"));
-        }
-        RLX_DW8_OUT4();
-    }
+#if defined(__GNUC__)
+#define RLX_NOINLINE_DW __attribute__((noinline))
 #else
-    rlx_dw8_px_c(p, rq, r, w0, rows, cols, dst, 1);
+#define RLX_NOINLINE_DW
 #endif
+/* ---- 3x3 with int8 weights (balanced; speed where the int16 layouts are absent) ----
+ * One group of 4 channels at a time over the whole image. The group's input rows are
+ * widened once, with the input offset added, into a ring of 3 int16 rows in the scratch
+ * (rlx_dw_row: per pixel the pairs (c0 c2), (c1 c3) that SXTAB16 / SXTAB16 ROR 8 give);
+ * padded columns are 0 and rows outside the image read a fourth row of zeros: a padded tap
+ * adds nothing, which is TFLite's skipping it. Every output pixel then runs the same 9
+ * taps, with no edge cases, against the group's weights widened once into a local block
+ * (rlx_dw_gk). A tap of 4 channels is 2 loads and 4 SMLABB/SMLATT on DSP cores (the speed
+ * layouts' int16 weights without their flash), 4 loads and 4 MLA on portable ones. With the
+ * fast requantization the weights and the bias are doubled, so that the accumulator is the
+ * acc << 1 SMMLAR takes. Any stride, padding and channel count (the last group's missing
+ * channels are zero). */
+#define RLX_DW_ROWS 3 /* the ring: the kernel's rows */
+
+/* One group's constants, in the order the pixel code reads them. */
+typedef struct {
+#if RLX_USE_DSP
+    uint32_t w[18]; /* per tap: (c0 c2), (c1 c3) int16 pairs */
+#else
+    int32_t w[36]; /* per tap: c0 c2 c1 c3 */
+#endif
+    int32_t b[4];  /* bias of c0..c3, doubled with the fast requantization */
+    int32_t ma[8]; /* (mult, rq_add) of c0..c3 */
+    int32_t e[4];  /* right shifts of c0..c3 */
+} rlx_dw_gk;
+#if RLX_USE_DSP
+/* the pixel asm reads the bias at byte 72 */
+typedef char rlx_dw_gk_bias_at_72[offsetof(rlx_dw_gk, b) == 72 ? 1 : -1];
+#endif
+
+/* Input row iy (inside the image) of channels [c0, c0 + nc) into ring row dst (wp pixels
+ * from column -pl). */
+static void rlx_dw_row(const rlx_dw_conv_params *p, const int8_t *img, int32_t iy, int32_t c0, int32_t nc,
+                       int32_t wp, int16_t *dst)
+{
+    const int32_t ch = p->in_c, pl = p->pad_left, in_w = p->in_w, off = p->in_offset;
+    int32_t col = 0;
+    const int32_t lo = pl < wp ? pl : wp;
+    for (; col < lo; col++) {
+        rlx_wr32(dst + 4 * col, 0);
+        rlx_wr32(dst + 4 * col + 2, 0);
+    }
+    const int32_t hi = in_w + pl < wp ? in_w + pl : wp;
+    const int8_t *src = img + (iy * in_w + col - pl) * ch + c0;
+#if RLX_USE_DSP
+    if (nc == 4) {
+        const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
+        for (; col < hi; col++, src += ch) {
+            const uint32_t xv = rlx_rd32(src);
+            rlx_wr32(dst + 4 * col, rlx_sxtab16(off2, xv));
+            rlx_wr32(dst + 4 * col + 2, rlx_sxtab16_ror8(off2, xv));
+        }
+    }
+#endif
+    for (; col < hi; col++, src += ch) {
+        static const int8_t order[4] = {0, 2, 1, 3}; /* (c0 c2) (c1 c3) */
+        for (int32_t i = 0; i < 4; i++) {
+            dst[4 * col + i] = (int16_t)(order[i] < nc ? src[order[i]] + off : 0);
+        }
+    }
+    for (; col < wp; col++) {
+        rlx_wr32(dst + 4 * col, 0);
+        rlx_wr32(dst + 4 * col + 2, 0);
+    }
 }
 
-/* Every pixel: its channels in groups of 4 through the tap set of its rows and columns inside
- * the image, the rest (the channels past the last group, pixels with one row or column
- * inside) through the reference loop. Any channel count. */
-static void rlx_dw3x3_s8_dsp(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+/* a0..a3 of one pixel: the group's bias plus its 9 taps (ring rows x0, x1, x2 at the pixel's
+ * first column, the weights of gk). */
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+/* A tap in 6 instructions: one LDRD of the ring, one of the weights. GCC loads every word
+ * apart, and spills. */
+#define RLX_DW_ATAP(X, XOFF, WOFF)                            \
+    "ldrd    %[xa], %[xb], [%[" X "], #" XOFF "]\n\t"         \
+    "ldrd    %[wa], %[wb], [%[w], #" WOFF "]\n\t"             \
+    "smlabb  %[a0], %[xa], %[wa], %[a0]\n\t"                  \
+    "smlatt  %[a2], %[xa], %[wa], %[a2]\n\t"                  \
+    "smlabb  %[a1], %[xb], %[wb], %[a1]\n\t"                  \
+    "smlatt  %[a3], %[xb], %[wb], %[a3]\n\t"
+#define RLX_DW_PIXEL(x0, x1, x2, gk)                                                                         \
+    do {                                                                                                     \
+        uint32_t xa, xb, wa, wb;                                                                             \
+        __asm__("ldrd    %[a0], %[a1], [%[w], #72]\n\t"                                                     \
+                "ldrd    %[a2], %[a3], [%[w], #80]\n\t" RLX_DW_ATAP("x0", "0", "0") RLX_DW_ATAP("x0", "8", "8") \
+                    RLX_DW_ATAP("x0", "16", "16") RLX_DW_ATAP("x1", "0", "24") RLX_DW_ATAP("x1", "8", "32")  \
+                        RLX_DW_ATAP("x1", "16", "40") RLX_DW_ATAP("x2", "0", "48")                           \
+                            RLX_DW_ATAP("x2", "8", "56") RLX_DW_ATAP("x2", "16", "64")                       \
+                : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [xa] "=&r"(xa),            \
+                  [xb] "=&r"(xb), [wa] "=&r"(wa), [wb] "=&r"(wb)                                             \
+                : [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [w] "r"(gk)                                      \
+                : "memory");                                                                                 \
+    } while (0)
+typedef uint32_t rlx_dw_lane; /* a ring word: two int16 lanes */
+#else
+#if RLX_USE_DSP
+#define RLX_DW_RTAP(X, J, T)                                                      \
+    do {                                                                          \
+        const uint32_t x02_ = rlx_rd32((X) + 2 * (J)), x13_ = rlx_rd32((X) + 2 * (J) + 1); \
+        const uint32_t w02_ = gkp_->w[2 * (T)], w13_ = gkp_->w[2 * (T) + 1];      \
+        a0 = rlx_smlabb(x02_, w02_, a0);                                          \
+        a2 = rlx_smlatt(x02_, w02_, a2);                                          \
+        a1 = rlx_smlabb(x13_, w13_, a1);                                          \
+        a3 = rlx_smlatt(x13_, w13_, a3);                                          \
+    } while (0)
+typedef uint32_t rlx_dw_lane;
+#else
+#define RLX_DW_RTAP(X, J, T)                                                      \
+    do {                                                                          \
+        const int16_t *const x_ = (X) + 4 * (J);                                  \
+        const int32_t *const w_ = gkp_->w + 4 * (T);                              \
+        a0 += x_[0] * w_[0];                                                      \
+        a2 += x_[1] * w_[1];                                                      \
+        a1 += x_[2] * w_[2];                                                      \
+        a3 += x_[3] * w_[3];                                                      \
+    } while (0)
+typedef int16_t rlx_dw_lane;
+#endif
+/* written out tap by tap, which GCC does not unroll by itself */
+#define RLX_DW_PIXEL(x0, x1, x2, gk)                                                                    \
+    do {                                                                                                \
+        const rlx_dw_gk *const gkp_ = (gk);                                                             \
+        a0 = gkp_->b[0], a1 = gkp_->b[1], a2 = gkp_->b[2], a3 = gkp_->b[3];                             \
+        RLX_DW_RTAP(x0, 0, 0); RLX_DW_RTAP(x0, 1, 1); RLX_DW_RTAP(x0, 2, 2);                            \
+        RLX_DW_RTAP(x1, 0, 3); RLX_DW_RTAP(x1, 1, 4); RLX_DW_RTAP(x1, 2, 5);                            \
+        RLX_DW_RTAP(x2, 0, 6); RLX_DW_RTAP(x2, 1, 7); RLX_DW_RTAP(x2, 2, 8);                            \
+    } while (0)
+#endif
+/* the fast requantization of a doubled accumulator (rlx_rq_fast without its acc << 1) */
+#define RLX_DW_FAST(acc, i) ((rlx_smmlar((acc), gk.ma[2 * (i)], gk.ma[2 * (i) + 1]) + ((acc) >> 31)) >> gk.e[i])
+#define RLX_DW_OUT(acc, i) ((int8_t)(sat ? rlx_sat8(RLX_DW_FAST(acc, i)) : rlx_clamp(RLX_DW_FAST(acc, i), lo, hi)))
+
+/* The group's constants: weights widened (and doubled when fast), bias, requantization. */
+static void rlx_dw_consts(const rlx_dw_conv_params *p, int32_t c0, int32_t nc, int32_t fast, rlx_dw_gk *gk)
 {
+    const int32_t ch = p->in_c, scale = fast ? 2 : 1;
+    int32_t t = 0;
+#if RLX_USE_DSP
+    for (; nc == 4 && t < 9; t++) {
+        /* a tap's 4 weights are one word: widened in registers; doubling an int16 pair by a
+         * shift carries the low half's sign into bit 16, which a doubled high half clears */
+        const uint32_t wv = rlx_rd32(p->weights + t * ch + c0), dbl = fast ? 0xFFFEFFFFu : 0xFFFFFFFFu;
+        gk->w[2 * t] = (rlx_sxtb16(wv) << (fast ? 1 : 0)) & dbl;
+        gk->w[2 * t + 1] = (rlx_sxtb16_ror8(wv) << (fast ? 1 : 0)) & dbl;
+    }
+#endif
+    for (; t < 9; t++) {
+        int32_t w[4] = {0, 0, 0, 0};
+        for (int32_t i = 0; i < nc; i++) {
+            w[i] = scale * p->weights[t * ch + c0 + i];
+        }
+#if RLX_USE_DSP
+        gk->w[2 * t] = ((uint32_t)w[0] & 0xFFFFu) | ((uint32_t)w[2] << 16);
+        gk->w[2 * t + 1] = ((uint32_t)w[1] & 0xFFFFu) | ((uint32_t)w[3] << 16);
+#else
+        gk->w[4 * t] = w[0];
+        gk->w[4 * t + 1] = w[2];
+        gk->w[4 * t + 2] = w[1];
+        gk->w[4 * t + 3] = w[3];
+#endif
+    }
+    for (int32_t i = 0; i < 4; i++) {
+        const int32_t in = i < nc;
+        gk->b[i] = in ? (int32_t)((uint32_t)p->bias[c0 + i] * (uint32_t)scale) : 0;
+        gk->ma[2 * i] = in && fast ? p->mult[c0 + i] : 0;
+        gk->ma[2 * i + 1] = in && fast ? p->rq_add[c0 + i] : 1;
+        gk->e[i] = rlx_rq_e(gk->ma[2 * i + 1]);
+    }
+}
+
+/* All pixels of one group; FAST: rq_mode 1 or 2, SAT: rq_mode 2 (constants in the hot
+ * instance, so that the requantization's tests fold away). */
+RLX_INLINE void rlx_dw_group(const rlx_dw_conv_params *p, const int8_t *img, int8_t *out, int16_t *ring,
+                             int32_t c0, const int32_t fast, const int32_t sat)
+{
+    const int32_t ch = p->in_c, nc = ch - c0 < 4 ? ch - c0 : 4, sw = p->stride_w, out_w = p->out_w;
+    const int32_t wp = (out_w - 1) * sw + 3; /* ring pixels per row */
     const rlx_rq_params rq = RLX_DW_RQ(p);
-    const int32_t ch = p->in_c, g4 = ch & ~3, in_h = p->in_h, in_w = p->in_w;
-    const int32_t sat = p->rq_mode == 2;
-    for (int32_t n = 0; n < p->batches; n++) {
-        const int8_t *img = in + n * in_h * in_w * ch;
-        for (int32_t oy = 0; oy < p->out_h; oy++) {
-            const int32_t y0 = oy * p->stride_h - p->pad_top;
-            const int32_t i_lo = y0 < 0 ? -y0 : 0;
-            const int32_t i_hi = y0 + 3 > in_h ? in_h - y0 : 3;
-            int8_t *dst = out + (n * p->out_h + oy) * p->out_w * ch;
-            for (int32_t ox = 0; ox < p->out_w; ox++, dst += ch) {
-                const int32_t x0 = ox * p->stride_w - p->pad_left;
-                const int32_t j_lo = x0 < 0 ? -x0 : 0;
-                const int32_t j_hi = x0 + 3 > in_w ? in_w - x0 : 3;
-                int32_t c = 0;
-                if (g4 > 0 && i_hi - i_lo >= 2 && j_hi - j_lo >= 2) {
-                    const int8_t *r = img + ((y0 + i_lo) * in_w + x0 + j_lo) * ch;
-                    const int8_t *w = p->weights + (i_lo * 3 + j_lo) * ch;
-                    if (sat) {
-                        rlx_dw8_px_sat(p, &rq, r, w, i_hi - i_lo, j_hi - j_lo, dst);
-                    } else {
-                        rlx_dw8_px_any(p, &rq, r, w, i_hi - i_lo, j_hi - j_lo, dst);
-                    }
-                    c = g4;
-                }
-                if (c < ch) {
-                    rlx_dw3x3_narrow(p, img, y0, x0, c, dst);
-                }
+    const int32_t lo = p->act_min, hi = p->act_max;
+    rlx_dw_gk gk;
+    rlx_dw_consts(p, c0, nc, fast, &gk);
+    const int16_t *const zero = ring + RLX_DW_ROWS * 4 * wp; /* rows outside the image */
+    /* rb[i]: the ring row of the window's row i; a step of the window down by stride_h < 3
+     * keeps its last 3 - stride_h rows (rotated to the front) and widens only the new ones */
+    int16_t *rb[RLX_DW_ROWS] = {ring, ring + 4 * wp, ring + 8 * wp};
+    const int32_t sh = p->stride_h, in_h = p->in_h;
+    const int32_t step = (int32_t)(sw * 8 / sizeof(rlx_dw_lane)); /* lanes per output pixel */
+    const rlx_dw_lane *xr[3];
+    for (int32_t oy = 0; oy < p->out_h; oy++) {
+        const int32_t iy0 = oy * sh - p->pad_top;
+        int32_t i = 0;
+        if (oy > 0 && sh < RLX_DW_ROWS) {
+            for (int32_t k = 0; k < sh; k++) {
+                int16_t *const t = rb[0];
+                rb[0] = rb[1];
+                rb[1] = rb[2];
+                rb[2] = t;
+            }
+            i = RLX_DW_ROWS - sh;
+            xr[0] = xr[sh]; /* sh is 1 or 2 */
+            xr[1] = xr[sh + 1 < RLX_DW_ROWS ? sh + 1 : 2];
+        }
+        for (; i < RLX_DW_ROWS; i++) {
+            const int32_t iy = iy0 + i;
+            if (iy < 0 || iy >= in_h) {
+                xr[i] = (const rlx_dw_lane *)zero;
+            } else {
+                rlx_dw_row(p, img, iy, c0, nc, wp, rb[i]);
+                xr[i] = (const rlx_dw_lane *)rb[i];
+            }
+        }
+        int8_t *dst = out + oy * out_w * ch + c0;
+        int8_t *const dend = dst + out_w * ch;
+        const rlx_dw_lane *x0 = xr[0], *x1 = xr[1], *x2 = xr[2];
+        for (; dst != dend; dst += ch, x0 += step, x1 += step, x2 += step) {
+            int32_t a0, a1, a2, a3;
+            RLX_DW_PIXEL(x0, x1, x2, &gk);
+            if (fast && nc == 4) {
+                dst[0] = RLX_DW_OUT(a0, 0);
+                dst[1] = RLX_DW_OUT(a1, 1);
+                dst[2] = RLX_DW_OUT(a2, 2);
+                dst[3] = RLX_DW_OUT(a3, 3);
+                continue;
+            }
+            const int32_t acc[4] = {a0, a1, a2, a3};
+            for (int32_t i = 0; i < nc; i++) {
+                dst[i] = fast ? RLX_DW_OUT(acc[i], i) : (int8_t)rlx_rq_out(&rq, acc[i], c0 + i);
             }
         }
     }
 }
-#endif
+
+/* Out of line: the saturating fast form (rq_mode 2, every MLPerf Tiny layer), and one instance
+ * for the others (the clamp of rq_mode 1, the reference form), tested per output: flash. */
+static RLX_NOINLINE_DW void rlx_dw_group_sat(const rlx_dw_conv_params *p, const int8_t *img, int8_t *out,
+                                             int16_t *ring, int32_t c0)
+{
+    rlx_dw_group(p, img, out, ring, c0, 1, 1);
+}
+
+static RLX_NOINLINE_DW void rlx_dw_group_any(const rlx_dw_conv_params *p, const int8_t *img, int8_t *out,
+                                             int16_t *ring, int32_t c0)
+{
+    rlx_dw_group(p, img, out, ring, c0, p->rq_mode != 0, 0);
+}
+
+static void rlx_dw3x3_rows(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *ring)
+{
+    const int32_t ch = p->in_c, wp = (p->out_w - 1) * p->stride_w + 3;
+    int16_t *const zero = ring + RLX_DW_ROWS * 4 * wp;
+    for (int32_t i = 0; i < 4 * wp; i++) {
+        zero[i] = 0;
+    }
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * p->in_h * p->in_w * ch;
+        int8_t *o = out + n * p->out_h * p->out_w * ch;
+        for (int32_t c0 = 0; c0 < ch; c0 += 4) {
+            if (p->rq_mode == 2) {
+                rlx_dw_group_sat(p, img, o, ring, c0);
+            } else {
+                rlx_dw_group_any(p, img, o, ring, c0);
+            }
+        }
+    }
+}
 
 /* 3x3, depth multiplier 1, no dilation. A pixel whose 9 taps are all inside
  * the image runs straight-line code; border pixels loop over the clipped tap
@@ -522,17 +622,6 @@ static void rlx_dw3x3_s8_dsp(const rlx_dw_conv_params *p, const int8_t *in, int8
  * is folded into its bias at compile time (bias_full). */
 RLX_INLINE void rlx_dw3x3_body(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, const int32_t wide)
 {
-#if RLX_USE_DSP
-    if (wide && p->dwq != NULL) {
-        rlx_dw3x3_dsp(p, in, out);
-        return;
-    }
-    if (!wide || p->weights16 == NULL) {
-        /* int8 weights, or channels not a multiple of 4 */
-        rlx_dw3x3_s8_dsp(p, in, out);
-        return;
-    }
-#endif
     const int32_t ch = p->in_c;
     const int32_t row = p->in_w * ch;
     const rlx_rq_params rq = RLX_DW_RQ(p);
@@ -663,15 +752,27 @@ RLX_INLINE void rlx_dw3x3_body(const rlx_dw_conv_params *p, const int8_t *in, in
 
 /* --optimize speed: the int16 layouts (weights16, weights16x2 with dwq and
  * pad3 on DSP builds, weights9 and bias_full on portable ones). */
-void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
+#if RLX_USE_DSP
+    if (p->dwq != NULL) {
+        rlx_dw3x3_dsp(p, in, out);
+        return;
+    }
+    if (p->weights16 == NULL) {
+        /* channels not a multiple of 4: the int8 weights */
+        rlx_dw3x3_rows(p, in, out, scratch);
+        return;
+    }
+#endif
+    (void)scratch;
     rlx_dw3x3_body(p, in, out, 1);
 }
 
-/* int8 weights only (size, balanced): none of the int16 paths is linked. */
-void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out)
+/* int8 weights only (balanced): none of the int16 paths is linked. */
+void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
-    rlx_dw3x3_body(p, in, out, 0);
+    rlx_dw3x3_rows(p, in, out, scratch);
 }
 
 #ifdef RLX_DW_ASM_TAP
@@ -681,13 +782,10 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
 #undef RLX_DW2_TAP
 #undef RLX_DW2_OPS
 #endif
-#ifdef RLX_DW8_TAP
-#undef RLX_DW8_TAP
-#undef RLX_DW8_WNEXT
-#undef RLX_DW8_ROW3
-#undef RLX_DW8_ROW2
-#undef RLX_DW8_R0_TO_ROW2
-#undef RLX_DW8_OPS
-#undef RLX_DW8_ASM
+#undef RLX_DW_PIXEL
+#undef RLX_DW_RTAP
+#ifdef RLX_DW_ATAP
+#undef RLX_DW_ATAP
 #endif
-#undef RLX_DW8_OUT4
+#undef RLX_DW_FAST
+#undef RLX_DW_OUT

@@ -199,8 +199,9 @@ void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, in
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
-void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
-void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
+/* scratch: a ring of 3 int16 rows of one group of 4 channels and a zero row, 32 ((out_w - 1) stride_w + 3) bytes */
+void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);
 void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);

@@ -115,11 +115,11 @@ def test_depth_multiplier_on_one_channel_runs_as_a_convolution(check):
 
 
 def test_depthwise_3x3_int8_dsp_path_on_m4_bit_exact(tmp_path):
-    """The balanced 3x3 kernel's Cortex-M4 asm (int8 weights widened in registers): channels
-    with and without a remainder past the groups of 4, strides 1 and 2, same and valid padding
-    (all four tap sets: 3 or 2 rows x 3 or 2 columns), inputs one or two pixels wide (the
-    reference loop), both output rules (saturating rq_mode 2; a relu whose zero point is not
-    -128 clamps), under QEMU against the reference."""
+    """The balanced 3x3 kernel's Cortex-M4 asm (a group of 4 channels over a ring of widened
+    input rows): channels with and without a remainder past the groups of 4, strides 1 and 2
+    (rows kept in the ring) and 3 (none kept), same and valid padding, inputs one or two pixels
+    wide, both output rules (saturating rq_mode 2; a relu whose zero point is not -128 clamps),
+    under QEMU against the reference."""
     from rlx_edge.runners import prepare
     from rlx_edge.targets.reference import run
     from rlx_edge.targets.reference.compare import make_inputs
@@ -127,7 +127,7 @@ def test_depthwise_3x3_int8_dsp_path_on_m4_bit_exact(tmp_path):
     rng = np.random.default_rng(17)
     g = Graph("dw_m4")
     cases = [(6, 5, 8, 1, "same"), (7, 6, 6, 2, "same"), (5, 7, 13, 1, "valid"), (2, 1, 4, 1, "same"),
-             (4, 4, 3, 2, "valid"), (3, 2, 12, 2, "same")]  # fmt: skip
+             (4, 4, 3, 2, "valid"), (3, 2, 12, 2, "same"), (8, 7, 8, 3, "same")]  # fmt: skip
     for k, (h, w, c, s, pad) in enumerate(cases):
         act = ["none", "relu", "relu6"][k % 3]
         x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
