@@ -187,8 +187,8 @@ def build_fpga(
     routed ``fmax_mhz``, ``utilization`` (lut/ff/bram/dsp/io used and available
     in the routed design), ``latency_us`` = ``cycles`` / ``fmax_mhz`` (per layer
     too, ``per_layer[i]["latency_us"]``), ``cycles_source`` (``simulation``, or
-    ``model`` without ``simulate``: each layer's loop steps plus the stream
-    beats) and ``pnr`` (nextpnr's clocks, critical path, caveats, wall times).
+    ``model`` without ``simulate``: each layer's loop steps and pipeline fill
+    plus the stream beats) and ``pnr`` (nextpnr's clocks, critical path, caveats, wall times).
 
     ``out_dir`` is written whole: built under a temporary name beside it and
     renamed in (replacing an earlier one), so a failure or a kill never
@@ -231,13 +231,13 @@ def _place_and_route(
     result["files"].update({f"pnr_{k}": v for k, v in rep.pop("files").items()})
     simulated = result["cycles"] is not None
     if not simulated:
-        # the cycle model: every layer's loop steps, plus the beats that stream the inputs in and the
-        # outputs out (simulation measures within a few percent of it: pipeline fill per layer)
+        # the cycle model (fold.cycles): every layer's loop steps and pipeline fill, plus the beats that
+        # stream the inputs in and the outputs out
         streams = result["streams"]
         beats = sum(s["beats"] for s in (*streams["inputs"], *streams["outputs"]))
         for row in table:
-            row["cycles"] = row["steps"]
-        result["cycles"] = sum(r["steps"] for r in table) + beats
+            row["cycles"] = row["steps"] + row["fill"]
+        result["cycles"] = sum(r["cycles"] for r in table) + beats
     fmax = rep["fmax_mhz"]
     for row in table:
         row["latency_us"] = row["cycles"] / fmax if row.get("cycles") is not None else None

@@ -70,6 +70,55 @@ def srdhm_finish(ab: Value) -> Value:
     return wrap32((nudged + Mux(nudged < 0, (1 << 31) - 1, 0)) >> 31)
 
 
+def srdhm_round(ab: Value) -> Value:
+    """:func:`srdhm_finish` as one increment: ``(ab + 2**30) >> 31``, wrapped to int32.
+
+    Both of gemmlowp's nudges meet there: for ``ab >= 0`` the quotient is
+    ``floor((ab + 2**30) / 2**31)``; for ``ab < 0`` the nudged value is negative and C's truncation of
+    ``(ab + 1 - 2**30) / 2**31`` is ``floor((ab + 1 - 2**30 + 2**31 - 1) / 2**31)``, the same number.
+    The low 30 bits of ``ab`` cannot carry into the result, so only the bits above them are added:
+    one short carry chain instead of :func:`srdhm_finish`'s two 64-bit ones.
+    """
+    ab = Value.cast(ab)
+    return wrap32((ab[30:].as_signed() + 1) >> 1)
+
+
+#: cycles from the operands of :func:`pipelined_srdhm` to its result
+SRDHM_STAGES = 3
+
+
+def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm") -> Value:
+    """:func:`srdhm` of an int32 ``a`` and a non-negative Q31 ``mult`` (a constant, or a signal in step
+    with ``a``), :data:`SRDHM_STAGES` cycles later, at most one multiplier or one carry chain a stage.
+
+    With ``u`` the bits of ``a`` as unsigned (``a + sign * 2**32``) split in 16-bit halves,
+    ``a * mult = (uh * mh - sign * mult) * 2**32 + (uh * ml + ul * mh) * 2**16 + ul * ml``: four
+    unsigned 16 x 16 partial products (one DSP each on ECP5 and iCE40, registered), then the
+    middle ones summed and the sign correction taken off the top one, then the exact product
+    rounded to its high word (:func:`srdhm_round`).
+    """
+    a = Value.cast(a)
+    mult = Const(mult, 31) if isinstance(mult, int) else Value.cast(mult)
+    u = a.as_unsigned()
+    ul, uh, ml, mh = u[:16], u[16:32], mult[:16], mult[16:31]
+    pp = {k: Signal(32, name=f"{name}_pp_{k}") for k in ("ll", "lh", "hl", "hh")}
+    corr = Signal(31, name=f"{name}_corr")
+    m.d.sync += [
+        pp["ll"].eq(ul * ml),
+        pp["lh"].eq(ul * mh),
+        pp["hl"].eq(uh * ml),
+        pp["hh"].eq(uh * mh),
+        corr.eq(Mux(a[31], mult, 0)),
+    ]
+    mid = Signal(33, name=f"{name}_mid")
+    top = Signal(signed(33), name=f"{name}_top")
+    low = Signal(32, name=f"{name}_low")
+    m.d.sync += [mid.eq(pp["lh"] + pp["hl"]), top.eq(pp["hh"] - corr), low.eq(pp["ll"])]
+    high = Signal(signed(32), name=f"{name}_high")
+    m.d.sync += high.eq(srdhm_round((top << 32) + (mid << 16) + low))
+    return high
+
+
 def srdhm(a: Value, m: Value | int) -> Value:
     """gemmlowp's ``SaturatingRoundingDoublingHighMul`` of two int32 values (see :func:`srdhm_finish`)."""
     return srdhm_finish(srdhm_product(a, m))
@@ -81,22 +130,48 @@ def rounding_divide_by_pot(x: Value, exponent: Value | int, max_exponent: int = 
     ``exponent`` is a constant or an unsigned signal up to ``max_exponent``;
     the remainder mask is a shifted constant (no subtraction, no table).
     """
+    quotient, round_up = rounding_divide_by_pot_parts(x, exponent, max_exponent)
+    return quotient + round_up if round_up is not None else quotient
+
+
+def rounding_divide_by_pot_parts(x: Value, exponent: Value | int, max_exponent: int = 31) -> tuple[Value, Value | None]:
+    """:func:`rounding_divide_by_pot` as ``(x >> exponent, round_up)`` (``None`` for a zero exponent),
+    so that a pipeline can register them before the increment."""
     x = Value.cast(x)
     if isinstance(exponent, int):
         if exponent == 0:
-            return x
+            return x, None
         x = share(x, "rdp_x")
         mask = (1 << exponent) - 1
         remainder = x.as_unsigned() & mask
         threshold = (mask >> 1) + (x < 0)
-        return (x >> exponent) + (remainder > threshold)
+        return x >> exponent, remainder > threshold
     x = share(x, "rdp_x")
     width = max(len(x), max_exponent + 1)
     ones = Const((1 << width) - 1, unsigned(width))
     mask = share((~(ones << exponent))[:width], "rdp_mask")  # the low ``exponent`` bits set
     remainder = x.as_signed().as_unsigned() & mask if x.shape().signed else x & mask
     threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+    return x >> exponent, remainder > threshold
+
+
+def rounding_masks(exponent: Value, width: int = 32) -> tuple[Value, Value]:
+    """For a signal ``exponent`` e: ``(2**(e-1) - 1, 2**(e-1))`` as ``width``-bit masks, ``(0, 0)`` for
+    e = 0; they depend on the exponent alone, so a pipeline computes them a stage ahead of
+    :func:`rounding_round_up`."""
+    exponent = Value.cast(exponent)
+    point = Mux(exponent == 0, 0, (Const(1, width + 1) << exponent) >> 1)[:width]
+    return (point - 1)[:width] & ~Mux(exponent == 0, (1 << width) - 1, 0), point
+
+
+def rounding_round_up(x: Value, half: Value, point: Value) -> Value:
+    """The round-up bit of :func:`rounding_divide_by_pot` (``remainder > threshold``) from
+    :func:`rounding_masks`, without a compare: the remainder exceeds half (``mask >> 1``) exactly when
+    bit e-1 is set, and a negative ``x`` must exceed half plus one, so its tie (bit e-1 alone) stays
+    down. Two OR reductions instead of a 32-bit carry chain."""
+    x = Value.cast(x)
+    neg = x[len(x) - 1] if x.shape().signed else Const(0, 1)
+    return (x & point).any() & (~neg | (x & half).any())
 
 
 def saturating_rounding_multiply_by_pot(x: Value, exponent: int) -> Value:
@@ -114,6 +189,22 @@ def clamp(v: Value, lo: int, hi: int) -> Value:
     return Mux(v < lo, lo, Mux(v > hi, hi, v))[:8].as_signed()
 
 
+def clamp_offset(q: Value, up: Value, offset: int, lo: int, hi: int) -> tuple[Value, Value, Value]:
+    """``clamp(q + up + offset, lo, hi)`` (``up`` one bit) as three parts for :func:`clamp_select`, with
+    no carry chain in front of the compares: ``q`` is compared with the bounds less the offset (in
+    parallel, for either ``up``), and the sum, used only when in range, needs its low 8 bits alone.
+    Returns ``(below, above, low 8 bits of the sum)``."""
+    q = share(q, "clamp_q")
+    below = Mux(up, q < lo - offset - 1, q < lo - offset)
+    above = Mux(up, q > hi - offset - 1, q > hi - offset)
+    return below, above, (q[:8] + up + (offset & 0xFF))[:8]
+
+
+def clamp_select(below: Value, above: Value, inside: Value, lo: int, hi: int) -> Value:
+    """The clamped int8 from :func:`clamp_offset`'s parts."""
+    return Mux(below, lo, Mux(above, hi, inside))[:8].as_signed()
+
+
 def tree_sum(values: list[Value]) -> Value:
     """A balanced adder tree (log depth instead of a ripple chain of adders)."""
     values = list(values)
@@ -123,6 +214,50 @@ def tree_sum(values: list[Value]) -> Value:
         nxt = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
         if len(values) % 2:
             nxt.append(values[-1])
+        values = nxt
+    return values[0]
+
+
+def delay(m: Module, v: Value, cycles: int, name: str = "d") -> Value:
+    """``v`` as it was ``cycles`` clock cycles ago: a chain of registers of ``m`` (``v`` for 0)."""
+    v = Value.cast(v)
+    for i in range(cycles):
+        r = Signal(v.shape(), name=f"{name}_{i + 1}")
+        m.d.sync += r.eq(v)
+        v = r
+    return v
+
+
+#: adder-tree levels between two pipeline registers of :func:`pipelined_tree_sum`: two levels of short
+#: (10 to 20 bit) carry chains stay well inside 10 ns on ECP5 with their routing
+TREE_LEVELS_PER_STAGE = 2
+
+
+def tree_stages(terms: int) -> int:
+    """Register stages :func:`pipelined_tree_sum` puts in a tree of ``terms`` values."""
+    levels = max(terms - 1, 0).bit_length()
+    return -(-levels // TREE_LEVELS_PER_STAGE)
+
+
+def pipelined_tree_sum(m: Module, values: list[Value], name: str = "sum") -> Value:
+    """:func:`tree_sum` with a register after every :data:`TREE_LEVELS_PER_STAGE` levels and after the
+    last: the sum of the values of :func:`tree_stages` cycles ago (the value itself for one term)."""
+    values = list(values)
+    if not values:
+        return Const(0, signed(2))
+    level = 0
+    while len(values) > 1:
+        nxt = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
+        if len(values) % 2:
+            nxt.append(values[-1])
+        level += 1
+        if level % TREE_LEVELS_PER_STAGE == 0 or len(nxt) == 1:
+            regs = []
+            for i, v in enumerate(nxt):
+                r = Signal(Value.cast(v).shape(), name=f"{name}_l{level}_{i}")
+                m.d.sync += r.eq(v)
+                regs.append(r)
+            nxt = regs
         values = nxt
     return values[0]
 

@@ -30,16 +30,23 @@ from amaranth.lib.wiring import In, Out
 from rlx_edge.ir.ops import window_counts
 from rlx_edge.targets.fpga.arith import (
     INT32_MAX,
+    SRDHM_STAGES,
     clamp,
+    clamp_offset,
+    clamp_select,
     count_leading_zeros32,
+    delay,
+    pipelined_srdhm,
+    pipelined_tree_sum,
     rounding_divide_by_pot,
+    rounding_divide_by_pot_parts,
+    rounding_masks,
+    rounding_round_up,
     saturating_rounding_multiply_by_pot,
     share,
     sharing,
     srdhm,
-    srdhm_finish,
-    srdhm_product,
-    tree_sum,
+    tree_stages,
     wrap32,
 )
 
@@ -78,6 +85,11 @@ def _counters(m: Module, step, dims: list[tuple[str, int]]) -> tuple[dict, objec
     carry = step
     all_max = Const(1, 1)
     for name, count in reversed(dims):
+        if count == 1:
+            # a loop of one step is a constant 0, not a register: the address arithmetic and the flags
+            # built on it fold away (a fully connected layer's window loops, a pool's batch)
+            ctrs[name], ctrs[f"{name}_max"] = Const(0, 1), Const(1, 1)
+            continue
         c = Signal(range(max(count, 2)), name=f"c_{name}")
         at_max = c == count - 1
         with m.If(carry):
@@ -149,6 +161,67 @@ def rom_port(m: Module, owner, name: str, width: int, words: list[int]):
     return mem.read_port()
 
 
+def _bank_depth(width: int) -> int:
+    """Words in one bank of a deep ROM: one ECP5 block RAM (DP16KD, 18 kbit) deep in the narrowest of
+    its modes that holds ``width`` bits (wider words take several side by side)."""
+    for bits, depth in ((1, 16384), (2, 8192), (4, 4096), (9, 2048)):
+        if width <= bits:
+            return depth
+    return 1024
+
+
+#: banks one stage of a deep ROM's bank multiplexer chooses among: two LUT4s and a PFUMX, one ECP5
+#: slice, per bit
+ROM_MUX_WAYS = 4
+
+
+def rom_latency(width: int, depth: int) -> int:
+    """Cycles from the address of :func:`pipelined_rom` to its registered data: the read, its register,
+    and one stage per level of the bank multiplexer."""
+    banks, levels = -(-max(depth, 1) // _bank_depth(width)), 0
+    while banks > 1:
+        banks, levels = -(-banks // ROM_MUX_WAYS), levels + 1
+    return 2 + levels
+
+
+def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> tuple[Signal, Signal]:
+    """A ROM whose data is registered :func:`rom_latency` cycles after its address.
+
+    A ROM deeper than one block RAM is split into banks of one block RAM each, every bank's output
+    registered beside it, then the banks chosen :data:`ROM_MUX_WAYS` at a time, a register after
+    each level: left whole, a deep ROM is a chain of block RAMs behind one wide multiplexer whose
+    clock-to-out and routing alone take more than a 10 ns cycle on ECP5. Returns
+    ``(address, data)``.
+    """
+    words = list(words) or [0]
+    bank = _bank_depth(width)
+    addr = Signal(_addr_bits(len(words)), name=f"{name}_addr")
+    if len(words) <= bank:
+        port = rom_port(m, owner, name, width, words)
+        m.d.comb += port.addr.eq(addr)
+        return addr, delay(m, port.data, 1, f"{name}_q")
+    bits = _addr_bits(bank)
+    level = []
+    for b in range(-(-len(words) // bank)):
+        port = rom_port(m, owner, f"{name}_b{b}", width, words[b * bank : (b + 1) * bank])
+        m.d.comb += port.addr.eq(addr[:bits])
+        level.append(delay(m, port.data, 1, f"{name}_b{b}_q"))
+    which = delay(m, addr[bits:], 2, f"{name}_bank")  # the bank index, in step with the registered outputs
+    depth = 0
+    while len(level) > 1:
+        sel_bits = _addr_bits(ROM_MUX_WAYS)
+        sel = which[sel_bits * depth : sel_bits * (depth + 1)]
+        nxt = []
+        for i in range(0, len(level), ROM_MUX_WAYS):
+            group = level[i : i + ROM_MUX_WAYS]
+            r = Signal(width, name=f"{name}_m{depth}_{i // ROM_MUX_WAYS}")
+            m.d.sync += r.eq(Cat(*group).word_select(sel, width) if len(group) > 1 else group[0])
+            nxt.append(r)
+        which = delay(m, which, 1, f"{name}_bank{depth}")
+        level, depth = nxt, depth + 1
+    return addr, level[0]
+
+
 @dataclass
 class BufferPort:
     """Geometry of one buffer as a layer sees it: word width in lanes and depth in words."""
@@ -202,6 +275,14 @@ class _Reader:
         m.d.sync += [self.word.eq(0), self.group.eq(0)]
 
 
+def _word2(m: Module, data, g1, ratio: int, lanes: int, name: str = "word2"):
+    """Stage 2 of a read: the word that arrived in stage 1 registered as it came (no logic behind a block
+    RAM's clock-to-out, which takes half of a 10 ns cycle on ECP5), then the lane group ``g1`` (stage 1)
+    selected from it."""
+    w2 = delay(m, data, 1, name)
+    return w2.word_select(delay(m, g1, 1, f"{name}_g"), 8 * lanes) if ratio > 1 else w2
+
+
 def _stream_run(m: Module, comp: LayerComponent, n: int, lanes: int) -> tuple[Signal, object, list[_Reader]]:
     """The control of an elementwise layer: ``n`` steps from ``start``, a :class:`_Reader` per input.
 
@@ -231,8 +312,16 @@ class Requantizer(wiring.Component):
     with TFLite's double rounding (saturating rounding doubling high multiply,
     then rounding divide by a power of two), bit-exact with
     :func:`rlx_edge.ir.fixedpoint.multiply_by_quantized_multiplier`.
-    Four pipeline stages: left shift, 32x32 multiply, high-word rounding,
-    rounding shift with zero point and clamp.
+
+    Seven pipeline stages, each at most one carry chain or one multiplier deep
+    so that the unit closes 100 MHz on ECP5:
+
+    1. the left shift;
+    2-4. the doubling high multiply (:func:`~rlx_edge.targets.fpga.arith.pipelined_srdhm`:
+       four 16 x 16 partial products, their sums, the high word);
+    5. the rounding right shift: the quotient and its round-up bit;
+    6. round up and zero point, compared with the clamp bounds;
+    7. the clamped result.
 
     Parameters
     ----------
@@ -259,14 +348,14 @@ class Requantizer(wiring.Component):
     i_tag : In(tag_bits)
         Side band (for example "last group of the layer").
     o_valid : Out(1)
-        The group entered four cycles earlier is on ``o_data``.
+        The group entered :attr:`latency` cycles earlier is on ``o_data``.
     o_data : Out(8 * lanes)
         Signed int8 results.
     o_tag : Out(tag_bits)
         The tag that entered with the group.
     """
 
-    latency = 4
+    latency = 7
 
     def __init__(self, lanes: int, *, zero_point: int, lo: int, hi: int, const_params=None, tag_bits: int = 1):
         self.lanes = lanes
@@ -289,45 +378,47 @@ class Requantizer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         with sharing(m):
-            n = self.lanes
-            valid = [Signal(name=f"v{i}") for i in range(4)]
-            tags = [Signal(len(self.i_tag), name=f"t{i}") for i in range(4)]
-            m.d.sync += [valid[0].eq(self.i_valid), tags[0].eq(self.i_tag)]
-            for i in range(1, 4):
-                m.d.sync += [valid[i].eq(valid[i - 1]), tags[i].eq(tags[i - 1])]
-            m.d.comb += [self.o_valid.eq(valid[3]), self.o_tag.eq(tags[3])]
+            stages = self.latency
+            m.d.comb += [
+                self.o_valid.eq(delay(m, self.i_valid, stages, "v")),
+                self.o_tag.eq(delay(m, self.i_tag, stages, "t")),
+            ]
             outs = []
-            for k in range(n):
+            for k in range(self.lanes):
                 acc = self.i_acc[32 * k : 32 * (k + 1)].as_signed()
                 if self.const_params is not None:
                     mult, shift = self.const_params
                     left, right = max(shift, 0), max(-shift, 0)
                     s_left = wrap32(acc << left) if left else acc
-                    m_1 = mult
-                    r_3 = right
+                    m_1 = Const(mult, 31)
+                    r_4 = right
                 else:
-                    left_sig = self.i_left[5 * k : 5 * (k + 1)]
-                    s_left = wrap32(acc << left_sig)
-                    m_in = self.i_mult[31 * k : 31 * (k + 1)]
-                    m_1 = Signal(31, name=f"m1_{k}")
-                    r_1, r_2, r_3 = (Signal(5, name=f"r{j}_{k}") for j in (1, 2, 3))
-                    m.d.sync += [
-                        m_1.eq(m_in),
-                        r_1.eq(self.i_right[5 * k : 5 * (k + 1)]),
-                        r_2.eq(r_1),
-                        r_3.eq(r_2),
-                    ]
+                    s_left = wrap32(acc << self.i_left[5 * k : 5 * (k + 1)])
+                    m_1 = delay(m, self.i_mult[31 * k : 31 * (k + 1)], 1, f"m_{k}")
+                    r_3 = delay(m, self.i_right[5 * k : 5 * (k + 1)], 3, f"r_{k}")
+                    r_4 = delay(m, r_3, 1, f"r4_{k}")
+                    # the rounding masks a stage ahead of the shift that uses them
+                    half4, point4 = Signal(32, name=f"half4_{k}"), Signal(32, name=f"point4_{k}")
+                    m.d.sync += Cat(half4, point4).eq(Cat(*rounding_masks(r_3)))
+                # 1: the left shift
                 x1 = Signal(signed(32), name=f"x1_{k}")
-                ab2 = Signal(signed(64), name=f"ab2_{k}")
-                hi3 = Signal(signed(32), name=f"hi3_{k}")
-                y4 = Signal(signed(8), name=f"y4_{k}")
-                m.d.sync += [
-                    x1.eq(s_left),
-                    ab2.eq(srdhm_product(x1, m_1)),
-                    hi3.eq(srdhm_finish(ab2)),
-                    y4.eq(clamp(rounding_divide_by_pot(hi3, r_3) + self.zero_point, self.lo, self.hi)),
-                ]
-                outs.append(y4)
+                m.d.sync += x1.eq(s_left)
+                # 2-4: the doubling high multiply
+                hi4 = pipelined_srdhm(m, x1, m_1, f"srdhm_{k}")
+                # 5: the rounding right shift, its round-up bit apart
+                if isinstance(r_4, int):
+                    quo, up = rounding_divide_by_pot_parts(hi4, r_4)
+                else:
+                    quo, up = hi4 >> r_4, rounding_round_up(hi4, half4, point4)
+                q5 = Signal(signed(32), name=f"q5_{k}")
+                up5 = Signal(name=f"up5_{k}")
+                m.d.sync += [q5.eq(quo), up5.eq(up if up is not None else 0)]
+                # 6: round up and zero point, compared with the bounds; 7: the clamped result
+                below6, above6, in6 = Signal(name=f"below6_{k}"), Signal(name=f"above6_{k}"), Signal(8, name=f"in6_{k}")
+                m.d.sync += Cat(below6, above6, in6).eq(Cat(*clamp_offset(q5, up5, self.zero_point, self.lo, self.hi)))
+                y7 = Signal(signed(8), name=f"y7_{k}")
+                m.d.sync += y7.eq(clamp_select(below6, above6, in6, self.lo, self.hi))
+                outs.append(y7)
 
             m.d.comb += self.o_data.eq(Cat(*outs))
             return m
@@ -413,20 +504,52 @@ class LayerComponent(wiring.Component):
 
 
 class _MacLayer(LayerComponent):
-    """What the MAC layers share: the weight ROM, stage 1, and the tail (accumulate, bias, requantize, write)."""
+    """What the MAC layers share: the weight ROM, stage 1, the multiplier pipeline and the tail.
+
+    The pipeline, one stage a cycle (register to register, each stage at most
+    one multiplier or two levels of adders deep):
+
+    - 0: loop counters; buffer, weight ROM and (delayed) parameter ROM addresses
+      (a window over an image registers its input address first and runs the
+      rest :func:`window_lag` cycles behind its counters);
+    - 1: the words arrive from the block RAMs;
+    - 2: the words registered as they came (a block RAM's clock-to-out is half a
+      10 ns cycle on ECP5); the tap's inputs less the input zero point;
+    - 3: inputs and weights registered (9 and 8 bits, the multipliers' operands);
+    - 4: the products registered;
+    - 4 + t: the adder tree, :func:`~rlx_edge.targets.fpga.arith.tree_stages` stages;
+    - then accumulate (the bias loaded at a window's first tap), and the
+      :class:`Requantizer` from the accumulator of a window's last tap.
+
+    :meth:`mac_latency` is the cycles from the last loop step to ``done`` (plus the window's lag).
+    """
+
+    @staticmethod
+    def operand_stage(width: int, depth: int) -> int:
+        """The stage the multipliers' operands are registered in: 3, or later when the weight ROM
+        (``width`` bits, ``depth`` words) takes longer (:func:`rom_latency`)."""
+        return max(3, rom_latency(width, depth))
+
+    @staticmethod
+    def mac_latency(terms: int, operand_stage: int = 3) -> int:
+        """Cycles from the last loop step to ``done`` for adder trees of ``terms`` products."""
+        return operand_stage + 1 + tree_stages(terms) + Requantizer.latency + 1
 
     def _weight_rom(self, m: Module, run, words: list[int], width: int):
-        """The weight ROM, read in order: the next word every loop step, wrapping after the last."""
-        wport = rom_port(m, self, "weights", width, words)
+        """The weight ROM, read in order: the next word every loop step, wrapping after the last.
+        Returns the word of each step, at stage :func:`rom_latency`."""
+        addr, data = pipelined_rom(m, self, "weights", width, words)
         waddr = Signal(range(max(len(words), 2)))
         with m.If(run):
             m.d.sync += waddr.eq(Mux(waddr == len(words) - 1, 0, waddr + 1))
-        m.d.comb += wport.addr.eq(waddr)
-        return wport
+        m.d.comb += addr.eq(waddr)
+        return data
 
     def _stage1(self, m: Module, run, first, last, final, inside, group, ratio: int, lanes: int):
-        """Stage 1, where the words read for this tap arrive: the loop flags registered (``s1``), and the
-        tap's ``lanes`` input values less the input zero point, 0 for a padded tap (as TFLite skips it)."""
+        """Stages 1 and 2: the word read for this tap arrives (1) and is registered as it came (2: a block
+        RAM's clock-to-out takes half of a 10 ns cycle on ECP5, so no logic follows it in the same
+        cycle). Returns the loop flags as of stage 2 and the tap's ``lanes`` input values less the
+        input zero point, 0 for a padded tap (as TFLite skips it)."""
         s1 = {k: Signal(name=f"{k}1") for k in ("valid", "first", "last", "final", "inside")}
         g1 = Signal(range(max(ratio, 2)))
         m.d.sync += [
@@ -437,11 +560,36 @@ class _MacLayer(LayerComponent):
             s1["inside"].eq(inside),
             g1.eq(group),
         ]
-        xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
-        return s1, [Mux(s1["inside"], lane(xword, k) - self.q.zp_in, 0) for k in range(lanes)]
+        s2 = {k: delay(m, v, 1, f"{k}2") for k, v in s1.items()}
+        xword = _word2(m, self.rd0_data, g1, ratio, lanes)
+        return s2, [Mux(s2["inside"], lane(xword, k) - self.q.zp_in, 0) for k in range(lanes)]
 
-    def _params_rom(self, m: Module, q: ChannelQuant, groups: int, lanes: int):
-        """ROM of per-group bias (and multiplier/shift when per-channel); returns per-lane views at stage 2."""
+    def _dots(self, m: Module, xs: list, wdata, pe: int, simd: int, *, shared: bool = True) -> tuple[list, int]:
+        """``pe`` dot products of ``simd`` terms from the stage-2 inputs ``xs`` and the weight word
+        ``wdata`` (from :meth:`_weight_rom`, lane ``p * simd + s``): ``xs[s]`` for every output when
+        ``shared`` (dense), ``xs[p]`` else (depthwise, ``simd`` 1). Returns them and the stages they lag
+        stage 2 by."""
+        operands = self.operand_stage(len(wdata), self._weight_depth())
+        x3 = []
+        for i, x in enumerate(xs):
+            r = Signal(signed(9), name=f"x3_{i}")  # an int8 less a zero point: 9 bits
+            m.d.sync += r.eq(x)
+            x3.append(delay(m, r, operands - 3, f"x{i}"))  # in step with a deep ROM's words
+        w3 = delay(m, wdata, operands - rom_latency(len(wdata), self._weight_depth()), "w")
+        dots = []
+        for p in range(pe):
+            prods = []
+            for s_ in range(simd):
+                prod = Signal(signed(17), name=f"prod4_{p}_{s_}")
+                m.d.sync += prod.eq((x3[s_] if shared else x3[p]) * lane(w3, p * simd + s_))
+                prods.append(prod)
+            dots.append(pipelined_tree_sum(m, prods, f"dot_{p}"))
+        return dots, operands - 2 + 1 + tree_stages(simd)
+
+    def _params_rom(self, m: Module, q: ChannelQuant, groups: int, lanes: int, index, lag: int):
+        """ROM of per-group bias (and multiplier/shift when per-channel), its ``index`` given at stage 0
+        and delayed so that the registered word meets the dot products ``lag`` stages after stage 2.
+        Returns the word, the bits per lane and whether the multipliers are uniform."""
         uniform = q.uniform
         fields = 32 if uniform else 32 + 31 + 5 + 5
         rows = []
@@ -457,14 +605,18 @@ class _MacLayer(LayerComponent):
                     v |= max(-sh, 0) << 68
                 row |= v << (k * fields)
             rows.append(row)
-        return rom_port(m, self, "params", fields * lanes, rows), fields, uniform
+        port = rom_port(m, self, "params", fields * lanes, rows)
+        # an index is a few bits, a word up to 73 per lane: delay the address, register the word once
+        m.d.comb += port.addr.eq(delay(m, index, lag, "pidx"))
+        word = Signal(len(port.data), name="params_word")
+        m.d.sync += word.eq(port.data)
+        return word, fields, uniform
 
-    def _tail(self, m: Module, q: ChannelQuant, lanes: int, s1, dots, params_data, fields: int, uniform: bool):
-        """Stages 2.. from the stage-1 signals ``s1`` (valid, first, last, final) and per-lane dot products."""
-        v2, first2, last2, final2 = (Signal(name=f"{n}2") for n in ("valid", "first", "last", "final"))
-        m.d.sync += [v2.eq(s1["valid"]), first2.eq(s1["first"]), last2.eq(s1["last"]), final2.eq(s1["final"])]
-        params2 = Signal(len(params_data), name="params2")
-        m.d.sync += params2.eq(params_data)
+    def _tail(self, m: Module, q: ChannelQuant, lanes: int, s2, dots, lag: int, pindex, groups: int):
+        """Accumulate, requantize and write: the stage-2 flags ``s2`` (valid, first, last, final) delayed
+        ``lag`` stages to meet ``dots``; ``pindex`` the parameter ROM's row at stage 0."""
+        params, fields, uniform = self._params_rom(m, q, groups, lanes, pindex, lag)
+        v, first, last, final = (delay(m, s2[n], lag, f"{n}_d") for n in ("valid", "first", "last", "final"))
         rq = Requantizer(
             lanes,
             zero_point=q.zp_out,
@@ -475,14 +627,13 @@ class _MacLayer(LayerComponent):
         m.submodules.requant = rq
         accs = []
         for k in range(lanes):
-            dot2 = Signal(signed(32), name=f"dot2_{k}")
-            m.d.sync += dot2.eq(dots[k])
+            p = params[k * fields : (k + 1) * fields]
             acc = Signal(signed(32), name=f"acc_{k}")
-            acc_next = wrap32(Mux(first2, 0, acc) + dot2)
-            with m.If(v2):
+            # the bias starts the sum (int32 wraps, so the order of the additions does not matter)
+            acc_next = share(wrap32(Mux(first, p[:32].as_signed(), acc) + dots[k]), f"acc_next_{k}")
+            with m.If(v):
                 m.d.sync += acc.eq(acc_next)
-            p = params2[k * fields : (k + 1) * fields]
-            accs.append(wrap32(acc_next + p[:32].as_signed()))
+            accs.append(acc_next)
             if not uniform:
                 m.d.comb += [
                     rq.i_mult[31 * k : 31 * (k + 1)].eq(p[32:63]),
@@ -490,7 +641,7 @@ class _MacLayer(LayerComponent):
                     rq.i_right[5 * k : 5 * (k + 1)].eq(p[68:73]),
                 ]
 
-        m.d.comb += [rq.i_valid.eq(v2 & last2), rq.i_acc.eq(Cat(*accs)), rq.i_tag.eq(final2)]
+        m.d.comb += [rq.i_valid.eq(v & last), rq.i_acc.eq(Cat(*accs)), rq.i_tag.eq(final)]
         _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
 
 
@@ -520,15 +671,30 @@ def _started_loop(m: Module, start, dims: list, nest=None) -> tuple[object, dict
     return run, ctrs, all_max
 
 
+def window_lag(win: Window) -> int:
+    """Cycles :func:`_window_run` registers the input address for: 1 where it takes arithmetic (a window
+    over an image: products of the counters and the sizes, bounds compares), 0 for a window of one tap
+    over one pixel (fully connected), whose address is a counter."""
+    trivial = win.h == win.w == win.kh == win.kw == 1 and not any(win.pads)
+    return 0 if trivial else 1
+
+
 def _window_run(m: Module, comp: LayerComponent, dims: list[tuple[str, int]], lanes: int):
     """The loop nest of a windowed layer over ``dims``, from ``start`` to its last step, reading the current tap.
 
-    Returns ``run``, the counters, the last-step flag and whether the tap is inside the image.
+    Returns ``run``, the counters, the last-step flag and whether the tap is inside the image, all as
+    of the cycle the address reaches the buffer: :func:`window_lag` cycles after the counters, so the
+    address arithmetic and the bounds compares have a cycle of their own.
     """
     run, ctrs, all_max = _started_loop(m, comp.start, dims)
     addr, inside = _window_addresses(m, comp.win, ctrs, comp.in_ports[0], lanes)
-    m.d.comb += comp.rd0_addr.eq(addr)
-    return run, ctrs, all_max, inside
+    lag = window_lag(comp.win)
+    if not lag:
+        m.d.comb += comp.rd0_addr.eq(addr)
+        return run, ctrs, all_max, inside
+    m.d.sync += comp.rd0_addr.eq(addr)
+    ctrs = {k: v if isinstance(v, Const) else delay(m, v, lag, f"{k}_lag") for k, v in ctrs.items()}
+    return delay(m, run, lag, "run_lag"), ctrs, delay(m, all_max, lag, "last_lag"), delay(m, inside, lag, "in_lag")
 
 
 class _ChannelWindow:
@@ -576,8 +742,6 @@ class Conv2d(_MacLayer):
     See :class:`LayerComponent` for the ports.
     """
 
-    latency = 2 + Requantizer.latency + 1
-
     def __init__(self, win: Window, weights: np.ndarray, q: ChannelQuant, *, pe: int, simd: int, inp, out):
         super().__init__([inp], out)
         self.win, self.q, self.pe, self.simd = win, q, pe, simd
@@ -587,6 +751,15 @@ class Conv2d(_MacLayer):
     def steps(self) -> int:
         w = self.win
         return w.n * w.oh * w.ow * (self.o // self.pe) * w.kh * w.kw * (w.c // self.simd)
+
+    def _weight_depth(self) -> int:
+        w = self.win
+        return (self.o // self.pe) * w.kh * w.kw * (w.c // self.simd)
+
+    @property
+    def latency(self) -> int:
+        operands = self.operand_stage(8 * self.pe * self.simd, self._weight_depth())
+        return self.mac_latency(self.simd, operands) + window_lag(self.win)
 
     def _weight_words(self) -> list[int]:
         w, pe, simd = self.win, self.pe, self.simd
@@ -617,15 +790,10 @@ class Conv2d(_MacLayer):
                 first = first & (ctrs[name] == 0)
                 last = last & ctrs[f"{name}_max"]
 
-            wport = self._weight_rom(m, run, self._weight_words(), 8 * pe * simd)
-            pport, fields, uniform = self._params_rom(m, self.q, self.o // pe, pe)
-            m.d.comb += pport.addr.eq(ctrs["og"])
-            s1, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, simd)
-            dots = []
-            for p in range(pe):
-                prods = [xs[s] * lane(wport.data, p * simd + s) for s in range(simd)]
-                dots.append(tree_sum(prods))
-            self._tail(m, self.q, pe, s1, dots, pport.data, fields, uniform)
+            wdata = self._weight_rom(m, run, self._weight_words(), 8 * pe * simd)
+            s2, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, simd)
+            dots, lag = self._dots(m, xs, wdata, pe, simd)
+            self._tail(m, self.q, pe, s2, dots, lag, ctrs["og"], self.o // pe)
             return m
 
 
@@ -653,12 +821,18 @@ class DepthwiseConv2d(_ChannelWindow, _MacLayer):
     See :class:`LayerComponent` for the ports.
     """
 
-    latency = 2 + Requantizer.latency + 1
-
     def __init__(self, win: Window, weights: np.ndarray, q: ChannelQuant, *, lanes: int, inp, out):
         super().__init__([inp], out)
         self.win, self.q, self.lanes = win, q, lanes
         self.weights = np.asarray(weights, dtype=np.int8).reshape(win.kh, win.kw, win.c)
+
+    def _weight_depth(self) -> int:
+        w = self.win
+        return w.kh * w.kw * (w.c // self.lanes)
+
+    @property
+    def latency(self) -> int:
+        return self.mac_latency(1, self.operand_stage(8 * self.lanes, self._weight_depth())) + window_lag(self.win)
 
     def elaborate(self, platform):
         m = Module()
@@ -668,12 +842,10 @@ class DepthwiseConv2d(_ChannelWindow, _MacLayer):
             run, ctrs, all_max, inside, first, last = self._window_loop(m)
             groups = w.c // lanes
             arr = self.weights.reshape(w.kh * w.kw, groups, lanes).transpose(1, 0, 2).reshape(-1, lanes)
-            wport = self._weight_rom(m, run, pack_words(arr, 8), 8 * lanes)
-            pport, fields, uniform = self._params_rom(m, self.q, groups, lanes)
-            m.d.comb += pport.addr.eq(ctrs["cw"] * ratio + ctrs["g"])
-            s1, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, lanes)
-            dots = [xs[k] * lane(wport.data, k) for k in range(lanes)]
-            self._tail(m, self.q, lanes, s1, dots, pport.data, fields, uniform)
+            wdata = self._weight_rom(m, run, pack_words(arr, 8), 8 * lanes)
+            s2, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, lanes)
+            dots, lag = self._dots(m, xs, wdata, lanes, 1, shared=False)
+            self._tail(m, self.q, lanes, s2, dots, lag, ctrs["cw"] * ratio + ctrs["g"], groups)
             return m
 
 
@@ -706,13 +878,16 @@ class Pool2d(_ChannelWindow, LayerComponent):
     See :class:`LayerComponent` for the ports.
     """
 
-    latency = 2 + 2 + 1
-
     def __init__(self, win: Window, *, kind: str, lo: int, hi: int, lanes: int, inp, out):
         super().__init__([inp], out)
         if kind not in ("avg", "max"):
             raise ValueError(f"pool kind must be avg or max, not {kind!r}")
         self.win, self.kind, self.lo, self.hi, self.lanes = win, kind, int(lo), int(hi), lanes
+
+    @property
+    def latency(self) -> int:
+        # the read and its register, the window's sum or max, the divide or clamp, done
+        return 2 + 2 + 1 + window_lag(self.win)
 
     def elaborate(self, platform):
 
@@ -725,7 +900,11 @@ class Pool2d(_ChannelWindow, LayerComponent):
             g1 = Signal(range(max(ratio, 2)))
             m.d.sync += [v1.eq(run), first1.eq(first), last1.eq(last), final1.eq(all_max), in1.eq(inside)]
             m.d.sync += g1.eq(ctrs["g"])
-            xword = self.rd0_data.word_select(g1, 8 * lanes) if ratio > 1 else self.rd0_data
+            xword = _word2(m, self.rd0_data, g1, ratio, lanes)
+            v1, first1, last1, final1, in1 = (
+                delay(m, s_, 1, n) for s_, n in ((v1, "v1r"), (first1, "first1r"), (last1, "last1r"),
+                                                  (final1, "final1r"), (in1, "in1r"))
+            )  # fmt: skip
 
             taps = w.kh * w.kw
             cnt = Signal(range(taps + 1))
@@ -805,7 +984,8 @@ class Add(LayerComponent):
 
     Both inputs are offset, shifted left 20 bits, rescaled onto twice the
     larger input scale by Q31 multipliers (double rounding each), summed and
-    rescaled to the output; six pipeline stages, constant multipliers.
+    rescaled to the output, with constant multipliers; fourteen pipeline
+    stages to the write, each at most one multiplier or one carry chain deep.
 
     ``const`` makes one operand a constant: ``(side, words)``, side 0 (a) or
     1 (b), its int8 values broadcast over the output in ``lanes``-lane words
@@ -815,7 +995,9 @@ class Add(LayerComponent):
     See :class:`LayerComponent` for the ports (two inputs, or one with ``const``).
     """
 
-    latency = 1 + 6
+    # read and register, offset, (rescale, rounded shift) for the inputs then for the sum, the sum,
+    # compare and clamp, done
+    latency = 2 + 1 + 2 * (SRDHM_STAGES + 1) + 1 + 2 + 1
 
     def __init__(self, size: int, q: AddQuant, *, lanes: int, in_a, in_b, out, const=None):
         super().__init__([port for port in (in_a, in_b) if port is not None], out)
@@ -830,19 +1012,11 @@ class Add(LayerComponent):
         with sharing(m):
             q, lanes = self.q, self.lanes
             run, last, readers = _stream_run(m, self, self.steps(), lanes)
-            valid = [Signal(name=f"v{i}") for i in range(7)]
-            final = [Signal(name=f"f{i}") for i in range(7)]
-            m.d.sync += [valid[0].eq(run), final[0].eq(run & last)]
-            for i in range(1, 7):
-                m.d.sync += [valid[i].eq(valid[i - 1]), final[i].eq(final[i - 1])]
+            stages = self.latency - 1  # to the write; done follows it
+            valid, final = delay(m, run, stages, "v"), delay(m, run & last, stages, "f")
             g1 = [Signal(range(max(r.ratio, 2)), name=f"g1_{k}") for k, r in enumerate(readers)]
             m.d.sync += [g1[k].eq(r.group) for k, r in enumerate(readers)]
-            words = [
-                getattr(self, f"rd{k}_data").word_select(g1[k], 8 * lanes)
-                if r.ratio > 1
-                else getattr(self, f"rd{k}_data")
-                for k, r in enumerate(readers)
-            ]
+            words = [getattr(self, f"rd{k}_data") for k in range(len(readers))]
             if self.const is not None:
                 side, cwords = self.const
                 cport = rom_port(m, self, "const", 8 * lanes, cwords)
@@ -851,28 +1025,46 @@ class Add(LayerComponent):
                     m.d.sync += caddr.eq(Mux(last | (caddr == len(cwords) - 1), 0, caddr + 1))
                 m.d.comb += cport.addr.eq(caddr)
                 words.insert(side, cport.data)
+                g1.insert(side, None)
+            # 2: the words registered as they came from the block RAMs (no logic behind a clock-to-out)
+            words2 = []
+            for k, (word, g) in enumerate(zip(words, g1)):
+                w2 = delay(m, word, 1, f"word{k}")
+                words2.append(
+                    w2 if g is None or len(w2) == 8 * lanes else w2.word_select(delay(m, g, 1, f"g{k}"), 8 * lanes)
+                )
             outs = []
             for i in range(lanes):
-                a = (lane(words[0], i) - q.zp_a) << q.left_shift
-                b = (lane(words[1], i) - q.zp_b) << q.left_shift
-                ab_a, ab_b = Signal(signed(64), name=f"pa_{i}"), Signal(signed(64), name=f"pb_{i}")
-                h_a, h_b = Signal(signed(32), name=f"ha_{i}"), Signal(signed(32), name=f"hb_{i}")
-                raw = Signal(signed(32), name=f"raw_{i}")
-                ab_o = Signal(signed(64), name=f"po_{i}")
-                h_o = Signal(signed(32), name=f"ho_{i}")
-                y = Signal(signed(8), name=f"y_{i}")
-                m.d.sync += [
-                    ab_a.eq(srdhm_product(wrap32(a), q.m_a)),
-                    ab_b.eq(srdhm_product(wrap32(b), q.m_b)),
-                    h_a.eq(srdhm_finish(ab_a)),
-                    h_b.eq(srdhm_finish(ab_b)),
-                    raw.eq(wrap32(rounding_divide_by_pot(h_a, -q.e_a) + rounding_divide_by_pot(h_b, -q.e_b))),
-                    ab_o.eq(srdhm_product(raw, q.m_out)),
-                    h_o.eq(srdhm_finish(ab_o)),
-                    y.eq(clamp(rounding_divide_by_pot(h_o, -q.e_out) + q.zp_out, q.lo, q.hi)),
-                ]
+                # 3: offset and shifted; 4-6: rescaled onto twice the larger input scale; 7: rounded shifts
+                parts = []
+                for word, zp, mult, e, name in (
+                    (words2[0], q.zp_a, q.m_a, q.e_a, "a"),
+                    (words2[1], q.zp_b, q.m_b, q.e_b, "b"),
+                ):
+                    x3 = Signal(signed(32), name=f"{name}3_{i}")
+                    m.d.sync += x3.eq(wrap32((lane(word, i) - zp) << q.left_shift))
+                    h6 = pipelined_srdhm(m, x3, mult, f"{name}_srdhm_{i}")
+                    quo, up = rounding_divide_by_pot_parts(h6, -e)
+                    q7, up7 = Signal(signed(32), name=f"{name}q7_{i}"), Signal(name=f"{name}up7_{i}")
+                    m.d.sync += [q7.eq(quo), up7.eq(up if up is not None else 0)]
+                    parts += [q7, up7]
+                # 8: the sum; 9-11: rescaled to the output; 12: rounded shift; 13: compared; 14: clamped
+                raw8 = Signal(signed(32), name=f"raw8_{i}")
+                m.d.sync += raw8.eq(wrap32(parts[0] + parts[1] + parts[2] + parts[3]))
+                h11 = pipelined_srdhm(m, raw8, q.m_out, f"o_srdhm_{i}")
+                quo, up = rounding_divide_by_pot_parts(h11, -q.e_out)
+                q12, up12 = Signal(signed(32), name=f"q12_{i}"), Signal(name=f"up12_{i}")
+                m.d.sync += [q12.eq(quo), up12.eq(up if up is not None else 0)]
+                below, above, in13 = (
+                    Signal(name=f"below13_{i}"),
+                    Signal(name=f"above13_{i}"),
+                    Signal(8, name=f"in13_{i}"),
+                )
+                m.d.sync += Cat(below, above, in13).eq(Cat(*clamp_offset(q12, up12, q.zp_out, q.lo, q.hi)))
+                y = Signal(signed(8), name=f"y14_{i}")
+                m.d.sync += y.eq(clamp_select(below, above, in13, q.lo, q.hi))
                 outs.append(y)
-            _Writer(m, self, lanes, self.out_port, valid[6], Cat(*outs), final[6])
+            _Writer(m, self, lanes, self.out_port, valid, Cat(*outs), final)
             return m
 
 
@@ -885,7 +1077,7 @@ class Requantize(LayerComponent):
     See :class:`LayerComponent` for the ports.
     """
 
-    latency = 1 + Requantizer.latency + 1
+    latency = 2 + Requantizer.latency + 1
 
     def __init__(self, size: int, *, zp_in: int, mult: int, shift: int, zp_out: int, lo: int, hi: int, lanes, inp, out):
         super().__init__([inp], out)
@@ -904,7 +1096,8 @@ class Requantize(LayerComponent):
             v1, f1 = Signal(), Signal()
             g1 = Signal(range(max(reader.ratio, 2)))
             m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group)]
-            word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+            word = _word2(m, self.rd0_data, g1, reader.ratio, lanes)
+            v2, f2 = delay(m, v1, 1, "v2"), delay(m, f1, 1, "f2")
             rq = Requantizer(
                 lanes, zero_point=self.zp_out, lo=self.lo, hi=self.hi, const_params=(self.mult, self.shift)
             )
@@ -915,7 +1108,7 @@ class Requantize(LayerComponent):
                 d = Signal(signed(32), name=f"x_{i}")
                 m.d.comb += d.eq(lane(word, i) - self.zp_in)
                 offsets.append(d)
-            m.d.comb += [rq.i_valid.eq(v1), rq.i_tag.eq(f1), rq.i_acc.eq(Cat(*offsets))]
+            m.d.comb += [rq.i_valid.eq(v2), rq.i_tag.eq(f2), rq.i_acc.eq(Cat(*offsets))]
             _Writer(m, self, lanes, self.out_port, rq.o_valid, rq.o_data, rq.o_tag[0])
             return m
 
@@ -930,7 +1123,7 @@ class Lookup(LayerComponent):
     See :class:`LayerComponent` for the ports.
     """
 
-    latency = 1 + 1 + 1
+    latency = 2 + 1 + 1
 
     def __init__(self, size: int, table: np.ndarray, *, lanes: int, inp, out):
         super().__init__([inp], out)
@@ -946,10 +1139,11 @@ class Lookup(LayerComponent):
         m = Module()
         lanes = self.lanes
         run, last, (reader,) = _stream_run(m, self, self.steps(), lanes)
-        v1, f1, v2, f2 = Signal(), Signal(), Signal(), Signal()
+        v1, f1 = Signal(), Signal()
         g1 = Signal(range(max(reader.ratio, 2)))
-        m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group), v2.eq(v1), f2.eq(f1)]
-        word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+        m.d.sync += [v1.eq(run), f1.eq(run & last), g1.eq(reader.group)]
+        word = _word2(m, self.rd0_data, g1, reader.ratio, lanes)
+        v3, f3 = delay(m, v1, 2, "v"), delay(m, f1, 2, "f")  # the table's word arrives in stage 3
         outs = []
         for i in range(lanes):
             rom = Memory(shape=unsigned(8), depth=256, init=self.table)
@@ -957,7 +1151,7 @@ class Lookup(LayerComponent):
             port = rom.read_port()
             m.d.comb += port.addr.eq(word[8 * i : 8 * i + 8])
             outs.append(port.data)
-        _Writer(m, self, lanes, self.out_port, v2, Cat(*outs), f2)
+        _Writer(m, self, lanes, self.out_port, v3, Cat(*outs), f3)
         return m
 
 
@@ -979,8 +1173,13 @@ class Softmax(LayerComponent):
         self.rows, self.length, self.lo, self.hi = rows, length, int(lo), int(hi)
         self.exp_table = np.asarray(exp_table, dtype=np.int64)  # index: max - x (0..255)
 
+    #: the done pulse after the last write
+    latency = 1
+
     def steps(self) -> int:
-        return self.rows * (3 * (self.length + 3) + 10)
+        # per row: passes of length + 2 (max), + 3 (sum) and + 3 (output) cycles, and nine control
+        # states (normalize, seed, three Newton-Raphson steps of two, scale)
+        return self.rows * (3 * self.length + 17)
 
     def elaborate(self, platform):
         m = Module()
@@ -1106,7 +1305,7 @@ class Pad(LayerComponent):
     See :class:`LayerComponent` for the ports.
     """
 
-    latency = 1 + 1
+    latency = 2 + 1
 
     def __init__(self, in_shape, pads, fill: int, *, lanes: int, inp, out):
         super().__init__([inp], out)
@@ -1144,9 +1343,10 @@ class Pad(LayerComponent):
         v1, f1, in1 = Signal(), Signal(), Signal()
         g1 = Signal(range(max(reader.ratio, 2)))
         m.d.sync += [v1.eq(run), f1.eq(run & all_max), in1.eq(inside), g1.eq(reader.group)]
-        word = self.rd0_data.word_select(g1, 8 * lanes) if reader.ratio > 1 else self.rd0_data
+        word = _word2(m, self.rd0_data, g1, reader.ratio, lanes)
+        v2, f2, in2 = (delay(m, x, 1, n) for x, n in ((v1, "v2"), (f1, "f2"), (in1, "in2")))
         fill = Const(self.fill & 0xFF, 8).replicate(lanes)
-        _Writer(m, self, lanes, self.out_port, v1, Mux(in1, word, fill), f1)
+        _Writer(m, self, lanes, self.out_port, v2, Mux(in2, word, fill), f2)
         return m
 
 
@@ -1186,7 +1386,7 @@ class Concat(LayerComponent):
     See :class:`LayerComponent` for the ports (one per distinct input).
     """
 
-    latency = 1 + 1 + 1
+    latency = 2 + 1 + 1
 
     def __init__(self, outer: int, parts: list[ConcatPart], tables, *, lanes: int, inputs, out):
         super().__init__(list(inputs), out)
@@ -1243,34 +1443,35 @@ class Concat(LayerComponent):
             m.d.comb += getattr(self, f"rd{q}_addr").eq(_by_index(k, dict(mine), default=0))
         group_now = Signal(range(max(*(p.word_lanes // lanes for p in self.in_ports), 2)), name="group_now")
         m.d.comb += group_now.eq(_by_index(k, groups))
-        # stage 1: the word read for the active part, its lane group selected
+        # stage 1: the words arrive; stage 2: registered as they came (no logic behind a block RAM's
+        # clock-to-out), the active part's lane group selected
         v1, f1 = Signal(), Signal()
         k1 = Signal.like(k)
         g1 = Signal.like(group_now)
         m.d.sync += [v1.eq(run), f1.eq(run & final), k1.eq(k), g1.eq(group_now)]
+        k2, g2 = delay(m, k1, 1, "k2"), delay(m, g1, 1, "g2")
+        data2 = [delay(m, getattr(self, f"rd{q}_data"), 1, f"word{q}") for q in range(len(self.in_ports))]
         picked = []
         for part in parts:
-            data = getattr(self, f"rd{part.port}_data")
             ratio = self.in_ports[part.port].word_lanes // lanes
-            picked.append(data.word_select(g1, 8 * lanes) if ratio > 1 else data)
+            picked.append(data2[part.port].word_select(g2, 8 * lanes) if ratio > 1 else data2[part.port])
         sel = Signal(8 * lanes, name="sel")
-        row1 = Signal(range(max(len(self.tables) if self.tables is not None else 1, 2)), name="row1")
-        m.d.comb += [sel.eq(_by_index(k1, picked)), row1.eq(_by_index(k1, [part.row for part in parts]))]
-        # stage 2: the table lookup (a synchronous ROM per lane), or the bytes registered
-        v2, f2 = Signal(), Signal()
-        m.d.sync += [v2.eq(v1), f2.eq(f1)]
+        row2 = Signal(range(max(len(self.tables) if self.tables is not None else 1, 2)), name="row2")
+        m.d.comb += [sel.eq(_by_index(k2, picked)), row2.eq(_by_index(k2, [part.row for part in parts]))]
+        # stage 3: the table lookup (a synchronous ROM per lane), or the bytes registered
+        v3, f3 = delay(m, v1, 2, "v"), delay(m, f1, 2, "f")
         if self.tables is None:
-            out2 = Signal(8 * lanes, name="out2")
-            m.d.sync += out2.eq(sel)
+            out3 = Signal(8 * lanes, name="out3")
+            m.d.sync += out3.eq(sel)
         else:
             words = [int(v) & 0xFF for v in self.tables.reshape(-1)]
             outs = []
             for i in range(lanes):
                 port = rom_port(m, self, f"table_{i}", 8, words)
-                m.d.comb += port.addr.eq(Cat(sel[8 * i : 8 * i + 8], row1))
+                m.d.comb += port.addr.eq(Cat(sel[8 * i : 8 * i + 8], row2))
                 outs.append(port.data)
-            out2 = Cat(*outs)
-        _Writer(m, self, lanes, self.out_port, v2, out2, f2)
+            out3 = Cat(*outs)
+        _Writer(m, self, lanes, self.out_port, v3, out3, f3)
         return m
 
 
@@ -1295,5 +1496,7 @@ __all__ = [
     "Window",
     "hex_lines",
     "pack_words",
+    "pipelined_rom",
+    "rom_latency",
     "rom_port",
 ]

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """From a quantized graph (or Program) to one streaming Amaranth design.
 
 :class:`FpgaDesign` decides everything once, in Python: the layer order
@@ -392,7 +393,7 @@ def _softmax_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
     def build(ins, out):
         return hw.Softmax(rows, length, table, lo=-128, hi=127, inp=ins[0], out=out)
 
-    steps = rows * (3 * (length + 3) + 10)  # three passes and ten control states per row
+    steps = rows * (3 * length + 17)  # three passes and nine control states per row (Softmax.steps)
     return Layer(node, "softmax", [node.inputs[0]], node.outputs[0], 1, 1, 0, [1], 1, build, steps)
 
 
@@ -613,6 +614,7 @@ class FpgaDesign(wiring.Component):
         self.liveness = analyze(g, [by_name[n] for n in order], inplace=False)
         self.alias: dict[str, str] = {v: r for v, r in self.liveness.value_buffer.items() if v != r}
         self.layers: list[Layer] = []
+        self._fill: dict[int, tuple[Layer, int]] = {}  # fill() by id(layer); the fold asks on every step
         explicit_all = parallelism if isinstance(parallelism, dict) else {}
         default = explicit_all.get("default", "latency") if isinstance(parallelism, dict) else parallelism
         p = PRESETS.get(default, default) if isinstance(default, str) else default
@@ -756,8 +758,17 @@ class FpgaDesign(wiring.Component):
                     free.append(self.buffer_of[v])
 
     # reports ------------------------------------------------------------------------------
+    def fill(self, layer: Layer) -> int:
+        """Cycles a layer runs beyond its loop steps: the cycle of its start pulse and its pipeline's
+        latency (from the last loop step to ``done``). Builds the layer's component to ask it (the
+        first line of this file keeps Amaranth from warning that the component is never elaborated)."""
+        if id(layer) not in self._fill:
+            self._fill[id(layer)] = (layer, 1 + layer.build(*self._ports(layer)).latency)
+        return self._fill[id(layer)][1]
+
     def layer_table(self) -> list[dict[str, Any]]:
-        """Per layer: op, PE, SIMD, MACs, loop steps and the ideal cycles ``MACs / (PE * SIMD)``."""
+        """Per layer: op, PE, SIMD, MACs, loop steps, the cycles beyond them (:meth:`fill`) and the ideal
+        cycles ``MACs / (PE * SIMD)``."""
         rows = []
         for i, layer in enumerate(self.layers):
             rows.append(
@@ -769,6 +780,7 @@ class FpgaDesign(wiring.Component):
                     "simd": layer.simd,
                     "macs": layer.macs,
                     "steps": layer.steps,
+                    "fill": self.fill(layer),
                     "ideal_cycles": layer.macs / (layer.pe * layer.simd) if layer.macs else None,
                 }
             )

@@ -8,9 +8,9 @@ can hold — is skipped) while the estimate fits the device. With
 ``latency_us`` it stops as soon as the latency is met; without (``--fit``) it
 goes on until no layer can be raised within the device: the fastest design
 the greedy finds. Latency follows the design's execution, which is
-layer-sequential (:mod:`.design`): the sum of every layer's loop steps plus the
-beats that stream inputs in and outputs out, at the device's default clock
-(or ``clock_mhz``) — the cycle model ``build_fpga`` reports without simulation.
+layer-sequential (:mod:`.design`): the sum of every layer's loop steps and
+pipeline fill plus the beats that stream inputs in and outputs out, at the
+device's default clock (or ``clock_mhz``) — the cycle model ``build_fpga`` reports without simulation.
 
 The margin: LUTs and FFs may use 85 % of the device (:data:`MARGIN`), the rest
 left to the router and the packer; block RAMs and multipliers are counted
@@ -215,11 +215,11 @@ def estimate_buffers(design: FpgaDesign, family: str) -> Estimate:
 
 
 def cycles(design: FpgaDesign) -> int:
-    """The cycle model of ``build_fpga``'s report: every layer's loop steps (layers run in sequence) and
-    the beats streaming the inputs in and the outputs out."""
+    """The cycle model of ``build_fpga``'s report: every layer's loop steps and pipeline fill (layers run
+    in sequence; :meth:`FpgaDesign.fill`) and the beats streaming the inputs in and the outputs out."""
     streams = design.stream_info()
     beats = sum(s["beats"] for s in (*streams["inputs"], *streams["outputs"]))
-    return sum(layer.steps for layer in design.layers) + beats
+    return sum(layer.steps + design.fill(layer) for layer in design.layers) + beats
 
 
 # the fold ----------------------------------------------------------------------------------
@@ -351,7 +351,14 @@ def _too_small(design: FpgaDesign, dev: Device, per, total: Estimate, cap, over:
 def _report(design, dev: Device, mhz: float, per, bufs, total, cap, latency_us, raised: int) -> dict[str, Any]:
     cyc = cycles(design)
     layers = [
-        {"name": layer.name, "op": layer.kind, "pe": layer.pe, "simd": layer.simd, "cycles": layer.steps, **e.rounded()}
+        {
+            "name": layer.name,
+            "op": layer.kind,
+            "pe": layer.pe,
+            "simd": layer.simd,
+            "cycles": layer.steps + design.fill(layer),
+            **e.rounded(),
+        }
         for layer, e in zip(design.layers, per)
     ]
     cal = calibration(dev.family)

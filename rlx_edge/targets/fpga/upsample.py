@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 
-from rlx_edge.targets.fpga.arith import sharing, tree_sum
+from rlx_edge.targets.fpga.arith import sharing
 from rlx_edge.targets.fpga.components import (
     Conv2d,
     LayerComponent,
@@ -36,7 +36,7 @@ from rlx_edge.targets.fpga.components import (
     _started_loop,
     _Writer,
     lane,
-    rom_port,
+    pipelined_rom,
 )
 
 
@@ -232,6 +232,11 @@ class TransposeConv2d(Conv2d):
     def steps(self) -> int:
         return transpose_conv_steps(self.win, self.o, self.pe, self.simd)
 
+    @property
+    def latency(self) -> int:
+        # its address is not from _window_run: no lag
+        return self.mac_latency(self.simd, self.operand_stage(8 * self.pe * self.simd, self._weight_depth()))
+
     def elaborate(self, platform):
         m = Module()
         with sharing(m):
@@ -270,13 +275,11 @@ class TransposeConv2d(Conv2d):
             first = (ctrs["ty"] == 0) & (ctrs["tx"] == 0) & (ctrs["cw"] == 0) & (ctrs["g"] == 0)
             last = ctrs["ty_max"] & ctrs["tx_max"] & ctrs["cw_max"] & ctrs["g_max"]
 
-            wport = rom_port(m, self, "weights", 8 * pe * simd, self._weight_words())
+            waddr_port, wdata = pipelined_rom(m, self, "weights", 8 * pe * simd, self._weight_words())
             waddr = ((ctrs["og"] * w.kh + ky) * w.kw + kx) * (w.c // simd) + ctrs["cw"] * ratio + ctrs["g"]
             # a pixel no tap reaches reads word 0 (its input is zero; a ROM read out of range is X)
-            m.d.comb += wport.addr.eq(Mux(inside, waddr, 0))
-            pport, fields, uniform = self._params_rom(m, self.q, self.o // pe, pe)
-            m.d.comb += pport.addr.eq(ctrs["og"])
-            s1, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, simd)
-            dots = [tree_sum([xs[s] * lane(wport.data, p * simd + s) for s in range(simd)]) for p in range(pe)]
-            self._tail(m, self.q, pe, s1, dots, pport.data, fields, uniform)
+            m.d.comb += waddr_port.eq(Mux(inside, waddr, 0))
+            s2, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, simd)
+            dots, lag = self._dots(m, xs, wdata, pe, simd)
+            self._tail(m, self.q, pe, s2, dots, lag, ctrs["og"], self.o // pe)
             return m

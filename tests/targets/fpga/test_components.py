@@ -45,3 +45,7 @@ def test_component_bit_exact_on_icarus(op, tmp_path):
     # the bench really compared something: outputs came back with the reference's shapes
     assert all(o.shape[0] == 3 for o in res["outputs"])
     assert res["cycles"] > 0
+    # the cycle model (fold.cycles, build_fpga without simulation) is exact: loop steps, the start pulse
+    # and the component's declared pipeline latency
+    for row in res["per_layer"]:
+        assert row["cycles"] == row["steps"] + row["fill"], row
