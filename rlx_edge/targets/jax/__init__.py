@@ -16,6 +16,7 @@ from rlx_edge.targets.jax import (  # noqa: F401  (registration of the rules)
     rules_compare,
     rules_control,
     rules_conv,
+    rules_detection,
     rules_elementwise,
     rules_layout,
     rules_pool,
