@@ -74,21 +74,9 @@ detection_postprocess = defop(
 
 @detection_postprocess.infer
 def _infer(
-    boxes,
-    scores,
-    anchors,
-    *,
-    max_detections,
-    num_classes,
-    score_threshold,
-    iou_threshold,
-    use_regular_nms,
-    detections_per_class,
-    y_scale,
-    x_scale,
-    h_scale,
-    w_scale,
+    boxes, scores, anchors, *, max_detections, num_classes, iou_threshold, use_regular_nms, detections_per_class, **_
 ):
+    # the score threshold and the decoding scales shape nothing: any value is valid (``_`` takes them)
     op = "detection_postprocess"
     for name, t, rank in (("boxes", boxes, 3), ("scores", scores, 3), ("anchors", anchors, 2)):
         if t.dtype != DType.f32:
