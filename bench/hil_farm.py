@@ -1,6 +1,6 @@
 """The hil/ suite serially and under pytest-xdist over a local labgrid farm of QEMU places, in one run.
 
-    .venv/bin/python bench/hil_farm.py [--places 4] [-k EXPR]
+    .venv/bin/python bench/hil_farm.py [--places 4] [--inputs N] [-k EXPR]
 
 First ``pytest hil/`` as it runs by default (serially, one QEMU per test,
 boards qemu-mps2-an386 and qemu-mps2-an385), then ``pytest hil/ -n N --farm N``
@@ -8,8 +8,10 @@ boards qemu-mps2-an386 and qemu-mps2-an385), then ``pytest hil/ -n N --farm N``
 worker per place, the farm started and stopped by the run), then the same on
 places that are up before the run starts (``--places``, as a lab's
 coordinator and exporters are). Each run starts from an empty firmware cache (its own
-basetemp), so both build the same firmware. Records the wall time of each,
-their ratio, pass counts, which place ran how many tests, and the CPU time of
+basetemp), so both build the same firmware. ``--inputs N`` runs N inputs per
+model in both (a nightly campaign's size; hil/ splits the long campaigns into
+tests that the places of a board share). Records the wall time of each, their
+ratio, pass counts, which place ran how many tests, and the CPU time of
 each run (user + system of every process it started, QEMU included): CPU time
 close to wall time x cores means the run was CPU-bound, and more workers
 cannot make it faster on this host. Appends one JSON line to
@@ -85,8 +87,17 @@ def main() -> int:
     ap.add_argument("--places", type=int, default=4, help="QEMU places and xdist workers of the farm run")
     ap.add_argument("-k", default=None, help="pytest -k expression (both runs): a quick check of the script")
     ap.add_argument("--firmware-cache", type=Path, default=None, help="firmware built beforehand (both runs read it)")
+    ap.add_argument(
+        "--inputs",
+        type=int,
+        default=None,
+        help="inputs per model campaign (hil/'s --inputs; default: the suite's own, 5 for VWW and ResNet, "
+        "20 for AD and KWS)",
+    )
     args = ap.parse_args()
     extra = ["-k", args.k] if args.k else []
+    if args.inputs is not None:
+        extra += ["--inputs", str(args.inputs)]
     env = {k: v for k, v in os.environ.items() if k != "RLX_EDGE_CACHE"}
     if args.firmware_cache is not None:
         env["RLX_EDGE_CACHE"] = str(args.firmware_cache.resolve())
@@ -109,6 +120,7 @@ def main() -> int:
         {
             "places": args.places,
             "k": args.k,
+            "inputs": args.inputs,
             "cores": cores,
             "firmware": "prebuilt" if args.firmware_cache is not None else "built in each run",
             "loadavg_1m_before": round(load_before[0], 2),

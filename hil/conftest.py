@@ -26,7 +26,12 @@ failed. Without xdist the one process acquires every place.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
+import tempfile
+import threading
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +44,8 @@ from rlx_edge.boards import Board, get_board
 from rlx_edge.errors import RlxError
 
 DEFAULT_BOARDS = "qemu-mps2-an386,qemu-mps2-an385"
+# QemuFarm's own limit for each of its processes is 60 s; the three come up one after another at worst.
+FARM_START_TIMEOUT_S = 200.0
 _FARM_KEY = pytest.StashKey["_Farm | None"]()
 
 
@@ -57,6 +64,14 @@ def pytest_addoption(parser):
         default=None,
         help="labgrid places to run on, comma-separated (coordinator: --lg-coordinator or $LG_COORDINATOR); "
         "with -n N, one per xdist worker",
+    )
+    group.addoption(
+        "--inputs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="inputs per model campaign (default: each model's own, hil/test_mlperf_campaigns.py COUNTS); "
+        "large campaigns are split into tests of PER_TEST inputs that places run in parallel",
     )
     group.addoption(
         "--farm",
@@ -79,15 +94,36 @@ def board_definition(spec: str) -> Board:
 
 @dataclass(frozen=True)
 class _Farm:
-    """The places of this run: all of them (``places``: name -> board), and the ones this process holds."""
+    """The places of this run: all of them (``places``: name -> board), and the ones this process holds.
+
+    ``coordinator`` is empty while a ``--farm`` started by the controller is
+    still coming up: ``ready`` names the file it writes then (the address, or
+    why the farm did not start), which a worker waits for before its first test.
+    """
 
     coordinator: str
     places: dict[str, str]
     mine: tuple[str, ...]
+    ready: str | None = None
 
     @property
     def boards(self) -> list[str]:
         return list(dict.fromkeys(self.places.values()))
+
+    def address(self, timeout: float) -> str:
+        """The coordinator's address, once the farm is up (``pytest.fail`` if it did not come up)."""
+        if self.coordinator or self.ready is None:
+            return self.coordinator
+        ready = Path(self.ready)
+        deadline = time.monotonic() + timeout
+        while not ready.exists():
+            if time.monotonic() > deadline:
+                pytest.fail(f"hil: the QEMU farm did not come up within {timeout:g} s")
+            time.sleep(0.05)
+        state = json.loads(ready.read_text())
+        if "error" in state:
+            pytest.fail(f"hil: the QEMU farm did not start: {state['error']}")
+        return state["coordinator"]
 
 
 def _xdist_workers(config: pytest.Config) -> int:
@@ -105,10 +141,16 @@ def _lg_option(config: pytest.Config, name: str) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    inputs = config.getoption("--inputs")
+    if inputs is not None and inputs < 4:
+        # fewer would be the three edge inputs only (or part of them), no random one
+        raise pytest.UsageError(f"--inputs {inputs}: give at least 4 (3 edge inputs and at least 1 random one)")
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         spec = worker.get("hil_farm")
-        config.stash[_FARM_KEY] = None if spec is None else _Farm(spec["coordinator"], spec["places"], (spec["mine"],))
+        config.stash[_FARM_KEY] = (
+            None if spec is None else _Farm(spec["coordinator"], spec["places"], (spec["mine"],), spec["ready"])
+        )
         return
     names, farm_n, env = config.getoption("--places"), config.getoption("--farm"), _lg_option(config, "lg_env")
     if names is None and farm_n is None and env is None:
@@ -119,17 +161,33 @@ def pytest_configure(config: pytest.Config) -> None:
     from rlx_edge.hil.farm import require_labgrid
 
     n = _xdist_workers(config)
+    _share_cores(n)
     if farm_n is not None:
         _check_workers(farm_n, n)  # before a farm is started for nothing
     try:
         require_labgrid()
-        farm = _start_farm(config, farm_n) if farm_n is not None else _read_places(config, names, env)
+        farm = _start_farm(config, farm_n, n) if farm_n is not None else _read_places(config, names, env)
     except RlxError as e:
         raise pytest.UsageError(f"hil: {e}") from None
     _check_workers(len(farm.places), n)
     config.stash[_FARM_KEY] = farm
     if n:
         config.pluginmanager.register(_PlacesXdist(farm), "hil-places-xdist")
+
+
+def _share_cores(workers: int) -> None:
+    """Gives each xdist worker's BLAS its share of the cores (the workers inherit this environment).
+
+    The integer reference runs its convolutions as exact float64 GEMMs; with
+    one BLAS thread per core in every worker, N workers and their N QEMUs
+    oversubscribe the host and every campaign slows down. A value the user
+    set is kept.
+    """
+    if not workers:
+        return
+    share = str(max(1, (os.cpu_count() or 1) // (2 * workers)))  # half the cores: the other half run QEMU
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, share)
 
 
 def _check_workers(places: int, workers: int) -> None:
@@ -139,18 +197,43 @@ def _check_workers(places: int, workers: int) -> None:
         )
 
 
-def _start_farm(config: pytest.Config, n: int) -> _Farm:
+def _start_farm(config: pytest.Config, n: int, workers: int) -> _Farm:
     from rlx_edge.hil.farm import QemuFarm
 
     if n < 1:
         raise RlxError(f"--farm takes the number of QEMU places, at least 1, not {n}")
     specs = [s.strip() for s in config.getoption("--board").split(",") if s.strip()]
     qemu_farm = QemuFarm([specs[i % len(specs)] for i in range(n)])
-    qemu_farm.start()
-    # Stopped when pytest ends, after the workers (which release their places) are gone.
-    config.add_cleanup(qemu_farm.close)
     places = {p.name: p.board.name for p in qemu_farm.places}
-    return _Farm(qemu_farm.coordinator, places, tuple(places))
+    if not workers:
+        qemu_farm.start()
+        # Stopped when pytest ends.
+        config.add_cleanup(qemu_farm.close)
+        return _Farm(qemu_farm.coordinator, places, tuple(places))
+    # Under xdist the farm comes up while the workers start (both take seconds of Python imports);
+    # each worker waits for the ready file before its first test.
+    ready = Path(tempfile.mkdtemp(prefix="rlx-farm-ready-")) / "ready.json"
+
+    def start() -> None:
+        try:
+            qemu_farm.start()
+            state = {"coordinator": qemu_farm.coordinator}
+        except Exception as e:  # the workers fail their tests with this reason
+            state = {"error": str(e)}
+        ready.with_suffix(".tmp").write_text(json.dumps(state))
+        ready.with_suffix(".tmp").replace(ready)
+
+    starting = threading.Thread(target=start, name="hil-farm-start", daemon=True)
+    starting.start()
+
+    def stop() -> None:
+        # When pytest ends, after the workers (which release their places) are gone.
+        starting.join()
+        qemu_farm.close()
+        shutil.rmtree(ready.parent, ignore_errors=True)
+
+    config.add_cleanup(stop)
+    return _Farm("", places, tuple(places), str(ready))
 
 
 def _read_places(config: pytest.Config, names: str | None, env: str | None) -> _Farm:
@@ -179,10 +262,10 @@ def _read_places(config: pytest.Config, names: str | None, env: str | None) -> _
 
 
 def _board_of(nodeid: str, boards: Sequence[str]) -> str | None:
-    """The board a collected test runs on: hil_board is the first parameter of its id (None: not board-bound)."""
+    """The board a collected test runs on: hil_board is one parameter of its id (None: not board-bound)."""
     # rpartition: --dist loadgroup appends "@group" after the parameters.
     params = nodeid.partition("::")[2].partition("[")[2].rpartition("]")[0]
-    fits = [b for b in boards if params == b or params.startswith(f"{b}-")]
+    fits = [b for b in boards if f"-{b}-" in f"-{params}-"]
     return max(fits, key=len) if fits else None
 
 
@@ -196,7 +279,12 @@ class _PlacesXdist:
     def pytest_configure_node(self, node: Any) -> None:
         # A worker restarted after a crash takes the place its predecessor gave back (pytest_testnodedown).
         place = self.free.pop(0)
-        node.workerinput["hil_farm"] = {"coordinator": self.farm.coordinator, "places": self.farm.places, "mine": place}
+        node.workerinput["hil_farm"] = {
+            "coordinator": self.farm.coordinator,
+            "places": self.farm.places,
+            "mine": place,
+            "ready": self.farm.ready,
+        }
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         self.free.append(node.workerinput["hil_farm"]["mine"])
@@ -307,7 +395,7 @@ def _hil_places(request) -> Iterator[dict[str, HilPlace]]:
         return
     from rlx_edge.hil import _labgrid
 
-    session = _labgrid.Session(farm.coordinator)
+    session = _labgrid.Session(farm.address(FARM_START_TIMEOUT_S))
     acquired: list[str] = []
     try:
         held: dict[str, HilPlace] = {}
@@ -373,6 +461,11 @@ def firmware_cache(tmp_path_factory) -> Path:
     # $RLX_EDGE_CACHE, the library's own firmware cache, when the user names one
     # (a farm host whose firmware was built elsewhere); else the session's
     # directory, which tests/targets/cortexm uses too: a firmware built there in
-    # the same session is not built again here.
+    # the same session is not built again here. Under xdist the workers share
+    # the controller's directory (each image is built once, under a lock): two
+    # places of one board that run parts of one campaign need the same image.
     named = os.environ.get("RLX_EDGE_CACHE")
-    return Path(named) if named else tmp_path_factory.getbasetemp() / "fw"
+    if named:
+        return Path(named)
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "fw"

@@ -92,6 +92,10 @@ class _Daemon:
                 raise HilError(f"{Path(self.proc.args[2]).name} {what}:\n{text[-1500:]}")
             time.sleep(0.05)
 
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -163,14 +167,16 @@ class QemuFarm:
             coord = self._daemon(
                 "coordinator", [sys.executable, "-m", "labgrid.remote.coordinator", "-l", "127.0.0.1:0"], root
             )
-            port = coord.wait_for(r"listening on \S+:(\d+)", self.startup_timeout)[1]
-            self.coordinator = f"127.0.0.1:{port}"
             self.places = [QemuPlace(p.name, p.board, _free_tcp_port()) for p in self.places]
             cfg = root / "qemu-places.json"
             cfg.write_text(
                 json.dumps({"places": {p.name: {"board": p.board.name, "uart_port": p.uart_port} for p in self.places}})
             )
+            # Started before the coordinator is up: the two need nothing of each other, and each takes
+            # about a second of Python imports.
             server = self._daemon("qemu-places", [sys.executable, "-m", "rlx_edge.hil._qemu_places", str(cfg)], root)
+            port = coord.wait_for(r"listening on \S+:(\d+)", self.startup_timeout)[1]
+            self.coordinator = f"127.0.0.1:{port}"
             self._server_port = int(server.wait_for(r"listening (\d+)", self.startup_timeout)[1])
             self.exporter_config = root / "exporter.yaml"
             self.exporter_config.write_text(self.exporter_yaml())
@@ -223,9 +229,13 @@ class QemuFarm:
 
     def close(self) -> None:
         """Stops the exporter, the place server (and with it every QEMU) and the coordinator."""
-        for name in ("exporter", "qemu-places", "coordinator"):
-            d = self._daemons.pop(name, None)
-            if d is not None:
+        # The exporter and the place server stop at the same time (both told first), the coordinator
+        # after them: an exporter unregisters its places on the way out.
+        for group in (("exporter", "qemu-places"), ("coordinator",)):
+            daemons = [d for d in (self._daemons.pop(n, None) for n in group) if d is not None]
+            for d in daemons:
+                d.terminate()
+            for d in daemons:
                 d.stop()
         if self._tmp is not None:
             self._tmp.cleanup()

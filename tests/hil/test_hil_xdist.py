@@ -34,17 +34,31 @@ def _holders(farm: QemuFarm) -> dict[str, str | None]:
         s.close()
 
 
-def _hil(farm: QemuFarm, junit: Path, *args: str) -> subprocess.CompletedProcess:
-    places = ",".join(p.name for p in farm.places)
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "hil/test_link.py", "-n", "2"]
-    argv += ["--places", places, "--lg-coordinator", farm.coordinator, f"--junitxml={junit}", *args]
+def _pytest_hil(*args: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
-def test_each_worker_runs_its_boards_tests_on_its_own_place(farm, tmp_path):
+def _hil(farm: QemuFarm, junit: Path, *args: str) -> subprocess.CompletedProcess:
+    places = ",".join(p.name for p in farm.places)
+    return _pytest_hil(
+        "hil/test_link.py",
+        "-n",
+        "2",
+        "--places",
+        places,
+        "--lg-coordinator",
+        farm.coordinator,
+        f"--junitxml={junit}",
+        *args,
+    )
+
+
+def test_each_worker_runs_its_boards_tests_on_its_own_place(tmp_path):
+    # --farm: the run starts its own 2 places (while the workers start) and stops them at the end.
     junit = tmp_path / "hil.xml"
-    proc = _hil(farm, junit, "-k", "identity or reset")
+    proc = _pytest_hil("hil/test_link.py", "-n", "2", "--farm", "2", f"--junitxml={junit}", "-k", "identity or reset")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     cases = ET.parse(junit).getroot().iter("testcase")
     ran = {}
@@ -52,7 +66,7 @@ def test_each_worker_runs_its_boards_tests_on_its_own_place(farm, tmp_path):
         assert c.find("failure") is None and c.find("error") is None and c.find("skipped") is None, c.get("name")
         props = {p.get("name"): p.get("value") for p in c.iter("property")}
         ran[c.get("name")] = (props["hil_worker"], props["hil_place"])
-    m4, m3 = (p.name for p in farm.places)
+    m4, m3 = "rlx-qemu-m4-0", "rlx-qemu-m3-0"
     assert sorted(ran) == sorted(
         f"test_{t}[{b}]" for t in ("identity", "reset_command") for b in ("qemu-mps2-an386", "qemu-mps2-an385")
     )
@@ -61,7 +75,20 @@ def test_each_worker_runs_its_boards_tests_on_its_own_place(farm, tmp_path):
     workers = {place: {w for w, p in ran.values() if p == place} for place in (m4, m3)}
     assert len(workers[m4]) == len(workers[m3]) == 1 and workers[m4] != workers[m3], workers
     assert all(w.startswith("gw") for ws in workers.values() for w in ws)
-    assert _holders(farm) == {m4: None, m3: None}
+
+
+def test_a_long_campaign_is_split_into_tests_of_consecutive_inputs():
+    proc = _pytest_hil("hil/test_mlperf_campaigns.py", "--co", "--inputs", "20", "--board", "qemu-mps2-an386")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    ids = [line.partition("[")[2].rstrip("]") for line in proc.stdout.splitlines() if "::" in line]
+    # VWW at 5 inputs a test, ResNet at 10: the places of a board share them; AD and KWS stay whole
+    assert sorted(ids) == sorted(
+        [f"vww_96_int8-{k}of4-qemu-mps2-an386" for k in range(1, 5)]
+        + [f"pretrainedResnet_quant-{k}of2-qemu-mps2-an386" for k in range(1, 3)]
+        + ["ad01_int8-qemu-mps2-an386", "kws_ref_model-qemu-mps2-an386"]
+    ), ids
+    proc = _pytest_hil("hil/test_mlperf_campaigns.py", "--co", "--inputs", "3")
+    assert proc.returncode == 4 and "--inputs 3: give at least 4" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_a_worker_whose_place_is_taken_fails_and_leaves_it_alone(farm, tmp_path):

@@ -10,13 +10,15 @@ board's clock, baud rate and memory map come from :mod:`rlx_edge.boards`.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import math
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -392,13 +394,26 @@ def build_model_firmware(
         out = root / key
         elf = out / "firmware.elf"
         if not elf.exists():
-            project = out / "project"
-            if not project.exists():
-                staged = Path(tmp) / "project"
-                _ensure(out)
-                os.replace(staged, project)
-            os.replace(build_firmware(project, b, out / "build", opt=opt), elf)
+            # Processes sharing the cache (pytest-xdist workers, two campaigns) build each image once:
+            # the first to take the lock builds it, the others wait and find the ELF.
+            with _locked(_ensure(out) / ".lock"):
+                if not elf.exists():
+                    project = out / "project"
+                    if not project.exists():
+                        os.replace(Path(tmp) / "project", project)
+                    os.replace(build_firmware(project, b, out / "build", opt=opt), elf)
     return elf, info
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` for the duration (released also when the process dies)."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _ensure(p: Path) -> Path:
