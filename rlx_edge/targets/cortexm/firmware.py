@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import math
 import os
@@ -259,12 +260,34 @@ def _compile_objects(gcc: str, cflags: list[str], sources: list[Path], obj_dir: 
     kernels take most of a build, so the cores share them instead. The
     objects get fixed names (index and stem) so the map file, which lists
     them, is the same on every build.
+
+    A kernel (a source that includes only headers of its own directory, as
+    ``kernels/`` does) is compiled with its directory and the working
+    directory mapped out of the debug information, so its object depends on
+    nothing but the flags and the bytes compiled; such objects are kept in
+    ``objects/`` of the firmware cache (``$RLX_EDGE_CACHE``) and reused by
+    every later build: a model's firmware then compiles its own few files.
     """
     obj_dir.mkdir(parents=True, exist_ok=True)
     objects = [obj_dir / f"{k:02d}_{src.stem}.o" for k, src in enumerate(sources)]
+    store = _cache_root() / "objects"
 
     def one(k: int) -> None:
-        run_tool([gcc, *cflags, "-c", str(sources[k]), "-o", str(objects[k])], f"arm-none-eabi-gcc for {board}")
+        src, flags, key = sources[k], cflags, None
+        closure = None if any(f.startswith(("-include", "-imacros")) for f in cflags) else _local_closure(src)
+        if closure is not None:
+            # gcc tries the last map first: the source's directory before the working directory it may lie in
+            flags = [*cflags, f"-ffile-prefix-map={Path.cwd()}=.", f"-ffile-prefix-map={src.parent}={src.parent.name}"]
+            key = _object_key(gcc, [f for f in flags if not f.startswith(("-I", "-ffile-prefix-map="))], closure)
+            cached = store / f"{key}.o"
+            if cached.is_file():
+                shutil.copyfile(cached, objects[k])
+                return
+        run_tool([gcc, *flags, "-c", str(src), "-o", str(objects[k])], f"arm-none-eabi-gcc for {board}")
+        if key is not None:
+            staged = _ensure(store) / f".{key}.{os.getpid()}.{k}.o"
+            shutil.copyfile(objects[k], staged)
+            os.replace(staged, store / f"{key}.o")
 
     # the biggest sources first, so that no core is left with one large file at the end
     order = sorted(range(len(sources)), key=lambda k: -sources[k].stat().st_size)
@@ -272,6 +295,52 @@ def _compile_objects(gcc: str, cflags: list[str], sources: list[Path], obj_dir: 
         for f in [pool.submit(one, k) for k in order]:
             f.result()
     return objects
+
+
+_QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+_ANGLE_INCLUDE = re.compile(rb"^[ \t]*#[ \t]*include[ \t]*<([^>]+)>", re.MULTILINE)
+# The toolchain's own headers (their bytes come with the compiler's version); any other <...> header is
+# found on the -I path, whose contents the key does not hold.
+_TOOLCHAIN_HEADERS = frozenset(
+    "arm_acle.h assert.h float.h inttypes.h limits.h math.h stdarg.h stdbool.h stddef.h stdint.h stdio.h "
+    "stdlib.h string.h".split()
+)
+
+
+def _local_closure(src: Path) -> dict[str, bytes] | None:
+    """``src`` and every header it includes with quotes, transitively, by name -> bytes.
+
+    None when one of them is not in ``src``'s own directory (gcc looks there
+    first for a quoted include, so those are the files compiled) or one
+    includes a ``<...>`` header that is not the toolchain's: the source depends
+    on the project around it (``model.h``, a board header) and is not cached.
+    """
+    found: dict[str, bytes] = {}
+    todo = [src.name]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        path = src.parent / name
+        if "/" in name or not path.is_file():
+            return None
+        found[name] = path.read_bytes()
+        if any(m.decode(errors="replace") not in _TOOLCHAIN_HEADERS for m in _ANGLE_INCLUDE.findall(found[name])):
+            return None
+        todo += [m.decode(errors="replace") for m in _QUOTED_INCLUDE.findall(found[name])]
+    return found
+
+
+@functools.cache
+def _compiler_identity(gcc: str) -> str:
+    return f"{Path(gcc).resolve()} {run_tool([gcc, '--version'], 'arm-none-eabi-gcc --version').splitlines()[0]}"
+
+
+def _object_key(gcc: str, flags: list[str], closure: dict[str, bytes]) -> str:
+    digest = hashlib.sha256(_compiler_identity(gcc).encode() + b"\0" + "\0".join(flags).encode())
+    for name in sorted(closure):
+        digest.update(b"\0" + name.encode() + b"\0" + hashlib.sha256(closure[name]).digest())
+    return digest.hexdigest()[:24]
 
 
 def _write_linker_script(gen_dir: Path, board: Board) -> Path:
