@@ -242,7 +242,7 @@ def run_campaign(
     from rlx_edge.hil.flash import flash as flash_board
     from rlx_edge.hil.qemu import open_uart
     from rlx_edge.targets.cortexm import QemuBoard, build_model_firmware
-    from rlx_edge.targets.reference import run as reference_run
+    from rlx_edge.targets.reference import RunPlan
 
     t_start = time.monotonic()
     if count is not None and int(count) < 1:
@@ -264,9 +264,14 @@ def run_campaign(
             raise RlxError(f"{len(label_arr)} labels for {len(xs)} inputs")
         label_arr = label_arr[: len(xs)]
     if reference is None:
+        plan: list[RunPlan] = []
 
         def reference(x: np.ndarray) -> np.ndarray:
-            return reference_run(graph, {in_name: x})[out_name]
+            # One plan for the campaign (the integer parameters prepared and bound once), made on the
+            # first call: in the reference's thread, while the board boots.
+            if not plan:
+                plan.append(RunPlan(graph))
+            return plan[0]({in_name: x})[out_name]
 
     url = b.console.port
     if url is None and not b.is_qemu:
