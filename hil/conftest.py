@@ -126,6 +126,14 @@ class _Farm:
         return state["coordinator"]
 
 
+def _ready_coordinator(ready: str) -> str:
+    """The address a started farm wrote to ``ready``, or "" (not up yet, or it did not start)."""
+    try:
+        return json.loads(Path(ready).read_text()).get("coordinator", "")
+    except (OSError, ValueError):
+        return ""
+
+
 def _xdist_workers(config: pytest.Config) -> int:
     """How many xdist workers this (controller) process starts; 0 without xdist."""
     if config.getoption("dist", "no") == "no":
@@ -287,7 +295,28 @@ class _PlacesXdist:
         }
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.free.append(node.workerinput["hil_farm"]["mine"])
+        place = node.workerinput["hil_farm"]["mine"]
+        if error is not None:
+            # The worker died holding its place (a crash, os._exit, a kill): the coordinator keeps a place
+            # acquired until it is released, so the worker that replaces it could not acquire it.
+            self._release_for_the_dead(place)
+        self.free.append(place)
+
+    def _release_for_the_dead(self, place: str) -> None:
+        from rlx_edge.hil import _labgrid
+
+        coordinator = self.farm.coordinator or (_ready_coordinator(self.farm.ready) if self.farm.ready else "")
+        if not coordinator:
+            return
+        try:
+            session = _labgrid.Session(coordinator)
+            try:
+                if session.acquired_by(place) is not None:
+                    session.release(place)
+            finally:
+                session.close()
+        except Exception as e:  # best effort in an xdist hook: the replacement worker then says who holds it
+            warnings.warn(f"hil: releasing {place} after its worker died: {e}", stacklevel=1)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

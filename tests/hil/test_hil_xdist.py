@@ -7,6 +7,7 @@ that place's board, and releases the place when its session ends.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -109,3 +110,37 @@ def test_a_worker_whose_place_is_taken_fails_and_leaves_it_alone(farm, tmp_path)
 def test_places_and_workers_must_match(farm):
     proc = _hil(farm, Path(os.devnull), "-n", "3")
     assert proc.returncode == 4 and "2 places and 3 xdist workers" in proc.stderr, proc.stderr[-2000:]
+
+
+CRASHING_TESTS = """
+import os
+from pathlib import Path
+
+
+def test_dies_once(hil_board, hil_place):
+    marker = Path(os.environ["RLX_TEST_CRASH_MARKER"])
+    if not marker.exists():
+        marker.write_text("died holding its place")
+        os._exit(3)  # the worker dies with its place acquired
+
+
+def test_after_the_crash(hil_board, hil_place):
+    assert hil_place is not None
+"""
+
+
+def test_a_worker_that_dies_gives_its_place_to_the_one_that_replaces_it(farm, tmp_path):
+    # hil/'s conftest with two tests of its own: the first kills its worker once, the second then runs
+    # on a new worker, which must be able to acquire the same place.
+    shutil.copy(ROOT / "hil" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_crash.py").write_text(CRASHING_TESTS)
+    m4 = farm.places[0].name
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)]
+    argv += ["-n", "1", "--places", m4, "--lg-coordinator", farm.coordinator, "-k", "dies or after"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
+    env["RLX_TEST_CRASH_MARKER"] = str(tmp_path / "crashed")
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert (tmp_path / "crashed").exists(), out[-3000:]
+    assert "1 failed, 1 passed" in out and "test_dies_once" in out and "crashed" in out, out[-3000:]
+    assert _holders(farm)[m4] is None
