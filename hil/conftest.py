@@ -188,8 +188,7 @@ def _share_cores(workers: int) -> None:
 
     The integer reference runs its convolutions as exact float64 GEMMs; with
     one BLAS thread per core in every worker, N workers and their N QEMUs
-    oversubscribe the host and every campaign slows down. A value the user
-    set is kept.
+    would oversubscribe the host. A value the user set is kept.
     """
     if not workers:
         return
