@@ -28,7 +28,7 @@ from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.plan import Program
 from rlx_edge.pipeline import AS_GIVEN, to_program
 from rlx_edge.targets.cortexm._control import IF_KERNEL, WHILE_KERNEL, subgraph_programs
-from rlx_edge.targets.cortexm.rules import OPTIMIZE_LEVELS, Const, Layer, layer_for
+from rlx_edge.targets.cortexm.rules import OPTIMIZE_LEVELS, Const, Layer, Symbol, layer_for
 
 __all__ = ["CORES", "EmittedModel", "compile_project", "emit", "kernel_sources", "lower"]
 
@@ -106,6 +106,8 @@ def _render(value: Any, names: dict[str, str]) -> str:
         return "NULL"
     if isinstance(value, Const):
         return names[value.key]
+    if isinstance(value, Symbol):
+        return value.name
     if isinstance(value, dict):
         return "{" + ", ".join(f".{k} = {_render(v, names)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):

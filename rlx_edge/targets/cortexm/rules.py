@@ -58,6 +58,14 @@ class Const:
     key: str
 
 
+@dataclass(frozen=True)
+class Symbol:
+    """A C function named inside a struct initializer: the kernel instance a layer's parameters
+    select, so that the firmware links only the instances its layers name."""
+
+    name: str
+
+
 @dataclass
 class Layer:
     """What one scheduled node becomes in model.c.
@@ -284,22 +292,22 @@ def _gemm(graph: Graph, node: Node, params: Prepared, w2: np.ndarray, b: np.ndar
         "act_max": hi,
         "rq_mode": mode,
         "weights": Const("weights"),
-        "bias": Const("bias"),
-        "mult": Const("mult"),
-        "shift": Const("shift") if mode == 0 else None,
-        "rq_add": Const("rq_add") if mode != 0 else None,
+        "chan": Const("chan"),
     }
+    # one array per block of 4 rows, as the kernel walks it (rlx_nn.h): the 4 biases, then per
+    # row its multiplier and its shift (mode 0) or rq_add (an odd multiple of 2**(e-1) that
+    # holds the shift too, see fast_requant); the bytes of three per-channel arrays. A partial
+    # last block's missing rows get multiplier 0 and, in the fast form, rq_add 1 (e = 1): the
+    # kernel computes them too (and drops them) with no undefined shift
+    second = _pad4(rshift.astype(np.int32), ob * 4) if mode == 0 else np.ones(ob * 4, np.int32)
+    if mode != 0:
+        second[:o] = add
+    pairs = np.stack([_pad4(mult.astype(np.int32), ob * 4), second], axis=1)
+    chan = np.concatenate([_pad4(folded, ob * 4).reshape(ob, 4), pairs.reshape(ob, 8)], axis=1)
     consts = {
         "weights": gemm_weight_layout(w2),
-        "bias": _pad4(folded, ob * 4),
-        "mult": _pad4(mult.astype(np.int32), ob * 4),
+        "chan": np.ascontiguousarray(chan, dtype=np.int32).reshape(-1),
     }
-    # one array per channel besides the multiplier: the fast form's rq_add holds its shift too
-    # (an odd multiple of 2**(e-1), see fast_requant), the reference form's shift
-    if mode == 0:
-        consts["shift"] = _pad4(rshift.astype(np.int32), ob * 4)
-    else:
-        consts["rq_add"] = _pad4(add.astype(np.int32), ob * 4)
     return fields, consts, 2 * kq * 4 * 2  # two pixels of int16
 
 
@@ -379,11 +387,23 @@ def _dense_groups(wv: np.ndarray, groups: int) -> np.ndarray:
     return dense
 
 
+def _gemm2_instance(mode: int, out_c: int) -> str:
+    """The 4 x 2 GEMM instance (rlx_convolve_s8.c) of a convolution with requantization ``mode``
+    and ``out_c`` output channels: whole blocks of 4 rows run without row tests, and the int8
+    range (mode 2) saturates instead of clamping; a partial last block runs mode 2 as mode 1."""
+    if mode == 0:
+        return "rlx_gemm_2px_ref"
+    if out_c % 4:
+        return "rlx_gemm_2px_part"
+    return "rlx_gemm_2px_sat" if mode == 2 else "rlx_gemm_2px_clamp"
+
+
 def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: np.ndarray | None) -> Layer:
     """The convolution kernel's layer for weights ``wv`` [O, KH, KW, C] (the node's, or a depthwise's as dense)."""
     o, kh, kw, _ = wv.shape
     pads = params.pads
     gemm, consts, scratch = _gemm(graph, node, params, wv.reshape(o, -1), bv)
+    gemm["gemm2"] = Symbol(_gemm2_instance(gemm["rq_mode"], o))
     one_by_one = kh == 1 and kw == 1 and not any(pads)
     fields = {
         "gemm": gemm,

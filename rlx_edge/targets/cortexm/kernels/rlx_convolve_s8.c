@@ -29,8 +29,6 @@ RLX_INLINE int32_t rlx_slot(int32_t k, int32_t s)
     return 8 * (k >> 2) + ((k & 1) ? 4 : 0) + 2 * s + ((k >> 1) & 1);
 }
 
-#define RLX_GEMM_RQ(g) {(g)->rq_mode, (g)->out_zp, (g)->act_min, (g)->act_max, (g)->mult, (g)->shift, (g)->rq_add}
-
 /* Widen n int8 values of pixel slot s; the tail of the last quad is zero
  * (its weights are zero too, the value only has to be defined). */
 static void rlx_widen_row(const int8_t *src, int32_t n, int16_t *dst, int32_t k_quads, int32_t s)
@@ -334,93 +332,54 @@ RLX_INLINE int32_t rlx_even_end(int32_t even, int32_t odd)
     } while (0)
 #endif
 
-/* 4 output channels x 2 pixels per pass over the reduction; MODE is the
- * requantization's rq_mode, a constant in each instance below, so that its
- * tests fold away. */
-RLX_INLINE void rlx_gemm_2px_mode(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
-                                  int32_t mode)
+/* A block's per-channel constants (rlx_gemm_params.chan): 12 words, the 4 folded biases, then
+ * per row its multiplier and its shift (rq_mode 0) or rq_add (modes 1, 2). One pointer walks
+ * them with the weights, so the epilogue keeps fewer values live across the MAC asm. */
+#define RLX_CHAN_WORDS 12
+
+/* Accumulator of a row with constants m, r (rlx_gemm_params.chan) to its int8 output. Mode 2
+ * shifts by ctz(rq_add) and folds the last >> 1 into the saturation (SSAT with ASR #1). */
+RLX_INLINE int32_t rlx_chan_out(int32_t mode, int32_t zp, int32_t lo, int32_t hi, int32_t m, int32_t r, int32_t acc)
+{
+    if (mode == 0) {
+        return rlx_clamp(rlx_requantize(acc, m, r) + zp, lo, hi);
+    }
+    if (mode == 2) {
+        return rlx_sat8(rlx_rq_fast(acc, m, r, rlx_ctz(r)) >> 1);
+    }
+    return rlx_clamp(rlx_rq_fast(acc, m, r, rlx_rq_e(r)), lo, hi);
+}
+
+/* Two accumulators of one row: its constants loaded once. */
+RLX_INLINE void rlx_chan_out2(int32_t mode, int32_t zp, int32_t lo, int32_t hi, const int32_t *mr, int32_t a,
+                              int32_t b, int8_t *pa, int8_t *pb)
+{
+    const int32_t m = mr[0], r = mr[1];
+    *pa = (int8_t)rlx_chan_out(mode, zp, lo, hi, m, r, a);
+    *pb = (int8_t)rlx_chan_out(mode, zp, lo, hi, m, r, b);
+}
+
+/* 4 output channels x 2 pixels per pass over the reduction, for the whole blocks whose
+ * constants are [q, qend) and whose weights start at w; mode is the requantization's rq_mode,
+ * a constant in each instance below, so that its tests fold away. The block's constants,
+ * weights and outputs are walked by pointers, with no row tests (rlx_gemm_2px_any runs a
+ * partial last block). */
+RLX_INLINE void rlx_gemm_2px_blocks(const rlx_gemm_params *g, const int32_t *q, const int32_t *const qend,
+                                    const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                    const uint32_t *c128, int32_t mode)
 {
     const int32_t kq = g->k_quads;
-    rlx_rq_params rq = RLX_GEMM_RQ(g);
-    rq.mode = mode;
-    const int8_t *w = g->weights;
-    uint32_t ca, cb;
-    rlx_slot_sums128(x, kq, &ca, &cb);
-    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        const int32_t *bias = g->bias + ob;
-        int32_t a0 = rlx_even_start(bias, ca), b0 = rlx_even_start(bias, cb), a1 = bias[1], b1 = a1;
-        int32_t a2 = rlx_even_start(bias + 2, ca), b2 = rlx_even_start(bias + 2, cb), a3 = bias[3], b3 = a3;
+    const int32_t zp = g->out_zp, lo = g->act_min, hi = g->act_max;
+    const uint32_t ca = c128[0], cb = c128[1];
+    for (; q != qend; q += RLX_CHAN_WORDS, out_a += 4, out_b += 4) {
+        int32_t a0 = rlx_even_start(q, ca), b0 = rlx_even_start(q, cb), a1 = q[1], b1 = a1;
+        int32_t a2 = rlx_even_start(q + 2, ca), b2 = rlx_even_start(q + 2, cb), a3 = q[3], b3 = a3;
         const int16_t *px = x;
 #if RLX_USE_DSP
         RLX_GEMM_2PX_MAC();
 #else
         /* one reduction element at a time: 2 inputs and 4 weights live, so
          * the 8 accumulators stay in registers (MLA per MAC, no spills) */
-        const int16_t *end = x + 8 * kq;
-        for (; px != end; px += 8, w += 16) {
-            RLX_MAC_4X2(px[0], px[2], w);
-            RLX_MAC_4X2(px[4], px[6], w + 8);
-            RLX_MAC_4X2(px[1], px[3], w + 2);
-            RLX_MAC_4X2(px[5], px[7], w + 10);
-        }
-#endif
-        a0 = rlx_even_end(a0, a1);
-        b0 = rlx_even_end(b0, b1);
-        a2 = rlx_even_end(a2, a3);
-        b2 = rlx_even_end(b2, b3);
-        const int32_t rows = g->out_c - ob; /* rows of this block that exist */
-        rlx_rq_out2(&rq, a0, b0, ob, out_a, out_b);
-        if (rows > 1) {
-            rlx_rq_out2(&rq, a1, b1, ob + 1, out_a, out_b);
-        }
-        if (rows > 2) {
-            rlx_rq_out2(&rq, a2, b2, ob + 2, out_a, out_b);
-        }
-        if (rows > 3) {
-            rlx_rq_out2(&rq, a3, b3, ob + 3, out_a, out_b);
-        }
-    }
-}
-
-/* Two outputs of one channel through the fast requantization (rq_mode 1, 2). */
-RLX_INLINE void rlx_fast_out2(int32_t a, int32_t b, int32_t m, int32_t add, int32_t sat, int32_t lo, int32_t hi,
-                              int8_t *pa, int8_t *pb)
-{
-    int32_t va, vb;
-    if (sat) {
-        /* the shift e = ctz(add) + 1 as >> ctz, its last >> 1 folded into SSAT */
-        const int32_t z = rlx_ctz(add);
-        va = rlx_sat8(rlx_rq_fast(a, m, add, z) >> 1);
-        vb = rlx_sat8(rlx_rq_fast(b, m, add, z) >> 1);
-    } else {
-        const int32_t e = rlx_rq_e(add);
-        va = rlx_rq_fast(a, m, add, e);
-        vb = rlx_rq_fast(b, m, add, e);
-        va = rlx_clamp(va, lo, hi);
-        vb = rlx_clamp(vb, lo, hi);
-    }
-    *pa = (int8_t)va;
-    *pb = (int8_t)vb;
-}
-
-/* rlx_gemm_2px_mode for the fast requantization and whole blocks (out_c % 4
- * == 0): the per-channel constants and the outputs walked by pointers, no
- * row tests; sat: the activation range is int8's. */
-RLX_INLINE void rlx_gemm_2px_fast(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
-                                  int32_t sat)
-{
-    const int32_t kq = g->k_quads;
-    const int8_t *w = g->weights;
-    uint32_t ca, cb;
-    rlx_slot_sums128(x, kq, &ca, &cb);
-    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        const int32_t *bias = g->bias + ob;
-        int32_t a0 = rlx_even_start(bias, ca), b0 = rlx_even_start(bias, cb), a1 = bias[1], b1 = a1;
-        int32_t a2 = rlx_even_start(bias + 2, ca), b2 = rlx_even_start(bias + 2, cb), a3 = bias[3], b3 = a3;
-        const int16_t *px = x;
-#if RLX_USE_DSP
-        RLX_GEMM_2PX_MAC();
-#else
         const int16_t *pend = x + 8 * kq;
         for (; px != pend; px += 8, w += 16) {
             RLX_MAC_4X2(px[0], px[2], w);
@@ -429,50 +388,171 @@ RLX_INLINE void rlx_gemm_2px_fast(const rlx_gemm_params *g, const int16_t *x, in
             RLX_MAC_4X2(px[5], px[7], w + 10);
         }
 #endif
-        const int32_t *m = g->mult + ob, *add = g->rq_add + ob;
-        const int32_t lo = g->act_min, hi = g->act_max;
-        int8_t *pa = out_a + ob, *pb = out_b + ob;
-        rlx_fast_out2(rlx_even_end(a0, a1), rlx_even_end(b0, b1), m[0], add[0], sat, lo, hi, pa, pb);
-        rlx_fast_out2(a1, b1, m[1], add[1], sat, lo, hi, pa + 1, pb + 1);
-        rlx_fast_out2(rlx_even_end(a2, a3), rlx_even_end(b2, b3), m[2], add[2], sat, lo, hi, pa + 2, pb + 2);
-        rlx_fast_out2(a3, b3, m[3], add[3], sat, lo, hi, pa + 3, pb + 3);
+        rlx_chan_out2(mode, zp, lo, hi, q + 4, rlx_even_end(a0, a1), rlx_even_end(b0, b1), out_a, out_b);
+        rlx_chan_out2(mode, zp, lo, hi, q + 6, a1, b1, out_a + 1, out_b + 1);
+        rlx_chan_out2(mode, zp, lo, hi, q + 8, rlx_even_end(a2, a3), rlx_even_end(b2, b3), out_a + 2, out_b + 2);
+        rlx_chan_out2(mode, zp, lo, hi, q + 10, a3, b3, out_a + 3, out_b + 3);
     }
 }
 
-/* One instance per rq_mode, out of line: the MAC asm needs every register. */
-static RLX_NOINLINE void rlx_gemm_2px_ref(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
+/* The block loop of rq_mode 0 and 1, out of line: the MAC asm needs every register. */
+typedef void (*rlx_gemm_blocks_fn)(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend, const int8_t *w,
+                                   const int16_t *x, int8_t *out_a, int8_t *out_b, const uint32_t *c128);
+
+static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                                 const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                                 const uint32_t *c128)
 {
-    rlx_gemm_2px_mode(g, x, out_a, out_b, 0);
+    rlx_gemm_2px_blocks(g, q, qend, w, x, out_a, out_b, c128, 0);
 }
 
-static RLX_NOINLINE void rlx_gemm_2px_fast_mode(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
-                                                int8_t *out_b)
+static RLX_NOINLINE void rlx_gemm_2px_blocks_clamp(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                                   const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                                   const uint32_t *c128)
 {
-    rlx_gemm_2px_mode(g, x, out_a, out_b, 1); /* rq_mode 1 and 2 differ only in the clamp's bounds */
+    rlx_gemm_2px_blocks(g, q, qend, w, x, out_a, out_b, c128, 1);
 }
 
-static RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
-                                            int8_t *out_b)
+/* A block loop over any out_c: the whole blocks in place, then the last, partial one (its
+ * missing rows: weights 0, multiplier 0, rq_add 1, rules._gemm) into a local block, of which
+ * the rows that exist are copied. (Row tests in the block loop leave GCC at -Og and -O1 short
+ * of registers for the MAC asm.) */
+static void rlx_gemm_2px_any(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                             const uint32_t *c128, rlx_gemm_blocks_fn blocks)
 {
-    rlx_gemm_2px_fast(g, x, out_a, out_b, 0);
-}
-
-static RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
-{
-    rlx_gemm_2px_fast(g, x, out_a, out_b, 1);
-}
-
-static void rlx_gemm_2px(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b)
-{
-    if (g->rq_mode == 0) {
-        rlx_gemm_2px_ref(g, x, out_a, out_b);
-    } else if ((g->out_c & 3) != 0) {
-        rlx_gemm_2px_fast_mode(g, x, out_a, out_b);
-    } else if (g->rq_mode == 2) {
-        rlx_gemm_2px_sat(g, x, out_a, out_b);
-    } else {
-        rlx_gemm_2px_clamp(g, x, out_a, out_b);
+    const int32_t whole = g->out_c & ~3, rest = g->out_c & 3;
+    const int32_t *const qw = g->chan + RLX_CHAN_WORDS * (whole >> 2);
+    blocks(g, g->chan, qw, g->weights, x, out_a, out_b, c128);
+    if (rest > 0) {
+        int8_t ta[4], tb[4];
+        blocks(g, qw, qw + RLX_CHAN_WORDS, g->weights + 4 * whole * g->k_quads, x, ta, tb, c128);
+        for (int32_t r = 0; r < rest; r++) {
+            out_a[whole + r] = ta[r];
+            out_b[whole + r] = tb[r];
+        }
     }
+}
+
+/* One instance per requantization, named by the emitter in rlx_gemm_params.gemm2
+ * (rules._conv_layer): a model links only those its layers use. rq_mode 1 and 2 differ only
+ * in the clamp's bounds, so the partial-block instance runs both as mode 1. */
+RLX_NOINLINE void rlx_gemm_2px_ref(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                   const uint32_t *c128)
+{
+    rlx_gemm_2px_any(g, x, out_a, out_b, c128, rlx_gemm_2px_blocks_ref);
+}
+
+RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                     const uint32_t *c128)
+{
+    rlx_gemm_2px_blocks_clamp(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b,
+                              c128);
+}
+
+RLX_NOINLINE void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                    const uint32_t *c128)
+{
+    rlx_gemm_2px_any(g, x, out_a, out_b, c128, rlx_gemm_2px_blocks_clamp);
+}
+
+#if RLX_GEMM_ASM
+/* rlx_gemm_2px_sat's block loop in one asm block: every block's accumulator start, MAC loop
+ * and 8 outputs with no register shuffles between them. The loop state the MAC loop has no
+ * register for lives in a 40-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
+ * [16] the constants' end, [20] q, [24] out_a, [28] out_b, [32] the weights pointer. In the
+ * epilogue px holds q, end out_a, xa out_b, xb and wv a row's multiplier and rq_add, pw a
+ * temporary (the weights pointer waits in the frame). A row's outputs are stored at AT_A and
+ * AT_B: rows 1..3 at offsets, row 0 last, stepping both pointers to the next block. */
+#define RLX_SAT_ROW2_ASM(A, B, OFF, AT_A, AT_B)                                                                      \
+    "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
+    "lsl    %[pw], %[" A "], #1\n\t"                                                                                \
+    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
+    "add    %[" A "], %[pw], %[" A "], asr #31\n\t"                                                                 \
+    "lsl    %[pw], %[" B "], #1\n\t"                                                                                \
+    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
+    "add    %[" B "], %[pw], %[" B "], asr #31\n\t"                                                                 \
+    "rbit   %[xb], %[wv]\n\t"                                                                                       \
+    "clz    %[xb], %[xb]\n\t"                                                                                       \
+    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
+    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                          \
+    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                     \
+    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"                                                                     \
+    "strb   %[" A "], " AT_A "\n\t"                                                                                 \
+    "strb   %[" B "], " AT_B "\n\t"
+
+static void rlx_gemm_2px_sat_asm(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                 const uint32_t *c128)
+{
+    /* the 14 registers, with their values at entry (the frame's, stored first) */
+    uint32_t a0 = (uint32_t)g->chan, a1 = (uint32_t)out_a, a2 = (uint32_t)out_b, a3 = 0;
+    uint32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    uint32_t px = (uint32_t)x, end = (uint32_t)(x + 8 * g->k_quads), xa = c128[0], xb = c128[1];
+    uint32_t wv = (uint32_t)(g->chan + RLX_CHAN_WORDS * (g->out_c >> 2)), pw = (uint32_t)g->weights;
+    __asm__ volatile(
+        "sub    sp, sp, #40\n\t"
+        "strd   %[px], %[end], [sp, #0]\n\t"
+        "strd   %[xa], %[xb], [sp, #8]\n\t"
+        "str    %[wv], [sp, #16]\n\t"
+        "str    %[a0], [sp, #20]\n\t"
+        "strd   %[a1], %[a2], [sp, #24]\n\t"
+        "2:\n\t"
+        /* the accumulators' start (rlx_even_start): bias0 + 256 bias1 - 128 sum, bias1, ... */
+        "ldr    %[px], [sp, #20]\n\t"
+        "ldrd   %[a0], %[a1], [%[px]]\n\t"
+        "ldrd   %[a2], %[a3], [%[px], #8]\n\t"
+        "ldrd   %[xa], %[xb], [sp, #8]\n\t"
+        "add    %[a0], %[a0], %[a1], lsl #8\n\t"
+        "add    %[a2], %[a2], %[a3], lsl #8\n\t"
+        "sub    %[b0], %[a0], %[xb]\n\t"
+        "sub    %[a0], %[a0], %[xa]\n\t"
+        "sub    %[b2], %[a2], %[xb]\n\t"
+        "sub    %[a2], %[a2], %[xa]\n\t"
+        "mov    %[b1], %[a1]\n\t"
+        "mov    %[b3], %[a3]\n\t"
+        /* the MAC loop, two quads a pass; an odd count enters at the second */
+        "ldrd   %[px], %[end], [sp, #0]\n\t"
+        "sub    %[xa], %[end], %[px]\n\t"
+        "tst    %[xa], #16\n\t"
+        "bne    3f\n\t"
+        "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM
+        "cmp    %[px], %[end]\n\t"
+        "bne    1b\n\t"
+        /* rlx_even_end, then the rows 1..3 and 0 (whose stores step the output pointers) */
+        "sub    %[a0], %[a0], %[a1], lsl #8\n\t"
+        "sub    %[b0], %[b0], %[b1], lsl #8\n\t"
+        "sub    %[a2], %[a2], %[a3], lsl #8\n\t"
+        "sub    %[b2], %[b2], %[b3], lsl #8\n\t"
+        "str    %[pw], [sp, #32]\n\t"
+        "ldr    %[px], [sp, #20]\n\t"
+        "ldrd   %[end], %[xa], [sp, #24]\n\t"
+        RLX_SAT_ROW2_ASM("a1", "b1", "24", "[%[end], #1]", "[%[xa], #1]")
+            RLX_SAT_ROW2_ASM("a2", "b2", "32", "[%[end], #2]", "[%[xa], #2]")
+                RLX_SAT_ROW2_ASM("a3", "b3", "40", "[%[end], #3]", "[%[xa], #3]")
+                    RLX_SAT_ROW2_ASM("a0", "b0", "16", "[%[end]], #4", "[%[xa]], #4")
+        "strd   %[end], %[xa], [sp, #24]\n\t"
+        "ldr    %[pw], [sp, #32]\n\t"
+        "add    %[px], %[px], #48\n\t"
+        "str    %[px], [sp, #20]\n\t"
+        "ldr    %[xb], [sp, #16]\n\t"
+        "cmp    %[px], %[xb]\n\t"
+        "bne    2b\n\t"
+        "add    sp, sp, #40\n\t"
+        : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),
+          [b3] "+r"(b3), [px] "+r"(px), [end] "+r"(end), [xa] "+r"(xa), [xb] "+r"(xb), [wv] "+r"(wv), [pw] "+r"(pw)
+        :
+        : "cc", "memory");
+}
+#endif
+
+RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                   const uint32_t *c128)
+{
+#if RLX_GEMM_ASM
+    rlx_gemm_2px_sat_asm(g, x, out_a, out_b, c128);
+#else
+    rlx_gemm_2px_blocks(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128,
+                        2);
+#endif
 }
 
 /* One quad (4 reduction elements) of one pixel into the accumulators of a
@@ -509,20 +589,20 @@ RLX_INLINE void rlx_mac4_quad(int32_t x0, int32_t x1, int32_t x2, int32_t x3, co
 }
 #endif
 
-/* 4 output channels of one row: its reduction element k is X(k) (int8
- * values, or int16 values of the im2col slot a). Each weight is loaded once. */
-RLX_INLINE void rlx_store4(const rlx_rq_params *rq, int32_t rows, int32_t ob, int32_t a0, int32_t a1, int32_t a2,
-                           int32_t a3, int8_t *out)
+/* 4 output channels of one row (rows of them exist) from the block's constants q, to out. */
+RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0, int32_t a1,
+                           int32_t a2, int32_t a3, int8_t *out)
 {
-    out[ob] = (int8_t)rlx_rq_out(rq, rlx_even_end(a0, a1), ob);
+    const int32_t mode = g->rq_mode, zp = g->out_zp, lo = g->act_min, hi = g->act_max;
+    out[0] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[4], q[5], rlx_even_end(a0, a1));
     if (rows > 1) {
-        out[ob + 1] = (int8_t)rlx_rq_out(rq, a1, ob + 1);
+        out[1] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[6], q[7], a1);
     }
     if (rows > 2) {
-        out[ob + 2] = (int8_t)rlx_rq_out(rq, rlx_even_end(a2, a3), ob + 2);
+        out[2] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[8], q[9], rlx_even_end(a2, a3));
     }
     if (rows > 3) {
-        out[ob + 3] = (int8_t)rlx_rq_out(rq, a3, ob + 3);
+        out[3] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[10], q[11], a3);
     }
 }
 
@@ -530,11 +610,10 @@ RLX_INLINE void rlx_store4(const rlx_rq_params *rq, int32_t rows, int32_t ob, in
 static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out)
 {
     const int32_t kq = g->k_quads;
-    const rlx_rq_params rq = RLX_GEMM_RQ(g);
     const int8_t *w = g->weights;
     const uint32_t c128 = (uint32_t)rlx_slot_sum(x, kq) << 7;
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        const int32_t *bias = g->bias + ob;
+        const int32_t *bias = g->chan + 3 * ob;
         int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
         const int16_t *px = x;
         for (int32_t q = 0; q < kq; q++) {
@@ -546,7 +625,7 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
             px += 8;
             w += 16;
         }
-        rlx_store4(&rq, g->out_c - ob, ob, a0, a1, a2, a3, out);
+        rlx_store4(g, bias, g->out_c - ob, a0, a1, a2, a3, out + ob);
     }
 }
 
@@ -582,7 +661,6 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
 {
     const int32_t kq = g->k_quads;
     const int32_t full = n >> 2;
-    const rlx_rq_params rq = RLX_GEMM_RQ(g);
     uint32_t tail = 0;
     int32_t sum = 0;
     for (int32_t k = 0; k < n; k++) {
@@ -594,7 +672,7 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
     const uint32_t c128 = (uint32_t)sum << 7;
     const int8_t *w = g->weights;
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        const int32_t *bias = g->bias + ob;
+        const int32_t *bias = g->chan + 3 * ob;
         int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
         int32_t q = 0;
 #if RLX_GEMM_ASM
@@ -621,19 +699,79 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
 #endif
             w += 16;
         }
-        rlx_store4(&rq, g->out_c - ob, ob, a0, a1, a2, a3, out);
+        rlx_store4(g, bias, g->out_c - ob, a0, a1, a2, a3, out + ob);
     }
 }
 
 typedef void (*rlx_gather_fn)(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, int16_t *dst,
                               int32_t s);
 
-/* 1x1 without padding: the receptive field is one input pixel (any stride). */
-static void rlx_gather_1x1(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, int16_t *dst,
-                           int32_t s)
+/* The whole quads of pixels a and b (n int8 values each, n % 4 == 0) into their slots from
+ * int16 index 0 of d (rlx_widen_row's order for both), their values added to *suma, *sumb. */
+RLX_INLINE void rlx_widen_pair_quads(const int8_t *sa, const int8_t *sb, int32_t n, int16_t *d, int32_t *suma,
+                                     int32_t *sumb)
 {
-    const int8_t *src = img + (oy * p->stride_h * p->in_w + ox * p->stride_w) * p->in_c;
-    rlx_widen_row(src, p->in_c, dst, p->gemm.k_quads, s);
+    int32_t ta = *suma, tb = *sumb;
+    for (int32_t k = 0; k < n; k += 4, d += 8) {
+#if RLX_USE_DSP
+        const uint32_t wa = rlx_rd32(sa + k), wb = rlx_rd32(sb + k);
+        const uint32_t a02 = rlx_sxtb16(wa), a13 = rlx_sxtb16_ror8(wa);
+        const uint32_t b02 = rlx_sxtb16(wb), b13 = rlx_sxtb16_ror8(wb);
+        rlx_wr32(d, a02);
+        rlx_wr32(d + 2, b02);
+        rlx_wr32(d + 4, a13);
+        rlx_wr32(d + 6, b13);
+        ta = rlx_smlad(a02, 0x00010001u, rlx_smlad(a13, 0x00010001u, ta));
+        tb = rlx_smlad(b02, 0x00010001u, rlx_smlad(b13, 0x00010001u, tb));
+#else
+        const int32_t a0 = sa[k], a1 = sa[k + 1], a2 = sa[k + 2], a3 = sa[k + 3];
+        const int32_t b0 = sb[k], b1 = sb[k + 1], b2 = sb[k + 2], b3 = sb[k + 3];
+        d[0] = (int16_t)a0;
+        d[1] = (int16_t)a2;
+        d[2] = (int16_t)b0;
+        d[3] = (int16_t)b2;
+        d[4] = (int16_t)a1;
+        d[5] = (int16_t)a3;
+        d[6] = (int16_t)b1;
+        d[7] = (int16_t)b3;
+        ta += a0 + a1 + a2 + a3;
+        tb += b0 + b1 + b2 + b3;
+#endif
+    }
+    *suma = ta;
+    *sumb = tb;
+}
+
+/* Pixels a and b of a 1x1 layer (n int8 values each) into their slots, as rlx_widen_row does
+ * for each, with 128 x their sums (rlx_slot_sums128) taken in the same pass. */
+static void rlx_widen_pair(const int8_t *sa, const int8_t *sb, int32_t n, int16_t *x, int32_t kq, uint32_t *ca,
+                           uint32_t *cb)
+{
+    int32_t suma = 0, sumb = 0, k = n & ~3;
+    rlx_widen_pair_quads(sa, sb, k, x, &suma, &sumb);
+    for (; k < n; k++) {
+        x[rlx_slot(k, 0)] = sa[k];
+        x[rlx_slot(k, 1)] = sb[k];
+        suma += sa[k];
+        sumb += sb[k];
+    }
+    for (; k < kq * 4; k++) {
+        x[rlx_slot(k, 0)] = 0;
+        x[rlx_slot(k, 1)] = 0;
+    }
+    *ca = (uint32_t)suma << 7;
+    *cb = (uint32_t)sumb << 7;
+}
+
+/* The input pixel at the top left of output pixel (oy, ox)'s receptive field when the whole
+ * field lies inside the image (no padded tap), else NULL. */
+RLX_INLINE const int8_t *rlx_whole_field(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox)
+{
+    const int32_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
+    if (iy0 < 0 || iy0 + (p->k_h - 1) * p->dil_h >= p->in_h || ix0 < 0 || ix0 + p->k_w > p->in_w) {
+        return 0;
+    }
+    return img + (iy0 * p->in_w + ix0) * p->in_c;
 }
 
 static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
@@ -641,23 +779,43 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
 {
     const int32_t out_c = p->gemm.out_c;
     const int32_t pixels = p->out_h * p->out_w;
+    const int32_t seg = p->k_w * p->in_c, rows = p->k_h, row_step = p->dil_h * p->in_w * p->in_c;
+    /* kernel rows of whole quads filling the reduction exactly (e.g. 3x3 on 16 channels, 10x4 on
+     * 1): a pair of pixels whose fields are inside the image is widened and summed in one pass,
+     * kernel row by kernel row */
+    const int32_t rows_fuse = p->dil_w == 1 && (seg & 3) == 0 && rows * seg == 4 * p->gemm.k_quads;
     for (int32_t n = 0; n < p->batches; n++) {
         const int8_t *img = in + n * p->in_h * p->in_w * p->in_c;
         int8_t *dst = out + n * pixels * out_c;
         int32_t oy = 0, ox = 0; /* position of pixel px */
         int32_t px = 0;
         for (; px + 2 <= pixels; px += 2) {
-            gather(p, img, oy, ox, scratch, 0);
+            const int32_t oya = oy, oxa = ox;
             if (++ox == p->out_w) {
                 ox = 0;
                 oy++;
             }
-            gather(p, img, oy, ox, scratch, 1);
+            const int32_t oyb = oy, oxb = ox;
             if (++ox == p->out_w) {
                 ox = 0;
                 oy++;
             }
-            rlx_gemm_2px(&p->gemm, scratch, dst + px * out_c, dst + (px + 1) * out_c);
+            uint32_t c128[2];
+            const int8_t *ra = rows_fuse ? rlx_whole_field(p, img, oya, oxa) : 0;
+            const int8_t *rb = ra ? rlx_whole_field(p, img, oyb, oxb) : 0;
+            if (rb) {
+                int32_t suma = 0, sumb = 0;
+                for (int32_t i = 0; i < rows; i++, ra += row_step, rb += row_step) {
+                    rlx_widen_pair_quads(ra, rb, seg, scratch + 2 * i * seg, &suma, &sumb);
+                }
+                c128[0] = (uint32_t)suma << 7;
+                c128[1] = (uint32_t)sumb << 7;
+            } else {
+                gather(p, img, oya, oxa, scratch, 0);
+                gather(p, img, oyb, oxb, scratch, 1);
+                rlx_slot_sums128(scratch, p->gemm.k_quads, &c128[0], &c128[1]);
+            }
+            p->gemm.gemm2(&p->gemm, scratch, dst + px * out_c, dst + (px + 1) * out_c, c128);
         }
         if (px < pixels) {
             gather(p, img, oy, ox, scratch, 0);
@@ -672,9 +830,46 @@ void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, in
     rlx_conv_driver(p, in, out, scratch, small ? rlx_im2col_small : rlx_im2col_pixel);
 }
 
+/* The input pixel of output pixel ``*ox`` of the current output row, then the next one's: a row's last
+   pixel moves on to the first pixel of the next output row (``row`` input bytes further down). */
+RLX_INLINE const int8_t *rlx_pixel_then_next(const int8_t **src, const int8_t **line, int32_t *ox, int32_t out_w,
+                                             int32_t step, int32_t row)
+{
+    const int8_t *const here = *src;
+    if (++*ox == out_w) {
+        *ox = 0;
+        *line += row;
+        *src = *line;
+    } else {
+        *src += step;
+    }
+    return here;
+}
+
+/* 1x1 without padding: per pair of pixels one pass widens both and sums them (rlx_widen_pair). */
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
-    rlx_conv_driver(p, in, out, scratch, rlx_gather_1x1);
+    const int32_t out_c = p->gemm.out_c, c = p->in_c, kq = p->gemm.k_quads;
+    const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w;
+    const int32_t step = p->stride_w * c, row = p->stride_h * p->in_w * c; /* input bytes per pixel, row */
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * p->in_h * p->in_w * c;
+        int8_t *dst = out + n * pixels * out_c;
+        const int8_t *line = img, *src = img; /* the current output row's first input pixel, pixel px's */
+        int32_t ox = 0;
+        int32_t px = 0;
+        for (; px + 2 <= pixels; px += 2, dst += 2 * out_c) {
+            const int8_t *const sa = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
+            const int8_t *const sb = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
+            uint32_t c128[2];
+            rlx_widen_pair(sa, sb, c, scratch, kq, &c128[0], &c128[1]);
+            p->gemm.gemm2(&p->gemm, scratch, dst, dst + out_c, c128);
+        }
+        if (px < pixels) {
+            rlx_widen_row(src, c, scratch, kq, 0);
+            rlx_gemm_1px(&p->gemm, scratch, dst);
+        }
+    }
 }
 
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out)

@@ -377,8 +377,11 @@ typedef struct {
     int32_t e[4];  /* right shifts of c0..c3 */
 } rlx_dw_gk;
 #if RLX_USE_DSP
-/* the pixel asm reads the bias at byte 72 */
-typedef char rlx_dw_gk_bias_at_72[offsetof(rlx_dw_gk, b) == 72 ? 1 : -1];
+/* the pixel asm reads the bias at byte 72, rq_mode 2's constants at 88 and 120 */
+typedef char rlx_dw_gk_bias_at_72[offsetof(rlx_dw_gk, b) == 72 && offsetof(rlx_dw_gk, ma) == 88 &&
+                                          offsetof(rlx_dw_gk, e) == 120
+                                      ? 1
+                                      : -1];
 #endif
 
 /* Input row iy (inside the image) of channels [c0, c0 + nc) into ring row dst (wp pixels
@@ -442,6 +445,36 @@ static void rlx_dw_row(const rlx_dw_conv_params *p, const int8_t *img, int32_t i
                 : [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [w] "r"(gk)                                      \
                 : "memory");                                                                                 \
     } while (0)
+/* rq_mode 2 (constants gk.ma at byte 88, gk.e at 120): one output of accumulator A (doubled)
+ * into dst[I], in the tap asm's temporaries: 7 instructions, none spilled. */
+#define RLX_DW_SAT_ASM(A, MA, E, I)                           \
+    "ldrd    %[wa], %[wb], [%[w], #" MA "]\n\t"              \
+    "ldr     %[xa], [%[w], #" E "]\n\t"                      \
+    "smmlar  %[xb], %[" A "], %[wa], %[wb]\n\t"              \
+    "add     %[" A "], %[xb], %[" A "], asr #31\n\t"         \
+    "asr     %[" A "], %[" A "], %[xa]\n\t"                  \
+    "ssat    %[" A "], #8, %[" A "]\n\t"                     \
+    "strb    %[" A "], [%[dst], #" I "]\n\t"
+/* RLX_DW_PIXEL and the 4 outputs of rq_mode 2 in one asm block (the 4 channels of a group
+ * exist): the accumulators never leave registers. */
+#define RLX_DW_PIXEL_SAT(x0, x1, x2, gk, dst)                                                                \
+    do {                                                                                                     \
+        uint32_t a0, a1, a2, a3, xa, xb, wa, wb;                                                             \
+        __asm__ volatile("ldrd    %[a0], %[a1], [%[w], #72]\n\t"                                            \
+                         "ldrd    %[a2], %[a3], [%[w], #80]\n\t" RLX_DW_ATAP("x0", "0", "0")                 \
+                             RLX_DW_ATAP("x0", "8", "8") RLX_DW_ATAP("x0", "16", "16") RLX_DW_ATAP("x1", "0", "24") \
+                                 RLX_DW_ATAP("x1", "8", "32") RLX_DW_ATAP("x1", "16", "40")                  \
+                                     RLX_DW_ATAP("x2", "0", "48") RLX_DW_ATAP("x2", "8", "56")               \
+                                         RLX_DW_ATAP("x2", "16", "64") RLX_DW_SAT_ASM("a0", "88", "120", "0") \
+                                             RLX_DW_SAT_ASM("a1", "96", "124", "1")                          \
+                                                 RLX_DW_SAT_ASM("a2", "104", "128", "2")                     \
+                                                     RLX_DW_SAT_ASM("a3", "112", "132", "3")                 \
+                         : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [xa] "=&r"(xa),   \
+                           [xb] "=&r"(xb), [wa] "=&r"(wa), [wb] "=&r"(wb)                                    \
+                         : [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [w] "r"(gk), [dst] "r"(dst)             \
+                         : "memory");                                                                        \
+    } while (0)
+#define RLX_DW_SAT_PIXEL_ASM 1
 typedef uint32_t rlx_dw_lane; /* a ring word: two int16 lanes */
 #else
 #if RLX_USE_DSP
@@ -563,6 +596,14 @@ RLX_INLINE void rlx_dw_group(const rlx_dw_conv_params *p, const int8_t *img, int
         int8_t *dst = out + oy * out_w * ch + c0;
         int8_t *const dend = dst + out_w * ch;
         const rlx_dw_lane *x0 = xr[0], *x1 = xr[1], *x2 = xr[2];
+#if defined(RLX_DW_SAT_PIXEL_ASM)
+        if (sat && nc == 4) {
+            for (; dst != dend; dst += ch, x0 += step, x1 += step, x2 += step) {
+                RLX_DW_PIXEL_SAT(x0, x1, x2, &gk, dst);
+            }
+            continue;
+        }
+#endif
         for (; dst != dend; dst += ch, x0 += step, x1 += step, x2 += step) {
             int32_t a0, a1, a2, a3;
             RLX_DW_PIXEL(x0, x1, x2, &gk);

@@ -22,9 +22,11 @@
  *    inner loop multiplies raw input bytes and never adds the offset;
  *  - the reduction buffer (im2col / expanded input) is int16 and, per quad,
  *    ordered x0, x2, x1, x3: the halves SXTB16 gives for a word of input;
- *  - per-channel constants are one array each, read by both builds: folded
- *    bias, multiplier and either the shift (rq_mode 0) or rq_add (modes 1,
- *    2; its shift e is read off it, see rlx_rq_e).
+ *  - the GEMM's per-channel constants are one array, 12 words per block of
+ *    4 rows, read by both builds: the folded biases, then per row the
+ *    multiplier and either the shift (rq_mode 0) or rq_add (modes 1, 2; its
+ *    shift e is read off it, see rlx_rq_e); other kernels keep one array
+ *    per constant.
  */
 #ifndef RLX_NN_H
 #define RLX_NN_H
@@ -55,7 +57,23 @@ typedef struct {
 } rlx_broadcast3;
 
 /* The matrix product behind convolution and fully connected layers. */
-typedef struct {
+typedef struct rlx_gemm_params rlx_gemm_params;
+
+/* A 4 x 2 GEMM instance (rlx_convolve_s8.c): output pixels a and b from their int16 im2col
+ * slots x (rlx_nn.h's order), c128 = 128 x the sums of each slot. One per requantization;
+ * the emitter names the one a convolution runs, so a model links only those it uses. */
+typedef void (*rlx_gemm2_fn)(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                             const uint32_t *c128);
+void rlx_gemm_2px_ref(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                      const uint32_t *c128); /* rq_mode 0 */
+void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                       const uint32_t *c128); /* rq_mode 1 or 2, out_c % 4 != 0 */
+void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                        const uint32_t *c128); /* rq_mode 1, out_c % 4 == 0 */
+void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                      const uint32_t *c128); /* rq_mode 2, out_c % 4 == 0 */
+
+struct rlx_gemm_params {
     int32_t out_c;           /* output channels (rows of the weight matrix) */
     int32_t k_quads;         /* reduction length / 4, rounded up */
     int32_t out_zp;          /* output zero point */
@@ -63,11 +81,12 @@ typedef struct {
     int32_t act_max;
     int32_t rq_mode;         /* 0: reference requantization; 1, 2: the fast exact form (rlx_rq_fast) */
     const int8_t *weights;   /* [ceil(out_c/4)][k_quads][16], the order above */
-    const int32_t *bias;     /* [ceil(out_c/4)*4], zero point folded in */
-    const int32_t *mult;     /* [ceil(out_c/4)*4] Q31 multipliers */
-    const int32_t *shift;    /* mode 0: shifts (positive: left); else NULL */
-    const int32_t *rq_add;   /* modes 1, 2: 2**(e-1) + out_zp * 2**e (right shift e = rlx_rq_e); else NULL */
-} rlx_gemm_params;
+    /* [ceil(out_c/4)][12] per block of 4 rows: the 4 biases (zero point folded in), then per row
+     * its Q31 multiplier and, mode 0, its shift (positive: left) or, modes 1, 2, its rq_add
+     * 2**(e-1) + out_zp * 2**e (right shift e = rlx_rq_e) */
+    const int32_t *chan;
+    rlx_gemm2_fn gemm2;      /* convolutions: the instance for this rq_mode and out_c; else NULL */
+};
 
 typedef struct {
     rlx_gemm_params gemm;

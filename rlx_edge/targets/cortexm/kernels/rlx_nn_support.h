@@ -259,31 +259,6 @@ RLX_INLINE int32_t rlx_rq_out(const rlx_rq_params *q, int32_t acc, int32_t c)
     return q->mode == 2 ? rlx_sat8(v) : rlx_clamp(v, q->act_min, q->act_max);
 }
 
-/* Two accumulators of channel c: its constants loaded once. */
-RLX_INLINE void rlx_rq_out2(const rlx_rq_params *q, int32_t a, int32_t b, int32_t c, int8_t *out_a, int8_t *out_b)
-{
-    const int32_t m = q->mult[c];
-    int32_t va, vb;
-    if (q->mode == 0) {
-        const int32_t s = q->shift[c];
-        va = rlx_clamp(rlx_requantize(a, m, s) + q->out_zp, q->act_min, q->act_max);
-        vb = rlx_clamp(rlx_requantize(b, m, s) + q->out_zp, q->act_min, q->act_max);
-    } else {
-        const int32_t add = q->add[c], e = rlx_rq_e(add);
-        va = rlx_rq_fast(a, m, add, e);
-        vb = rlx_rq_fast(b, m, add, e);
-        if (q->mode == 2) {
-            va = rlx_sat8(va);
-            vb = rlx_sat8(vb);
-        } else {
-            va = rlx_clamp(va, q->act_min, q->act_max);
-            vb = rlx_clamp(vb, q->act_min, q->act_max);
-        }
-    }
-    out_a[c] = (int8_t)va;
-    out_b[c] = (int8_t)vb;
-}
-
 /* SaturatingRoundingMultiplyByPOT for a positive exponent. */
 RLX_INLINE int32_t rlx_sat_mul_pot(int32_t x, int32_t exponent)
 {

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import emit
 
-from ..conftest import rand_q, wq
+from ..conftest import check_qemu, rand_q, wq
 
 
 def _conv_case(g: Graph, rng: np.random.Generator, k: int, *, one_by_one: bool) -> None:
@@ -74,3 +77,60 @@ def test_convolve_small_field_clipped_columns(check):
         )
         g.output(y)
     assert check(g, n_inputs=4) == 7  # 4 seeded inputs plus all-min, all-max, all-zero-point
+
+
+def test_convolve_pairs_of_whole_fields(check):
+    """Kernel rows of whole quads (k_w x in_c a multiple of 4) filling the reduction: pairs of
+    pixels whose fields lie inside the image are widened and summed in one pass, kernel row by
+    kernel row (dilated rows included); pairs with a padded tap take the per-pixel gather."""
+    rng = np.random.default_rng(23)
+    g = Graph("conv_pairs")
+    # (input h, w, c), kernel (h, w), strides, dilations, padding
+    cases = [
+        ((7, 6, 8), (3, 3), (1, 1), (1, 1), "valid"),
+        ((8, 7, 4), (3, 3), (1, 1), (1, 1), "same"),
+        ((9, 5, 1), (4, 4), (2, 1), (1, 1), "same"),
+        ((9, 6, 8), (2, 3), (1, 2), (2, 1), "valid"),
+    ]
+    for k, ((h, w, c), (kh, kw), strides, dil, pad) in enumerate(cases):
+        o = 4 + 2 * k
+        x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
+        wt = g.param(f"w{k}", rng.integers(-127, 128, (o, kh, kw, c)).astype(np.int8), quant=wq(rng, o, 0))
+        b = g.param(f"b{k}", rng.integers(-5000, 5000, o).astype(np.int32))
+        y = g.conv2d(x, wt, b, name=f"conv{k}", out_quant=rand_q(rng, 0.05, 0.5), strides=strides,
+                     dilations=dil, padding=pad, activation="none")  # fmt: skip
+        g.output(y)
+    assert check(g, n_inputs=4) == 7
+
+
+def test_convolve_gemm_epilogues_on_m4(tmp_path):
+    """The M4's GEMM instances under QEMU (the host builds run the C epilogue, not the asm): whole
+    blocks with the int8-range requantization (rq_mode 2, the all-asm block loop) on even and odd
+    quad counts, the clamped one (a relu above -128), a partial last block (out_c % 4 != 0), an
+    odd pixel count (the lone last pixel) and pairs of whole fields (the 3x3), on outputs mostly
+    inside int8; every conv's rq_mode is checked, so a case that stops reaching its instance
+    fails."""
+    rng = np.random.default_rng(17)
+    g = Graph("conv_chain")
+    scale = 0.05
+    h = g.input("x", (1, 9, 7, 8), "i8", quant=QuantParams(np.float32(scale), 3))
+    # (out_c, kernel, activation, rq_mode): 1x1 over 2 quads, 1x1 over 4, 3x3 over 27 (odd),
+    # relu clamping at a zero point above -128 (mode 1), a partial block of 6 rows (mode 2 run by
+    # the partial instance as mode 1)
+    layers = [(16, 1, "none", 2), (12, 1, "relu", 2), (8, 3, "none", 2), (8, 1, "relu", 1), (6, 1, "none", 2)]
+    c = 8
+    for k, (o, kk, act, mode) in enumerate(layers):
+        w = g.param(f"w{k}", rng.integers(-127, 128, (o, kk, kk, c)).astype(np.int8), quant=wq(rng, o, 0))
+        b = g.param(f"b{k}", rng.integers(-3000, 3000, o).astype(np.int32))
+        zp = {2: -128, 1: -60}[mode] if act == "relu" else int(rng.integers(-20, 20))
+        # outputs mostly inside int8 (an accumulator's spread is about sqrt(K) 74 x 73), so that the
+        # rounding, not the saturation, decides them
+        scale = scale * 0.011 * np.sqrt(kk * kk * c) * 5400 / 50
+        h = g.conv2d(h, w, b, name=f"conv{k}", padding="same", activation=act,
+                     out_quant=QuantParams(np.float32(scale), zp))  # fmt: skip
+        c = o
+    g.output(h)
+    model_c = emit(g).files["model.c"]
+    modes = [int(m) for m in re.findall(r"\.rq_mode = (-?\d+)", model_c)]
+    assert modes == [m for *_, m in layers], modes
+    check_qemu(g, tmp_path, n_inputs=6, seed=4, board="qemu-m4")
