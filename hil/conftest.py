@@ -49,8 +49,19 @@ FARM_START_TIMEOUT_S = 200.0
 _FARM_KEY = pytest.StashKey["_Farm | None"]()
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
     group = parser.getgroup("hil", "hardware-in-the-loop campaigns (hil/)")
+    if not pluginmanager.has_plugin("labgrid"):
+        # labgrid's own pytest plugin is off (pyproject.toml: it costs a second of imports in every
+        # process); these are its two options that hil/ reads, under the same names.
+        group.addoption("--lg-env", dest="lg_env", default=None, help="labgrid environment config file (places)")
+        group.addoption(
+            "--lg-coordinator",
+            dest="lg_coordinator",
+            default=None,
+            metavar="COORDINATOR_ADDRESS",
+            help="labgrid coordinator HOST[:PORT] (default $LG_COORDINATOR)",
+        )
     group.addoption(
         "--board", default=DEFAULT_BOARDS, help=f"boards to run on, comma-separated (default {DEFAULT_BOARDS})"
     )
@@ -144,7 +155,7 @@ def _xdist_workers(config: pytest.Config) -> int:
 
 
 def _lg_option(config: pytest.Config, name: str) -> str | None:
-    # labgrid's pytest plugin defines --lg-env/--lg-coordinator; it is there whenever labgrid is.
+    # --lg-env/--lg-coordinator: this conftest's, or labgrid's plugin's where it is on (`-p labgrid`).
     return config.getoption(name, None)
 
 

@@ -144,3 +144,19 @@ def test_a_worker_that_dies_gives_its_place_to_the_one_that_replaces_it(farm, tm
     assert (tmp_path / "crashed").exists(), out[-3000:]
     assert "1 failed, 1 passed" in out and "test_dies_once" in out and "crashed" in out, out[-3000:]
     assert _holders(farm)[m4] is None
+
+
+def test_places_from_a_labgrid_environment(farm, tmp_path):
+    # --lg-env: the places (RemotePlace resources) and the coordinator come from a labgrid environment file
+    m4 = farm.places[0].name
+    env = tmp_path / "lab.yaml"
+    env.write_text(
+        f"targets:\n  main:\n    resources:\n      RemotePlace:\n        name: {m4}\n"
+        f"options:\n  coordinator_address: {farm.coordinator}\n"
+    )
+    junit = tmp_path / "hil.xml"
+    proc = _pytest_hil("hil/test_link.py", "-n", "1", "--lg-env", str(env), f"--junitxml={junit}", "-k", "reset")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    places = {p.get("value") for p in ET.parse(junit).getroot().iter("property") if p.get("name") == "hil_place"}
+    assert places == {m4}
+    assert _holders(farm)[m4] is None
