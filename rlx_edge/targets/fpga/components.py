@@ -161,13 +161,26 @@ def rom_port(m: Module, owner, name: str, width: int, words: list[int]):
     return mem.read_port()
 
 
-def _bank_depth(width: int) -> int:
-    """Words in one bank of a deep ROM: one ECP5 block RAM (DP16KD, 18 kbit) deep in the narrowest of
-    its modes that holds ``width`` bits (wider words take several side by side)."""
-    for bits, depth in ((1, 16384), (2, 8192), (4, 4096), (9, 2048)):
-        if width <= bits:
-            return depth
-    return 1024
+#: ECP5 block RAM (DP16KD, and PDPW16KD for 36-bit words; 18 kbit) modes: (bits a word, words)
+BRAM_MODES = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
+
+
+def rom_bank_depth(width: int, depth: int) -> int:
+    """Words in one bank of a deep ROM of ``depth`` words of ``width`` bits: the deepest block RAM mode
+    that needs no more block RAMs for the whole ROM than the best mode does (a bank is then a row of
+    block RAMs side by side, ``width`` bits wide, that Yosys maps without a multiplexer of its own).
+
+    The deeper the bank, the fewer banks the fabric multiplexes: a 40,960 x 16-bit ROM is 40 block
+    RAMs either way, but 5 banks of 8,192 words (x2 mode) instead of 40 of 1,024 (x18), so 80 bank
+    registers and a two-level multiplexer instead of 640 and three levels.
+    """
+
+    def brams(mode: tuple[int, int]) -> int:
+        bits, words = mode
+        return -(-max(depth, 1) // words) * -(-width // bits)
+
+    best = min(brams(mode) for mode in BRAM_MODES)
+    return max(words for bits, words in BRAM_MODES if brams((bits, words)) == best)
 
 
 #: banks one stage of a deep ROM's bank multiplexer chooses among: two LUT4s and a PFUMX, one ECP5
@@ -177,24 +190,26 @@ ROM_MUX_WAYS = 4
 
 def rom_latency(width: int, depth: int) -> int:
     """Cycles from the address of :func:`pipelined_rom` to its registered data: the read, its register,
-    and one stage per level of the bank multiplexer."""
-    banks, levels = -(-max(depth, 1) // _bank_depth(width)), 0
+    and for a ROM of several banks, the banks' address registers and one stage per level of the bank
+    multiplexer."""
+    banks, levels = -(-max(depth, 1) // rom_bank_depth(width, depth)), 0
     while banks > 1:
         banks, levels = -(-banks // ROM_MUX_WAYS), levels + 1
-    return 2 + levels
+    return 2 + levels + (levels > 0)
 
 
 def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> tuple[Signal, Signal]:
     """A ROM whose data is registered :func:`rom_latency` cycles after its address.
 
-    A ROM deeper than one block RAM is split into banks of one block RAM each, every bank's output
-    registered beside it, then the banks chosen :data:`ROM_MUX_WAYS` at a time, a register after
-    each level: left whole, a deep ROM is a chain of block RAMs behind one wide multiplexer whose
-    clock-to-out and routing alone take more than a 10 ns cycle on ECP5. Returns
-    ``(address, data)``.
+    A ROM deeper than one bank (:func:`rom_bank_depth`: block RAMs side by side in their deepest
+    mode that wastes none) is split into banks, every bank's output registered beside it, then the
+    banks chosen :data:`ROM_MUX_WAYS` at a time, a register after each level: left whole, a deep
+    ROM is a chain of block RAMs behind one wide multiplexer whose clock-to-out and routing alone
+    take more than a 10 ns cycle on ECP5. Each bank has its own copy of the address register.
+    Returns ``(address, data)``.
     """
     words = list(words) or [0]
-    bank = _bank_depth(width)
+    bank = rom_bank_depth(width, len(words))
     addr = Signal(_addr_bits(len(words)), name=f"{name}_addr")
     if len(words) <= bank:
         port = rom_port(m, owner, name, width, words)
@@ -204,9 +219,15 @@ def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> 
     level = []
     for b in range(-(-len(words) // bank)):
         port = rom_port(m, owner, f"{name}_b{b}", width, words[b * bank : (b + 1) * bank])
-        m.d.comb += port.addr.eq(addr[:bits])
+        # each bank its own copy of the address, loaded only while the address is in that bank (which
+        # is all its output is used for): one register driving every bank's block RAMs took 11.5 ns
+        # of routing on the 85K; the enables differ, so Yosys cannot merge the copies back into one
+        baddr = Signal(bits, name=f"{name}_b{b}_addr")
+        with m.If(addr[bits:] == b):
+            m.d.sync += baddr.eq(addr[:bits])
+        m.d.comb += port.addr.eq(baddr)
         level.append(delay(m, port.data, 1, f"{name}_b{b}_q"))
-    which = delay(m, addr[bits:], 2, f"{name}_bank")  # the bank index, in step with the registered outputs
+    which = delay(m, addr[bits:], 3, f"{name}_bank")  # the bank index, in step with the registered outputs
     depth = 0
     while len(level) > 1:
         sel_bits = _addr_bits(ROM_MUX_WAYS)
@@ -1476,6 +1497,7 @@ class Concat(LayerComponent):
 
 
 __all__ = [
+    "BRAM_MODES",
     "INT32_MAX",
     "Add",
     "AddQuant",
@@ -1497,6 +1519,7 @@ __all__ = [
     "hex_lines",
     "pack_words",
     "pipelined_rom",
+    "rom_bank_depth",
     "rom_latency",
     "rom_port",
 ]

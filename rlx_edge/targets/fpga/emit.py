@@ -12,8 +12,10 @@ from rlx_edge.targets.fpga.design import FpgaDesign
 _RAM = """
 // {top}_ram: one activation buffer of {top}. Synchronous read (a read and a
 // write of the same word in one cycle return the old word), one write port
-// with a write enable per int8 lane. Written by rlx-edge; Yosys maps it to
-// block RAM.
+// with a write enable per int8 lane. Written by rlx-edge. Block RAM even when
+// small: distributed (LUT) RAM reads asynchronously, so its read, the banks'
+// multiplexer and the layers' address multiplexer would share one cycle (12.8
+// ns on ECP5-85K); a block RAM registers the address at its pins.
 module {top}_ram #(
     parameter WIDTH = 8,
     parameter LANES = 1,
@@ -28,7 +30,7 @@ module {top}_ram #(
     input wire [LANES-1:0] wr_en,
     input wire [WIDTH-1:0] wr_data
 );
-    reg [WIDTH-1:0] mem [0:DEPTH-1];
+    (* ram_style = "block" *) reg [WIDTH-1:0] mem [0:DEPTH-1];
     integer k;
 `ifndef SYNTHESIS
     integer i;

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from rlx_edge.errors import RlxError
+from rlx_edge.targets.fpga.components import BRAM_MODES
 from rlx_edge.targets.fpga.design import FpgaConfigError, FpgaDesign, Layer, _divisors, _pick_pe_simd
 from rlx_edge.targets.fpga.devices import Device, device
 
@@ -61,9 +62,10 @@ MARGIN = 0.85  # share of LUTs and FFs the fold may fill: the rest is the router
 RESOURCES = ("lut", "ff", "bram", "dsp")
 _TABLE = Path(__file__).with_name("fold_calibration.json")
 
-# block RAM shapes (depth, width) per family: ECP5 DP16KD (and PDPW16KD, 512 x 36), iCE40 SB_RAM40_4K
+# block RAM shapes (depth, width) per family: ECP5 DP16KD (and PDPW16KD, 512 x 36; the modes deep ROMs
+# are banked by), iCE40 SB_RAM40_4K
 _BRAM_SHAPES = {
-    "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+    "ecp5": tuple((depth, bits) for bits, depth in BRAM_MODES),
     "ice40": ((2048, 2), (1024, 4), (512, 8), (256, 16)),
 }
 # Yosys' cost of one block RAM (ecp5/brams.txt, ice40/brams.txt)

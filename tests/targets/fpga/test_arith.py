@@ -24,11 +24,12 @@ from rlx_edge.targets.fpga.arith import (
     clamp_select,
     pipelined_srdhm,
     pipelined_tree_sum,
+    rounding_divide_by_pot_parts,
     rounding_masks,
     rounding_round_up,
     tree_stages,
 )
-from rlx_edge.targets.fpga.components import pipelined_rom, rom_latency
+from rlx_edge.targets.fpga.components import pipelined_rom, rom_bank_depth, rom_latency
 
 
 def _run(m: Module, bench) -> None:
@@ -59,6 +60,26 @@ def test_rounding_round_up_is_rounding_divide_by_pot_exhaustively_on_8_bits():
     assert len(seen) == 256 * width and all(seen)
 
 
+def test_rounding_divide_by_pot_parts_with_a_constant_exponent_exhaustively_on_8_bits():
+    """The constant-exponent form (the requantizer's and the add's) against the reference, every
+    exponent and every 8-bit value."""
+    xs = np.arange(-128, 128)
+    seen = []
+    for ev in range(8):
+        m = Module()
+        x, y = Signal(signed(8)), Signal(signed(9))
+        quo, up = rounding_divide_by_pot_parts(x, ev)
+        m.d.comb += y.eq(quo + up if up is not None else quo)
+
+        async def bench(ctx, ev=ev, x=x, y=y):
+            for xv, w in zip(xs.tolist(), fx.rounding_divide_by_pot(xs, ev).tolist()):
+                ctx.set(x, xv)
+                seen.append(ctx.get(y) == w)
+
+        _run(m, bench)
+    assert len(seen) == 256 * 8 and all(seen)
+
+
 def test_clamp_offset_is_clamp_of_the_sum():
     m = Module()
     q, up = Signal(signed(32)), Signal()
@@ -69,7 +90,9 @@ def test_clamp_offset_is_clamp_of_the_sum():
         m.d.comb += o.eq(clamp_select(*clamp_offset(q, up, zp, lo, hi), lo, hi))
         outs.append(o)
     rng = np.random.default_rng(0)
-    qs = [*range(-300, 300), 2**31 - 2, -(2**31), 2**30, -(2**30), *rng.integers(-(2**31), 2**31 - 1, 100).tolist()]
+    edges = [-1025, -1024, -1023, -513, -512, -511, 511, 512, 513, 1023, 1024, 1025]  # around less_than's split
+    qs = [*range(-300, 300), *edges, 2**31 - 2, -(2**31), 2**30, -(2**30)]
+    qs += rng.integers(-(2**31), 2**31 - 1, 100).tolist()
     bad, n = [], 0
 
     async def bench(ctx):
@@ -143,10 +166,27 @@ def test_pipelined_tree_sum_registers_every_two_levels():
         assert got == [sum(d) for d in draws], terms
 
 
-@pytest.mark.parametrize(("width", "depth"), [(16, 700), (16, 3000), (16, 5000), (16, 17 * 1024 + 5)])
+@pytest.mark.parametrize(
+    ("width", "depth", "bank", "latency"),
+    [
+        (16, 512, 1024, 2),  # one block RAM: x18, not 16 side by side in x1
+        (16, 3000, 1024, 4),  # 3 x18 block RAMs, not 2 x 2 in x9
+        (16, 4096, 4096, 2),  # 4 block RAMs either way: one bank of 4 x4 ones side by side
+        (16, 40960, 8192, 5),  # AD's 640 x 128 layer: 5 banks of 8 x2 block RAMs, not 40 of one
+        (32, 1500, 512, 4),  # 3 PDPW16KD in their 36-bit mode, not 4 in x18 or x9
+    ],
+)
+def test_rom_bank_depth_is_the_deepest_mode_that_wastes_no_block_ram(width, depth, bank, latency):
+    """Deeper banks, fewer bank registers and multiplexer inputs, for the same block RAMs."""
+    assert rom_bank_depth(width, depth) == bank
+    assert rom_latency(width, depth) == latency
+
+
+@pytest.mark.parametrize(("width", "depth"), [(16, 700), (16, 3000), (16, 5000), (16, 16 * 1024 + 1), (16, 20000)])
 def test_pipelined_rom_reads_every_word_at_its_latency(width: int, depth: int):
-    """One bank, one, two and three levels of the bank multiplexer: sequential reads across every bank
-    boundary, then random ones, each word distinct."""
+    """One bank, one, two and three levels of the bank multiplexer (1,024-word banks), and 5 banks of
+    4,096 words (x4 mode): sequential reads across every bank boundary, then random ones, each word
+    distinct."""
     words = [(i * 7919) % (1 << width) for i in range(depth)]
     assert len(set(words)) == depth
     m = Module()
