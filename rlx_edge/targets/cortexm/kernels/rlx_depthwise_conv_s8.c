@@ -384,39 +384,45 @@ typedef char rlx_dw_gk_bias_at_72[offsetof(rlx_dw_gk, b) == 72 && offsetof(rlx_d
                                       : -1];
 #endif
 
-/* Input row iy (inside the image) of channels [c0, c0 + nc) into ring row dst (wp pixels
- * from column -pl). */
-static void rlx_dw_row(const rlx_dw_conv_params *p, const int8_t *img, int32_t iy, int32_t c0, int32_t nc,
-                       int32_t wp, int16_t *dst)
+/* The ring columns [lo, hi) that hold image pixels (the others are padding). */
+RLX_INLINE void rlx_dw_cols(const rlx_dw_conv_params *p, int32_t wp, int32_t *lo, int32_t *hi)
 {
-    const int32_t ch = p->in_c, pl = p->pad_left, in_w = p->in_w, off = p->in_offset;
-    int32_t col = 0;
-    const int32_t lo = pl < wp ? pl : wp;
-    for (; col < lo; col++) {
-        rlx_wr32(dst + 4 * col, 0);
-        rlx_wr32(dst + 4 * col + 2, 0);
-    }
-    const int32_t hi = in_w + pl < wp ? in_w + pl : wp;
-    const int8_t *src = img + (iy * in_w + col - pl) * ch + c0;
+    const int32_t pl = p->pad_left, right = p->in_w + p->pad_left;
+    *lo = pl < wp ? pl : wp;
+    *hi = right < wp ? right : wp;
+}
+
+/* n image pixels of channels [c0, c0 + nc) from src (c0's byte of the first) into a ring row
+ * at d, the input offset added. Inlined into the group's row loop, which computes its
+ * pointers once per group, and with no padding to write (rlx_dw3x3_rows zeroes the ring's
+ * padded columns once per call): per group, rows are the cost besides the pixels (on KWS's
+ * 25x5 layers about a fifth of the kernel's instructions). */
+RLX_INLINE void rlx_dw_row(const int8_t *src, int16_t *d, int32_t n, int32_t ch, int32_t nc, int32_t off)
+{
 #if RLX_USE_DSP
     if (nc == 4) {
+        /* two pixels an iteration: the loop control is spread over twice the words */
         const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
-        for (; col < hi; col++, src += ch) {
-            const uint32_t xv = rlx_rd32(src);
-            rlx_wr32(dst + 4 * col, rlx_sxtab16(off2, xv));
-            rlx_wr32(dst + 4 * col + 2, rlx_sxtab16_ror8(off2, xv));
+        for (; n >= 2; n -= 2, src += 2 * ch, d += 8) {
+            const uint32_t xa = rlx_rd32(src), xb = rlx_rd32(src + ch);
+            rlx_wr32(d, rlx_sxtab16(off2, xa));
+            rlx_wr32(d + 2, rlx_sxtab16_ror8(off2, xa));
+            rlx_wr32(d + 4, rlx_sxtab16(off2, xb));
+            rlx_wr32(d + 6, rlx_sxtab16_ror8(off2, xb));
         }
+        if (n > 0) {
+            const uint32_t xa = rlx_rd32(src);
+            rlx_wr32(d, rlx_sxtab16(off2, xa));
+            rlx_wr32(d + 2, rlx_sxtab16_ror8(off2, xa));
+        }
+        return;
     }
 #endif
-    for (; col < hi; col++, src += ch) {
+    for (; n > 0; n--, src += ch, d += 4) {
         static const int8_t order[4] = {0, 2, 1, 3}; /* (c0 c2) (c1 c3) */
         for (int32_t i = 0; i < 4; i++) {
-            dst[4 * col + i] = (int16_t)(order[i] < nc ? src[order[i]] + off : 0);
+            d[i] = (int16_t)(order[i] < nc ? src[order[i]] + off : 0);
         }
-    }
-    for (; col < wp; col++) {
-        rlx_wr32(dst + 4 * col, 0);
-        rlx_wr32(dst + 4 * col + 2, 0);
     }
 }
 
@@ -570,6 +576,11 @@ RLX_INLINE void rlx_dw_group(const rlx_dw_conv_params *p, const int8_t *img, int
     const int32_t sh = p->stride_h, in_h = p->in_h;
     const int32_t step = (int32_t)(sw * 8 / sizeof(rlx_dw_lane)); /* lanes per output pixel */
     const rlx_dw_lane *xr[3];
+    /* a row's image columns: [clo, chi) of the ring, from src0 + iy * rstride */
+    int32_t clo, chi;
+    rlx_dw_cols(p, wp, &clo, &chi);
+    const int32_t rstride = p->in_w * ch, ncols = chi - clo, off = p->in_offset;
+    const int8_t *const src0 = img + (ncols > 0 ? (clo - p->pad_left) * ch : 0) + c0;
     for (int32_t oy = 0; oy < p->out_h; oy++) {
         const int32_t iy0 = oy * sh - p->pad_top;
         int32_t i = 0;
@@ -589,7 +600,7 @@ RLX_INLINE void rlx_dw_group(const rlx_dw_conv_params *p, const int8_t *img, int
             if (iy < 0 || iy >= in_h) {
                 xr[i] = (const rlx_dw_lane *)zero;
             } else {
-                rlx_dw_row(p, img, iy, c0, nc, wp, rb[i]);
+                rlx_dw_row(src0 + iy * rstride, rb[i] + 4 * clo, ncols, ch, nc, off);
                 xr[i] = (const rlx_dw_lane *)rb[i];
             }
         }
@@ -642,6 +653,16 @@ static void rlx_dw3x3_rows(const rlx_dw_conv_params *p, const int8_t *in, int8_t
     int16_t *const zero = ring + RLX_DW_ROWS * 4 * wp;
     for (int32_t i = 0; i < 4 * wp; i++) {
         zero[i] = 0;
+    }
+    /* the padded columns of the ring rows, which rlx_dw_row never writes */
+    int32_t lo, hi;
+    rlx_dw_cols(p, wp, &lo, &hi);
+    for (int32_t r = 0; r < RLX_DW_ROWS; r++) {
+        for (int32_t i = 0; i < 4 * wp; i++) {
+            if (i < 4 * lo || i >= 4 * hi) {
+                ring[r * 4 * wp + i] = 0;
+            }
+        }
     }
     for (int32_t n = 0; n < p->batches; n++) {
         const int8_t *img = in + n * p->in_h * p->in_w * ch;
