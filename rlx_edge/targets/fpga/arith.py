@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -94,15 +94,17 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm")
     With ``u`` the bits of ``a`` as unsigned (``a + sign * 2**32``) split in 16-bit halves,
     ``a * mult = (uh * mh - sign * mult) * 2**32 + (uh * ml + ul * mh) * 2**16 + ul * ml``: four
     unsigned 16 x 16 partial products (one DSP each on ECP5 and iCE40, registered), then the
-    middle ones summed and the sign correction taken off the top one, then the exact product
-    rounded to its high word (:func:`srdhm_round`).
+    middle ones summed with the high half of the low one and the rounding constant, and the sign
+    correction taken off the top one, then one add gives the rounded high word (``(ab + 2**30) >> 31``,
+    :func:`srdhm_round`).
     """
     a = Value.cast(a)
     mult = Const(mult, 31) if isinstance(mult, int) else Value.cast(mult)
     u = a.as_unsigned()
     ul, uh, ml, mh = u[:16], u[16:32], mult[:16], mult[16:31]
-    pp = {k: Signal(32, name=f"{name}_pp_{k}") for k in ("ll", "lh", "hl", "hh")}
-    corr = Signal(31, name=f"{name}_corr")
+    # data registers: no reset (see :func:`delay`)
+    pp = {k: Signal(32, name=f"{name}_pp_{k}", reset_less=True) for k in ("ll", "lh", "hl", "hh")}
+    corr = Signal(31, name=f"{name}_corr", reset_less=True)
     m.d.sync += [
         pp["ll"].eq(ul * ml),
         pp["lh"].eq(ul * mh),
@@ -110,12 +112,17 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm")
         pp["hh"].eq(uh * mh),
         corr.eq(Mux(a[31], mult, 0)),
     ]
-    mid = Signal(33, name=f"{name}_mid")
-    top = Signal(signed(33), name=f"{name}_top")
-    low = Signal(32, name=f"{name}_low")
-    m.d.sync += [mid.eq(pp["lh"] + pp["hl"]), top.eq(pp["hh"] - corr), low.eq(pp["ll"])]
-    high = Signal(signed(32), name=f"{name}_high")
-    m.d.sync += high.eq(srdhm_round((top << 32) + (mid << 16) + low))
+    # srdhm_round's 2**30 goes in here, a stage early: ``ab + 2**30 = (top * 2**16 + mid + (ll >> 16)
+    # + 2**14) * 2**16 + (ll & 0xFFFF)`` and the low 16 bits cannot carry, so the result is
+    # ``2 * top + (mid + (ll >> 16) + 2**14) >> 15``. Adding 2**14 to the 16 bits ``ll >> 16`` is a
+    # 2-bit increment of their top two bits (no carry chain); the last stage is then one 34-bit add
+    # where it was a three-input 65-bit add and an increment.
+    ll_hi = Cat(pp["ll"][16:30], pp["ll"][30:32] + 1)
+    mid = Signal(34, name=f"{name}_mid", reset_less=True)
+    top = Signal(signed(33), name=f"{name}_top", reset_less=True)
+    m.d.sync += [mid.eq(pp["lh"] + pp["hl"] + ll_hi), top.eq(pp["hh"] - corr)]
+    high = Signal(signed(32), name=f"{name}_high", reset_less=True)
+    m.d.sync += high.eq(wrap32((top << 1) + mid[15:]))
     return high
 
 
@@ -233,11 +240,17 @@ def tree_sum(values: list[Value]) -> Value:
     return values[0]
 
 
-def delay(m: Module, v: Value, cycles: int, name: str = "d") -> Value:
-    """``v`` as it was ``cycles`` clock cycles ago: a chain of registers of ``m`` (``v`` for 0)."""
+def delay(m: Module, v: Value, cycles: int, name: str = "d", *, data: bool = False) -> Value:
+    """``v`` as it was ``cycles`` clock cycles ago: a chain of registers of ``m`` (``v`` for 0).
+
+    ``data``: registers without a reset, for values that are only used while a valid bit (which does
+    reset) says so. A synchronous reset on every register is one more input on each and a net that
+    reaches every corner of the chip: nextpnr does not put it on a global network, and on the ECP5-85K
+    it was the critical path. Never for a valid or control bit.
+    """
     v = Value.cast(v)
     for i in range(cycles):
-        r = Signal(v.shape(), name=f"{name}_{i + 1}")
+        r = Signal(v.shape(), name=f"{name}_{i + 1}", reset_less=data)
         m.d.sync += r.eq(v)
         v = r
     return v
@@ -269,7 +282,7 @@ def pipelined_tree_sum(m: Module, values: list[Value], name: str = "sum") -> Val
         if level % TREE_LEVELS_PER_STAGE == 0 or len(nxt) == 1:
             regs = []
             for i, v in enumerate(nxt):
-                r = Signal(Value.cast(v).shape(), name=f"{name}_l{level}_{i}")
+                r = Signal(Value.cast(v).shape(), name=f"{name}_l{level}_{i}", reset_less=True)  # data
                 m.d.sync += r.eq(v)
                 regs.append(r)
             nxt = regs

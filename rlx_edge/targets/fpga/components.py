@@ -214,7 +214,7 @@ def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> 
     if len(words) <= bank:
         port = rom_port(m, owner, name, width, words)
         m.d.comb += port.addr.eq(addr)
-        return addr, delay(m, port.data, 1, f"{name}_q")
+        return addr, delay(m, port.data, 1, f"{name}_q", data=True)
     bits = _addr_bits(bank)
     level = []
     for b in range(-(-len(words) // bank)):
@@ -222,12 +222,12 @@ def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> 
         # each bank its own copy of the address, loaded only while the address is in that bank (which
         # is all its output is used for): one register driving every bank's block RAMs took 11.5 ns
         # of routing on the 85K; the enables differ, so Yosys cannot merge the copies back into one
-        baddr = Signal(bits, name=f"{name}_b{b}_addr")
+        baddr = Signal(bits, name=f"{name}_b{b}_addr", reset_less=True)  # its word is data
         with m.If(addr[bits:] == b):
             m.d.sync += baddr.eq(addr[:bits])
         m.d.comb += port.addr.eq(baddr)
-        level.append(delay(m, port.data, 1, f"{name}_b{b}_q"))
-    which = delay(m, addr[bits:], 3, f"{name}_bank")  # the bank index, in step with the registered outputs
+        level.append(delay(m, port.data, 1, f"{name}_b{b}_q", data=True))
+    which = delay(m, addr[bits:], 3, f"{name}_bank", data=True)  # the bank index, in step with the registered outputs
     depth = 0
     while len(level) > 1:
         sel_bits = _addr_bits(ROM_MUX_WAYS)
@@ -235,10 +235,10 @@ def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> 
         nxt = []
         for i in range(0, len(level), ROM_MUX_WAYS):
             group = level[i : i + ROM_MUX_WAYS]
-            r = Signal(width, name=f"{name}_m{depth}_{i // ROM_MUX_WAYS}")
+            r = Signal(width, name=f"{name}_m{depth}_{i // ROM_MUX_WAYS}", reset_less=True)
             m.d.sync += r.eq(Cat(*group).word_select(sel, width) if len(group) > 1 else group[0])
             nxt.append(r)
-        which = delay(m, which, 1, f"{name}_bank{depth}")
+        which = delay(m, which, 1, f"{name}_bank{depth}", data=True)
         level, depth = nxt, depth + 1
     return addr, level[0]
 
@@ -300,8 +300,8 @@ def _word2(m: Module, data, g1, ratio: int, lanes: int, name: str = "word2"):
     """Stage 2 of a read: the word that arrived in stage 1 registered as it came (no logic behind a block
     RAM's clock-to-out, which takes half of a 10 ns cycle on ECP5), then the lane group ``g1`` (stage 1)
     selected from it."""
-    w2 = delay(m, data, 1, name)
-    return w2.word_select(delay(m, g1, 1, f"{name}_g"), 8 * lanes) if ratio > 1 else w2
+    w2 = delay(m, data, 1, name, data=True)
+    return w2.word_select(delay(m, g1, 1, f"{name}_g", data=True), 8 * lanes) if ratio > 1 else w2
 
 
 def _stream_run(m: Module, comp: LayerComponent, n: int, lanes: int) -> tuple[Signal, object, list[_Reader]]:
@@ -371,7 +371,7 @@ class Requantizer(wiring.Component):
     o_valid : Out(1)
         The group entered :attr:`latency` cycles earlier is on ``o_data``.
     o_data : Out(8 * lanes)
-        Signed int8 results.
+        Signed int8 results, meaningful only while ``o_valid``: the data stages have no reset.
     o_tag : Out(tag_bits)
         The tag that entered with the group.
     """
@@ -415,14 +415,16 @@ class Requantizer(wiring.Component):
                     r_4 = right
                 else:
                     s_left = wrap32(acc << self.i_left[5 * k : 5 * (k + 1)])
-                    m_1 = delay(m, self.i_mult[31 * k : 31 * (k + 1)], 1, f"m_{k}")
-                    r_3 = delay(m, self.i_right[5 * k : 5 * (k + 1)], 3, f"r_{k}")
-                    r_4 = delay(m, r_3, 1, f"r4_{k}")
+                    m_1 = delay(m, self.i_mult[31 * k : 31 * (k + 1)], 1, f"m_{k}", data=True)
+                    r_3 = delay(m, self.i_right[5 * k : 5 * (k + 1)], 3, f"r_{k}", data=True)
+                    r_4 = delay(m, r_3, 1, f"r4_{k}", data=True)
                     # the rounding masks a stage ahead of the shift that uses them
-                    half4, point4 = Signal(32, name=f"half4_{k}"), Signal(32, name=f"point4_{k}")
+                    half4 = Signal(32, name=f"half4_{k}", reset_less=True)
+                    point4 = Signal(32, name=f"point4_{k}", reset_less=True)
                     m.d.sync += Cat(half4, point4).eq(Cat(*rounding_masks(r_3)))
                 # 1: the left shift
-                x1 = Signal(signed(32), name=f"x1_{k}")
+                # the data stages have no reset: only o_valid (and o_tag beside it) must start at 0
+                x1 = Signal(signed(32), name=f"x1_{k}", reset_less=True)
                 m.d.sync += x1.eq(s_left)
                 # 2-4: the doubling high multiply
                 hi4 = pipelined_srdhm(m, x1, m_1, f"srdhm_{k}")
@@ -431,13 +433,17 @@ class Requantizer(wiring.Component):
                     quo, up = rounding_divide_by_pot_parts(hi4, r_4)
                 else:
                     quo, up = hi4 >> r_4, rounding_round_up(hi4, half4, point4)
-                q5 = Signal(signed(32), name=f"q5_{k}")
-                up5 = Signal(name=f"up5_{k}")
+                q5 = Signal(signed(32), name=f"q5_{k}", reset_less=True)
+                up5 = Signal(name=f"up5_{k}", reset_less=True)
                 m.d.sync += [q5.eq(quo), up5.eq(up if up is not None else 0)]
                 # 6: round up and zero point, compared with the bounds; 7: the clamped result
-                below6, above6, in6 = Signal(name=f"below6_{k}"), Signal(name=f"above6_{k}"), Signal(8, name=f"in6_{k}")
+                below6, above6 = (
+                    Signal(name=f"below6_{k}", reset_less=True),
+                    Signal(name=f"above6_{k}", reset_less=True),
+                )
+                in6 = Signal(8, name=f"in6_{k}", reset_less=True)
                 m.d.sync += Cat(below6, above6, in6).eq(Cat(*clamp_offset(q5, up5, self.zero_point, self.lo, self.hi)))
-                y7 = Signal(signed(8), name=f"y7_{k}")
+                y7 = Signal(signed(8), name=f"y7_{k}", reset_less=True)
                 m.d.sync += y7.eq(clamp_select(below6, above6, in6, self.lo, self.hi))
                 outs.append(y7)
 
@@ -593,15 +599,15 @@ class _MacLayer(LayerComponent):
         operands = self.operand_stage(len(wdata), self._weight_depth())
         x3 = []
         for i, x in enumerate(xs):
-            r = Signal(signed(9), name=f"x3_{i}")  # an int8 less a zero point: 9 bits
+            r = Signal(signed(9), name=f"x3_{i}", reset_less=True)  # an int8 less a zero point: 9 bits
             m.d.sync += r.eq(x)
-            x3.append(delay(m, r, operands - 3, f"x{i}"))  # in step with a deep ROM's words
-        w3 = delay(m, wdata, operands - rom_latency(len(wdata), self._weight_depth()), "w")
+            x3.append(delay(m, r, operands - 3, f"x{i}", data=True))  # in step with a deep ROM's words
+        w3 = delay(m, wdata, operands - rom_latency(len(wdata), self._weight_depth()), "w", data=True)
         dots = []
         for p in range(pe):
             prods = []
             for s_ in range(simd):
-                prod = Signal(signed(17), name=f"prod4_{p}_{s_}")
+                prod = Signal(signed(17), name=f"prod4_{p}_{s_}", reset_less=True)
                 m.d.sync += prod.eq((x3[s_] if shared else x3[p]) * lane(w3, p * simd + s_))
                 prods.append(prod)
             dots.append(pipelined_tree_sum(m, prods, f"dot_{p}"))
@@ -628,8 +634,8 @@ class _MacLayer(LayerComponent):
             rows.append(row)
         port = rom_port(m, self, "params", fields * lanes, rows)
         # an index is a few bits, a word up to 73 per lane: delay the address, register the word once
-        m.d.comb += port.addr.eq(delay(m, index, lag, "pidx"))
-        word = Signal(len(port.data), name="params_word")
+        m.d.comb += port.addr.eq(delay(m, index, lag, "pidx", data=True))
+        word = Signal(len(port.data), name="params_word", reset_less=True)
         m.d.sync += word.eq(port.data)
         return word, fields, uniform
 
@@ -649,7 +655,7 @@ class _MacLayer(LayerComponent):
         accs = []
         for k in range(lanes):
             p = params[k * fields : (k + 1) * fields]
-            acc = Signal(signed(32), name=f"acc_{k}")
+            acc = Signal(signed(32), name=f"acc_{k}", reset_less=True)  # the first valid step loads it
             # the bias starts the sum (int32 wraps, so the order of the additions does not matter)
             acc_next = share(wrap32(Mux(first, p[:32].as_signed(), acc) + dots[k]), f"acc_next_{k}")
             with m.If(v):
