@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from rlx_edge._io import atomic_write_text
 from rlx_edge.boards import Board, get_board
 from rlx_edge.errors import RlxError
 
@@ -125,24 +126,22 @@ class _Farm:
         """The coordinator's address, once the farm is up (``pytest.fail`` if it did not come up)."""
         if self.coordinator or self.ready is None:
             return self.coordinator
-        ready = Path(self.ready)
         deadline = time.monotonic() + timeout
-        while not ready.exists():
+        while (state := _ready_state(self.ready)) is None:
             if time.monotonic() > deadline:
                 pytest.fail(f"hil: the QEMU farm did not come up within {timeout:g} s")
             time.sleep(0.05)
-        state = json.loads(ready.read_text())
         if "error" in state:
             pytest.fail(f"hil: the QEMU farm did not start: {state['error']}")
         return state["coordinator"]
 
 
-def _ready_coordinator(ready: str) -> str:
-    """The address a started farm wrote to ``ready``, or "" (not up yet, or it did not start)."""
+def _ready_state(ready: str) -> dict[str, str] | None:
+    """What a farm started in the background wrote to ``ready`` (its address or its error); None: not yet."""
     try:
-        return json.loads(Path(ready).read_text()).get("coordinator", "")
+        return json.loads(Path(ready).read_text())
     except (OSError, ValueError):
-        return ""
+        return None
 
 
 def _xdist_workers(config: pytest.Config) -> int:
@@ -238,8 +237,7 @@ def _start_farm(config: pytest.Config, n: int, workers: int) -> _Farm:
             state = {"coordinator": qemu_farm.coordinator}
         except Exception as e:  # the workers fail their tests with this reason
             state = {"error": str(e)}
-        ready.with_suffix(".tmp").write_text(json.dumps(state))
-        ready.with_suffix(".tmp").replace(ready)
+        atomic_write_text(ready, json.dumps(state))
 
     starting = threading.Thread(target=start, name="hil-farm-start", daemon=True)
     starting.start()
@@ -315,7 +313,8 @@ class _PlacesXdist:
     def _release_for_the_dead(self, place: str) -> None:
         from rlx_edge.hil import _labgrid
 
-        coordinator = self.farm.coordinator or (_ready_coordinator(self.farm.ready) if self.farm.ready else "")
+        state = _ready_state(self.farm.ready) if self.farm.ready else None
+        coordinator = self.farm.coordinator or (state or {}).get("coordinator", "")
         if not coordinator:
             return
         try:

@@ -98,7 +98,7 @@ class _Daemon:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
+            self.terminate()
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx_edge._io import atomic_write_bytes
 from rlx_edge.boards import Board, get_board
 from rlx_edge.errors import RlxError
 from rlx_edge.ir.graph import Graph
@@ -271,10 +272,12 @@ def _compile_objects(gcc: str, cflags: list[str], sources: list[Path], obj_dir: 
     obj_dir.mkdir(parents=True, exist_ok=True)
     objects = [obj_dir / f"{k:02d}_{src.stem}.o" for k, src in enumerate(sources)]
     store = _cache_root() / "objects"
+    # a forced include brings bytes the key does not hold
+    cacheable = not any(f.startswith(("-include", "-imacros")) for f in cflags)
 
     def one(k: int) -> None:
         src, flags, key = sources[k], cflags, None
-        closure = None if any(f.startswith(("-include", "-imacros")) for f in cflags) else _local_closure(src)
+        closure = _local_closure(src) if cacheable else None
         if closure is not None:
             # gcc tries the last map first: the source's directory before the working directory it may lie in
             flags = [*cflags, f"-ffile-prefix-map={Path.cwd()}=.", f"-ffile-prefix-map={src.parent}={src.parent.name}"]
@@ -285,9 +288,7 @@ def _compile_objects(gcc: str, cflags: list[str], sources: list[Path], obj_dir: 
                 return
         run_tool([gcc, *flags, "-c", str(src), "-o", str(objects[k])], f"arm-none-eabi-gcc for {board}")
         if key is not None:
-            staged = _ensure(store) / f".{key}.{os.getpid()}.{k}.o"
-            shutil.copyfile(objects[k], staged)
-            os.replace(staged, store / f"{key}.o")
+            atomic_write_bytes(store / f"{key}.o", objects[k].read_bytes())
 
     # the biggest sources first, so that no core is left with one large file at the end
     order = sorted(range(len(sources)), key=lambda k: -sources[k].stat().st_size)
