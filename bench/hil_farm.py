@@ -91,8 +91,7 @@ def main() -> int:
         "--inputs",
         type=int,
         default=None,
-        help="inputs per model campaign (hil/'s --inputs; default: the suite's own, 5 for VWW and ResNet, "
-        "20 for AD and KWS)",
+        help="inputs per model campaign (hil/'s --inputs; default: the suite's own, 20 per model)",
     )
     args = ap.parse_args()
     extra = ["-k", args.k] if args.k else []

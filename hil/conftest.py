@@ -347,6 +347,26 @@ def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
             super().__init__(config, log)
             self.last_module: dict[Any, str] = {}  # a worker -> the test module of the last test sent to it
 
+        @property
+        def collection_is_completed(self) -> bool:
+            # A worker starts as soon as its own collection is in: xdist waits for every worker's,
+            # which leaves the first ones idle for as long as the slowest takes to start (~1 s).
+            return bool(self.node2collection)
+
+        def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+            if self.collection is not None and list(collection) != self.collection:
+                # Only a worker whose collection is the first one's can be sent test indices.
+                from xdist.report import report_collection_diff
+
+                first = next(iter(self.node2collection))
+                msg = report_collection_diff(self.collection, collection, first.gateway.id, node.gateway.id)
+                self.log(msg)
+                rep = pytest.CollectReport(nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[])
+                self.config.hook.pytest_collectreport(report=rep)
+                node.shutdown()
+                return
+            self.node2collection[node] = list(collection)
+
         def _fits(self, node: Any, index: int) -> bool:
             assert self.collection is not None
             board = _board_of(self.collection[index], farm.boards)
@@ -368,7 +388,7 @@ def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
             return sorted(mine, key=lambda i: (module[i] != last, module[i] in busy, i))
 
         def check_schedule(self, node: Any, duration: float = 0) -> None:
-            if node.shutting_down or self.collection is None:
+            if node.shutting_down or self.collection is None or node not in self.node2collection:
                 return
             mine = self._order(node, [i for i in self.pending if self._fits(node, i)])
             take = mine[: max(0, 2 - len(self.node2pending[node]))]
@@ -382,11 +402,9 @@ def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
                 node.shutdown()
 
         def schedule(self) -> None:
+            # Called for each worker's collection as it comes in (collection_is_completed).
             assert self.collection_is_completed
             if self.collection is None:
-                if not self._check_nodes_have_same_collection():
-                    self.log("**Different tests collected, aborting run**")
-                    return
                 self.collection = next(iter(self.node2collection.values()))
                 self.pending[:] = range(len(self.collection))
             for node in self.nodes:

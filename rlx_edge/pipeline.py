@@ -73,7 +73,7 @@ def legalize_for(graph: Graph, target: str) -> Graph:
             # compared on, but compiled targets have no kernels for plain int32 tensors: computed
             # here, it becomes constants they read. Weights are never folded this way.
             graph, _ = PassManager(("fold",), options={"fold_index_only": True}).run(graph)
-        legalize(graph, spec.rules, target=spec.family, targets=rule_tables())
+        legalize(graph, spec.rules, target=spec.family, targets=rule_tables)
     return graph
 
 

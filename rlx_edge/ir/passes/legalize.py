@@ -7,7 +7,7 @@ error useful, the tables of the other targets.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 
 import numpy as np
 
@@ -24,7 +24,7 @@ def legalize(
     rules: Container[str],
     *,
     target: str | None = None,
-    targets: Mapping[str, Container[str]] | None = None,
+    targets: Mapping[str, Container[str]] | Callable[[], Mapping[str, Container[str]]] | None = None,
 ) -> Graph:
     """Return ``graph`` when ``rules`` supports every node's op; else raise one error naming them all.
 
@@ -35,12 +35,16 @@ def legalize(
     target:
         The target's name for messages (defaults to ``rules.name`` when it has one).
     targets:
-        Every known target's rules, by name, to say where an unsupported op would run.
+        Every known target's rules, by name, to say where an unsupported op would run; or a function
+        returning them, called only when an op is unsupported (loading every target's table imports
+        every target, which a graph that legalizes never needs).
     """
     name = target or getattr(rules, "name", None) or "the target"
     bad = [n for n in graph.nodes if n.op not in rules]
     if not bad:
         return graph
+    if callable(targets):
+        targets = targets()
     lines = []
     for n in bad:
         where = sorted(t for t, r in (targets or {}).items() if n.op in r)

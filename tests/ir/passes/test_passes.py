@@ -309,6 +309,17 @@ def test_legalize():
     assert "node 'act' (op relu)" in msg and "supported by big" in msg and "tiny" in msg
     with pytest.raises(UnsupportedOpError, match="no target supports it"):
         legalize(g, set(), targets={"x": set()})
+    # The other targets' tables as a function: called only for the message of a graph that fails.
+    calls = []
+
+    def tables():
+        calls.append(1)
+        return {"big": {"relu", "conv2d"}}
+
+    assert legalize(g, {"conv2d", "relu"}, targets=tables) is g and not calls
+    with pytest.raises(UnsupportedOpError, match="supported by big"):
+        legalize(g, {"conv2d"}, targets=tables)
+    assert calls == [1]
 
 
 def test_legalize_with_a_rule_table():
