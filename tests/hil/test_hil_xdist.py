@@ -6,6 +6,7 @@ that place's board, and releases the place when its session ends.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -113,6 +114,7 @@ def test_places_and_workers_must_match(farm):
 
 
 CRASHING_TESTS = """
+import importlib.util
 import os
 from pathlib import Path
 
@@ -160,3 +162,65 @@ def test_places_from_a_labgrid_environment(farm, tmp_path):
     places = {p.get("value") for p in ET.parse(junit).getroot().iter("property") if p.get("name") == "hil_place"}
     assert places == {m4}
     assert _holders(farm)[m4] is None
+
+
+class _Config:
+    """What xdist's LoadScheduling reads of a pytest config: 2 workers, no chunk limit; reports kept."""
+
+    def __init__(self):
+        self.reports: list = []
+        self.hook = type("Hook", (), {"pytest_collectreport": lambda _, report: self.reports.append(report)})()
+
+    def getvalue(self, name):
+        return {"tx": ["2*popen"]}[name]
+
+    def getoption(self, name, default=None):
+        return None
+
+
+class _Worker:
+    """A worker as the scheduler sees it: its place, and the test indices sent to it."""
+
+    def __init__(self, name: str, place: str):
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.workerinput = {"hil_farm": {"mine": place}}
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indices):
+        self.sent.extend(indices)
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def test_a_worker_starts_on_its_own_collection_and_only_on_its_boards_tests():
+    # hil/conftest.py's scheduler, driven as xdist's controller drives it, without processes.
+    spec = importlib.util.spec_from_file_location("hil_conftest_under_test", ROOT / "hil" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = conftest  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(conftest)
+    finally:
+        del sys.modules[spec.name]
+    farm = conftest._Farm("", {"p-m4": "qemu-mps2-an386", "p-m3": "qemu-mps2-an385"}, ("p-m4", "p-m3"))
+    config = _Config()
+    sched = conftest._place_scheduler(config, None, farm)
+    m4, m3 = _Worker("gw0", "p-m4"), _Worker("gw1", "p-m3")
+    sched.add_node(m4)
+    sched.add_node(m3)
+    ids = [f"hil/t.py::test_{k}[qemu-mps2-{b}]" for k in range(3) for b in ("an386", "an385")]
+    sched.add_node_collection(m4, ids)
+    assert sched.collection_is_completed  # the M4 worker need not wait for the M3 worker's collection
+    sched.schedule()
+    assert m4.sent == [0, 2] and m3.sent == []  # its board's tests only, one to run and one next
+    sched.add_node_collection(m3, ids)
+    sched.schedule()
+    assert m3.sent == [1, 3]
+    # A worker that collected something else gets nothing, and is told to stop.
+    odd = _Worker("gw2", "p-m3")
+    sched.add_node(odd)
+    sched.add_node_collection(odd, ids[:-1])
+    sched.schedule()
+    assert odd.sent == [] and odd.shutting_down
+    assert [r.outcome for r in config.reports] == ["failed"] and "gw2" in str(config.reports[0].longrepr)
