@@ -506,8 +506,24 @@ def _target_stages(st: dict[str, Any], demo: Demo) -> list[tuple[str, Callable[[
         detail = f"{rep['faults_injected']} faults: {answered}/{len(xq)} answered, {wrong} wrong accepted"
         return verdict(wrong == 0 and answered >= 0.9 * len(xq), detail, **{k: rep[k] for k in ("retries", "answered")})
 
+    def farm():
+        from rlx_edge.hil.farm import QemuFarm, require_labgrid, run_farm_campaign
+
+        # The same campaign across a labgrid farm: a coordinator and an exporter on loopback serving
+        # a Cortex-M4 and a Cortex-M3 QEMU place; the inputs are shared out, the results merged.
+        require_labgrid()
+        xq = st["xq"][:20]
+        with QemuFarm(["qemu-m4", "qemu-m3"], prefix="demo") as lab:
+            rep = run_farm_campaign([st["q"]], coordinator=lab.coordinator, data=list(xq)).to_json()
+        share = ", ".join(f"{p['place']} {p['inputs']}" for p in rep["places"])
+        demo.say(f"farm     labgrid, 2 QEMU places: {rep['count']}/{rep['requested']} inputs run ({share}), "
+                 f"{rep['mismatches']} mismatches, {rep['lost']} lost, {rep['wall_s']:.1f} s")  # fmt: skip
+        detail = f"{rep['count'] - rep['mismatches']}/{rep['requested']} bit-exact across 2 places"
+        return verdict(rep["ok"], detail, places={p["place"]: p["inputs"] for p in rep["places"]})
+
     board_name = BOARD
     stages = [("cortexm", cortexm_host), ("qemu", qemu), ("profile", profile_layers), ("hil", hil_link)]
+    stages.append(("farm", farm))
     try:
         from rlx_edge.targets.fpga import build_fpga
     except ImportError:

@@ -120,9 +120,8 @@ def test_demo_json(tmp_path):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     verdicts = {v["stage"]: v["verdict"] for v in report["verdicts"]}
-    assert {"build", "quantize", "tflm", "plan", "examples", "int4", "mixed", "qat", "autodiff", "transformer"} <= set(
-        verdicts
-    )
+    stages_run = {"build", "quantize", "tflm", "plan", "examples", "int4", "mixed", "qat", "autodiff", "transformer"}
+    assert stages_run | {"qemu", "hil", "farm"} <= set(verdicts)
     assert set(verdicts.values()) == {"PASS"}
     stages = report["stages"]
     assert stages["tflm"]["mismatches"] == 0 and stages["tflm"]["inputs"] == 359
@@ -140,6 +139,8 @@ def test_demo_json(tmp_path):
     qat = stages["qat"]
     assert qat["accuracy"]["qat_int4w"] >= qat["accuracy"]["ptq_int4w"] and qat["loss_after"] < qat["loss_before"]
     assert qat["mismatches"] == 0 and qat["inputs"] == 359
+    farm = stages["farm"]["places"]  # the 20 inputs shared by both places of the labgrid farm
+    assert sum(farm.values()) == 20 and len(farm) == 2 and all(farm.values()), farm
     examples = stages["examples"]["models"]  # every TFLite Micro example model but the audio preprocessors
     assert len(examples) == 9 and all(m["ok"] for m in examples.values())
     assert stages["autodiff"]["jax_rel_error"] <= 1e-5 and stages["autodiff"]["fd_rel_error"] <= 1e-3
