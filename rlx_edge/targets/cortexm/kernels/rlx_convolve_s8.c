@@ -51,7 +51,7 @@ static void rlx_widen_row(const int8_t *src, int32_t n, int16_t *dst, int32_t k_
 
 /* im2col of one output pixel: taps in (kh, kw, c) order; padded taps hold
  * the input zero point, so that the folded bias cancels them exactly. */
-#define RLX_IM2COL_LOCAL 64 /* receptive fields up to this many bytes are gathered on the stack */
+#define RLX_IM2COL_LOCAL 256 /* receptive fields up to this many bytes are gathered on the stack (up to 3 of them) */
 
 /* A few bytes copied or filled: words, then bytes. The empty asm keeps GCC
  * from turning the byte loops into memcpy / memset calls, which cost more
@@ -76,64 +76,82 @@ RLX_INLINE void rlx_copy_short(int8_t *dst, const int8_t *src, int32_t n)
 
 RLX_INLINE void rlx_fill_short(int8_t *dst, int8_t v, int32_t n)
 {
-    for (int32_t t = 0; t < n; t++) {
+    const uint32_t v4 = (uint32_t)(uint8_t)v * 0x01010101u;
+    int32_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        rlx_wr32(dst + t, v4);
+        RLX_NO_LIBCALL();
+    }
+    for (; t < n; t++) {
         dst[t] = v;
         RLX_NO_LIBCALL();
     }
 }
 
-/* im2col of a small receptive field (e.g. 3x3 on 3 channels): its bytes
- * gathered in order into a local row (padded taps the zero point, the tail
- * of the last quad 0), then widened a quad at a time. */
+/* The bytes of a small receptive field (e.g. 3x3 on 3 channels) gathered in order into words
+ * (padded taps the zero point, the tail of the last quad 0); rlx_im2col_small then widens them
+ * a quad at a time, the pair path of rlx_conv_driver two pixels at once. */
+static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, uint32_t *words)
+{
+    int8_t *buf = (int8_t *)words;
+    const int32_t c = p->in_c, k_h = p->k_h, dil_h = p->dil_h;
+    const int32_t seg = p->k_w * c;
+    const int32_t ix0 = ox * p->stride_w - p->pad_left;
+    const int32_t iy0 = oy * p->stride_h - p->pad_top;
+    const int8_t zp = (int8_t)p->in_zp;
+    const int32_t kq = p->gemm.k_quads;
+    words[kq - 1] = 0; /* the tail of the last quad (under 4 bytes) stays 0 */
+    /* the kernel rows [i_lo, i_hi) fall inside the image; those above and below hold the zero
+     * point throughout, filled as one run each */
+    int32_t i_lo = 0, i_hi = k_h;
+    while (i_lo < i_hi && iy0 + i_lo * dil_h < 0) {
+        i_lo++;
+    }
+    while (i_hi > i_lo && iy0 + (i_hi - 1) * dil_h >= p->in_h) {
+        i_hi--;
+    }
+    rlx_fill_short(buf, zp, i_lo * seg);
+    rlx_fill_short(buf + i_hi * seg, zp, (k_h - i_hi) * seg);
+    int8_t *row = buf + i_lo * seg;
+    const int32_t row_step = dil_h * p->in_w * c;
+    if (p->dil_w == 1) {
+        /* per row: the zero point, the one run of columns inside the image (the same for every
+         * row), the zero point */
+        const int32_t jl = ix0 < 0 ? -ix0 : 0;
+        const int32_t jh = ix0 + p->k_w > p->in_w ? p->in_w - ix0 : p->k_w;
+        const int32_t n_in = jh > jl ? (jh - jl) * c : 0, n_lo = n_in > 0 ? jl * c : seg;
+        const int32_t n_hi = seg - n_lo - n_in;
+        if (n_in == 0) {
+            rlx_fill_short(row, zp, (i_hi - i_lo) * seg);
+        } else if (i_hi > i_lo) {
+            const int8_t *src = img + ((iy0 + i_lo * dil_h) * p->in_w + ix0 + jl) * c;
+            for (int32_t i = i_lo; i < i_hi; i++, row += seg, src += row_step) {
+                rlx_fill_short(row, zp, n_lo);
+                rlx_copy_short(row + n_lo, src, n_in);
+                rlx_fill_short(row + n_lo + n_in, zp, n_hi);
+            }
+        }
+    } else {
+        for (int32_t i = i_lo; i < i_hi; i++, row += seg) {
+            const int32_t iy = iy0 + i * dil_h;
+            for (int32_t j = 0; j < p->k_w; j++) {
+                const int32_t ix = ix0 + j * p->dil_w;
+                if (ix < 0 || ix >= p->in_w) {
+                    rlx_fill_short(row + j * c, zp, c);
+                } else {
+                    rlx_copy_short(row + j * c, img + (iy * p->in_w + ix) * c, c);
+                }
+            }
+        }
+    }
+}
+
 static void rlx_im2col_small(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, int16_t *dst,
                              int32_t s)
 {
     uint32_t words[RLX_IM2COL_LOCAL / 4];
-    int8_t *buf = (int8_t *)words;
-    const int32_t c = p->in_c;
-    const int32_t seg = p->k_w * c;
-    const int32_t ix0 = ox * p->stride_w - p->pad_left;
-    const int32_t whole = p->dil_w == 1 && ix0 >= 0 && ix0 + p->k_w <= p->in_w;
-    const int8_t zp = (int8_t)p->in_zp;
-    const int32_t iy0 = oy * p->stride_h - p->pad_top;
     const int32_t kq = p->gemm.k_quads;
-    int32_t k = 0;
-    words[kq - 1] = 0; /* the tail of the last quad (under 4 bytes) stays 0 */
-    if (whole && p->dil_h == 1 && iy0 >= 0 && iy0 + p->k_h <= p->in_h) {
-        /* the whole field inside the image: k_h contiguous runs */
-        const int32_t row = p->in_w * c;
-        const int8_t *src = img + (iy0 * p->in_w + ix0) * c;
-        for (int32_t i = 0; i < p->k_h; i++, src += row, k += seg) {
-            rlx_copy_short(buf + k, src, seg);
-        }
-    }
-    for (int32_t i = k == 0 ? 0 : p->k_h; i < p->k_h; i++) {
-        const int32_t iy = oy * p->stride_h - p->pad_top + i * p->dil_h;
-        const int32_t row_in = iy >= 0 && iy < p->in_h;
-        if (p->dil_w == 1) {
-            /* the zero point, the one run of columns inside the image (none for a row outside), the
-             * zero point: no per-tap test */
-            const int32_t jl = ix0 < 0 ? -ix0 : 0;
-            const int32_t jh = ix0 + p->k_w > p->in_w ? p->in_w - ix0 : p->k_w;
-            const int32_t n_in = row_in && jh > jl ? (jh - jl) * c : 0, n_lo = n_in > 0 ? jl * c : seg;
-            rlx_fill_short(buf + k, zp, n_lo);
-            if (n_in > 0) {
-                rlx_copy_short(buf + k + n_lo, img + (iy * p->in_w + ix0 + jl) * c, n_in);
-            }
-            rlx_fill_short(buf + k + n_lo + n_in, zp, seg - n_lo - n_in);
-            k += seg;
-            continue;
-        }
-        for (int32_t j = 0; j < p->k_w; j++) {
-            const int32_t ix = ix0 + j * p->dil_w;
-            if (!row_in || ix < 0 || ix >= p->in_w) {
-                rlx_fill_short(buf + k, zp, c);
-            } else {
-                rlx_copy_short(buf + k, img + (iy * p->in_w + ix) * c, c);
-            }
-            k += c;
-        }
-    }
+    rlx_gather_small(p, img, oy, ox, words);
 #if RLX_USE_DSP
     for (int32_t q = 0; q < kq; q++) {
         const uint32_t w = words[q];
@@ -141,7 +159,7 @@ static void rlx_im2col_small(const rlx_conv_params *p, const int8_t *img, int32_
         rlx_wr32(dst + 8 * q + 4 + 2 * s, rlx_sxtb16_ror8(w));
     }
 #else
-    rlx_widen_row(buf, kq * 4, dst, kq, s);
+    rlx_widen_row((const int8_t *)words, kq * 4, dst, kq, s);
 #endif
 }
 
@@ -406,12 +424,145 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     rlx_gemm_2px_blocks(g, q, qend, w, x, out_a, out_b, c128, 0);
 }
 
+#if RLX_GEMM_ASM
+/* The block loop of rq_mode 1 and 2 in one asm block: every block's accumulator start, MAC
+ * loop and 8 outputs with no register shuffles between them. The loop state the MAC loop has
+ * no register for lives in a 48-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
+ * [16] the constants' end, [20] q, [24] out_a, [28] out_b, [32] the weights pointer, [40] and
+ * [44] the activation bounds, a byte each in every byte lane. In the epilogue px holds q, end
+ * out_a, xa out_b, xb and wv a row's multiplier and rq_add, pw a temporary (the weights
+ * pointer waits in the frame). A row's two outputs are requantized and saturated to int8 in
+ * their accumulators; the block's 4 rows of a pixel are then packed into one word (BFI), whose
+ * store steps that pixel's output pointer. */
+#define RLX_RQ_ROW2_ASM(A, B, OFF)                                                                                   \
+    "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
+    "lsl    %[pw], %[" A "], #1\n\t"                                                                                \
+    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
+    "add    %[" A "], %[pw], %[" A "], asr #31\n\t"                                                                 \
+    "lsl    %[pw], %[" B "], #1\n\t"                                                                                \
+    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
+    "add    %[" B "], %[pw], %[" B "], asr #31\n\t"                                                                 \
+    "rbit   %[xb], %[wv]\n\t"                                                                                       \
+    "clz    %[xb], %[xb]\n\t"                                                                                       \
+    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
+    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                          \
+    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                     \
+    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"
+/* rq_mode 1: the packed outputs of both pixels clamped to the activation's bounds, 4 lanes at a
+ * time (SSUB8 sets a lane's GE flag where the difference is >= 0, SEL picks by it): the int8
+ * saturation above changes nothing the clamp keeps, its bounds being inside int8. */
+#define RLX_CLAMP4_ASM                                                                                               \
+    "ldrd   %[a1], %[b1], [sp, #40]\n\t"                                                                            \
+    "ssub8  %[a2], %[a0], %[a1]\n\t"                                                                                \
+    "sel    %[a0], %[a0], %[a1]\n\t"                                                                                \
+    "ssub8  %[a2], %[b0], %[a1]\n\t"                                                                                \
+    "sel    %[b0], %[b0], %[a1]\n\t"                                                                                \
+    "ssub8  %[a2], %[b1], %[a0]\n\t"                                                                                \
+    "sel    %[a0], %[a0], %[b1]\n\t"                                                                                \
+    "ssub8  %[a2], %[b1], %[b0]\n\t"                                                                                \
+    "sel    %[b0], %[b0], %[b1]\n\t"
+#define RLX_GEMM_2PX_ASM_BODY(CLAMP)                                                                                 \
+    "sub    sp, sp, #48\n\t"                                                                                        \
+    "strd   %[px], %[end], [sp, #0]\n\t"                                                                            \
+    "strd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
+    "str    %[wv], [sp, #16]\n\t"                                                                                   \
+    "str    %[a0], [sp, #20]\n\t"                                                                                   \
+    "strd   %[a1], %[a2], [sp, #24]\n\t"                                                                            \
+    "strd   %[a3], %[b0], [sp, #40]\n\t"                                                                            \
+    "2:\n\t"                                                                                                        \
+    /* the accumulators' start (rlx_even_start): bias0 + 256 bias1 - 128 sum, bias1, ... */                         \
+    "ldr    %[px], [sp, #20]\n\t"                                                                                   \
+    "ldrd   %[a0], %[a1], [%[px]]\n\t"                                                                              \
+    "ldrd   %[a2], %[a3], [%[px], #8]\n\t"                                                                          \
+    "ldrd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
+    "add    %[a0], %[a0], %[a1], lsl #8\n\t"                                                                        \
+    "add    %[a2], %[a2], %[a3], lsl #8\n\t"                                                                        \
+    "sub    %[b0], %[a0], %[xb]\n\t"                                                                                \
+    "sub    %[a0], %[a0], %[xa]\n\t"                                                                                \
+    "sub    %[b2], %[a2], %[xb]\n\t"                                                                                \
+    "sub    %[a2], %[a2], %[xa]\n\t"                                                                                \
+    "mov    %[b1], %[a1]\n\t"                                                                                       \
+    "mov    %[b3], %[a3]\n\t"                                                                                       \
+    /* the MAC loop, two quads a pass; an odd count enters at the second */                                         \
+    "ldrd   %[px], %[end], [sp, #0]\n\t"                                                                            \
+    "sub    %[xa], %[end], %[px]\n\t"                                                                               \
+    "tst    %[xa], #16\n\t"                                                                                         \
+    "bne    3f\n\t"                                                                                                 \
+    "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                                \
+    "bne    1b\n\t"                                                                                                 \
+    /* rlx_even_end, then the rows, packed a pixel a word and stored */                                             \
+    "sub    %[a0], %[a0], %[a1], lsl #8\n\t"                                                                        \
+    "sub    %[b0], %[b0], %[b1], lsl #8\n\t"                                                                        \
+    "sub    %[a2], %[a2], %[a3], lsl #8\n\t"                                                                        \
+    "sub    %[b2], %[b2], %[b3], lsl #8\n\t"                                                                        \
+    "str    %[pw], [sp, #32]\n\t"                                                                                   \
+    "ldr    %[px], [sp, #20]\n\t" RLX_RQ_ROW2_ASM("a0", "b0", "16") RLX_RQ_ROW2_ASM("a1", "b1", "24")               \
+        RLX_RQ_ROW2_ASM("a2", "b2", "32") RLX_RQ_ROW2_ASM("a3", "b3", "40")                                         \
+    "bfi    %[a0], %[a1], #8, #8\n\t"                                                                               \
+    "bfi    %[b0], %[b1], #8, #8\n\t"                                                                               \
+    "bfi    %[a0], %[a2], #16, #8\n\t"                                                                              \
+    "bfi    %[b0], %[b2], #16, #8\n\t"                                                                              \
+    "bfi    %[a0], %[a3], #24, #8\n\t"                                                                              \
+    "bfi    %[b0], %[b3], #24, #8\n\t" CLAMP "ldrd   %[end], %[xa], [sp, #24]\n\t"                                  \
+    "str    %[a0], [%[end]], #4\n\t"                                                                                \
+    "str    %[b0], [%[xa]], #4\n\t"                                                                                 \
+    "strd   %[end], %[xa], [sp, #24]\n\t"                                                                           \
+    "ldr    %[pw], [sp, #32]\n\t"                                                                                   \
+    "add    %[px], %[px], #48\n\t"                                                                                  \
+    "str    %[px], [sp, #20]\n\t"                                                                                   \
+    "ldr    %[xb], [sp, #16]\n\t"                                                                                   \
+    "cmp    %[px], %[xb]\n\t"                                                                                       \
+    "bne    2b\n\t"                                                                                                 \
+    "add    sp, sp, #48\n\t"
+/* the 14 registers, with their values at entry (the frame's, stored first) */
+#define RLX_GEMM_2PX_ASM_REGS                                                                                        \
+    uint32_t a0 = (uint32_t)q, a1 = (uint32_t)out_a, a2 = (uint32_t)out_b;                                          \
+    uint32_t a3 = (uint32_t)(uint8_t)g->act_min * 0x01010101u, b0 = (uint32_t)(uint8_t)g->act_max * 0x01010101u;    \
+    uint32_t b1 = 0, b2 = 0, b3 = 0;                                                                                \
+    uint32_t px = (uint32_t)x, end = (uint32_t)(x + 8 * g->k_quads), xa = c128[0], xb = c128[1];                    \
+    uint32_t wv = (uint32_t)qend, pw = (uint32_t)w
+#define RLX_GEMM_2PX_ASM_OPS                                                                                         \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),       \
+      [b3] "+r"(b3), [px] "+r"(px), [end] "+r"(end), [xa] "+r"(xa), [xb] "+r"(xb), [wv] "+r"(wv), [pw] "+r"(pw)     \
+    :                                                                                                                \
+    : "cc", "memory"
+
+/* rq_mode 2 (no clamp), the whole blocks [q, qend) (rlx_gemm_blocks_fn) */
+RLX_INLINE void rlx_gemm_2px_asm_sat(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                              const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                              const uint32_t *c128)
+{
+    RLX_GEMM_2PX_ASM_REGS;
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY("") RLX_GEMM_2PX_ASM_OPS);
+}
+
+/* rq_mode 1 (and 2, whose bounds are int8's), the whole blocks [q, qend) */
+RLX_INLINE void rlx_gemm_2px_asm_clamp(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                                const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                                const uint32_t *c128)
+{
+    RLX_GEMM_2PX_ASM_REGS;
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM) RLX_GEMM_2PX_ASM_OPS);
+}
+#define RLX_BLOCKS_SAT rlx_gemm_2px_asm_sat
+#define RLX_BLOCKS_CLAMP rlx_gemm_2px_asm_clamp
+#else
+static RLX_NOINLINE void rlx_gemm_2px_blocks_sat(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                                 const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                                 const uint32_t *c128)
+{
+    rlx_gemm_2px_blocks(g, q, qend, w, x, out_a, out_b, c128, 2);
+}
+
 static RLX_NOINLINE void rlx_gemm_2px_blocks_clamp(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
                                                    const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                                    const uint32_t *c128)
 {
     rlx_gemm_2px_blocks(g, q, qend, w, x, out_a, out_b, c128, 1);
 }
+#define RLX_BLOCKS_SAT rlx_gemm_2px_blocks_sat
+#define RLX_BLOCKS_CLAMP rlx_gemm_2px_blocks_clamp
+#endif
 
 /* A block loop over any out_c: the whole blocks in place, then the last, partial one (its
  * missing rows: weights 0, multiplier 0, rq_add 1, rules._gemm) into a local block, of which
@@ -426,10 +577,8 @@ static void rlx_gemm_2px_any(const rlx_gemm_params *g, const int16_t *x, int8_t 
     if (rest > 0) {
         int8_t ta[4], tb[4];
         blocks(g, qw, qw + RLX_CHAN_WORDS, g->weights + 4 * whole * g->k_quads, x, ta, tb, c128);
-        for (int32_t r = 0; r < rest; r++) {
-            out_a[whole + r] = ta[r];
-            out_b[whole + r] = tb[r];
-        }
+        rlx_copy_short(out_a + whole, ta, rest);
+        rlx_copy_short(out_b + whole, tb, rest);
     }
 }
 
@@ -445,114 +594,19 @@ RLX_NOINLINE void rlx_gemm_2px_ref(const rlx_gemm_params *g, const int16_t *x, i
 RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                      const uint32_t *c128)
 {
-    rlx_gemm_2px_blocks_clamp(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b,
-                              c128);
+    RLX_BLOCKS_CLAMP(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128);
 }
 
 RLX_NOINLINE void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                     const uint32_t *c128)
 {
-    rlx_gemm_2px_any(g, x, out_a, out_b, c128, rlx_gemm_2px_blocks_clamp);
+    rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_CLAMP);
 }
-
-#if RLX_GEMM_ASM
-/* rlx_gemm_2px_sat's block loop in one asm block: every block's accumulator start, MAC loop
- * and 8 outputs with no register shuffles between them. The loop state the MAC loop has no
- * register for lives in a 40-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
- * [16] the constants' end, [20] q, [24] out_a, [28] out_b, [32] the weights pointer. In the
- * epilogue px holds q, end out_a, xa out_b, xb and wv a row's multiplier and rq_add, pw a
- * temporary (the weights pointer waits in the frame). A row's outputs are stored at AT_A and
- * AT_B: rows 1..3 at offsets, row 0 last, stepping both pointers to the next block. */
-#define RLX_SAT_ROW2_ASM(A, B, OFF, AT_A, AT_B)                                                                      \
-    "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
-    "lsl    %[pw], %[" A "], #1\n\t"                                                                                \
-    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
-    "add    %[" A "], %[pw], %[" A "], asr #31\n\t"                                                                 \
-    "lsl    %[pw], %[" B "], #1\n\t"                                                                                \
-    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
-    "add    %[" B "], %[pw], %[" B "], asr #31\n\t"                                                                 \
-    "rbit   %[xb], %[wv]\n\t"                                                                                       \
-    "clz    %[xb], %[xb]\n\t"                                                                                       \
-    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
-    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                          \
-    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                     \
-    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"                                                                     \
-    "strb   %[" A "], " AT_A "\n\t"                                                                                 \
-    "strb   %[" B "], " AT_B "\n\t"
-
-static void rlx_gemm_2px_sat_asm(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
-                                 const uint32_t *c128)
-{
-    /* the 14 registers, with their values at entry (the frame's, stored first) */
-    uint32_t a0 = (uint32_t)g->chan, a1 = (uint32_t)out_a, a2 = (uint32_t)out_b, a3 = 0;
-    uint32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-    uint32_t px = (uint32_t)x, end = (uint32_t)(x + 8 * g->k_quads), xa = c128[0], xb = c128[1];
-    uint32_t wv = (uint32_t)(g->chan + RLX_CHAN_WORDS * (g->out_c >> 2)), pw = (uint32_t)g->weights;
-    __asm__ volatile(
-        "sub    sp, sp, #40\n\t"
-        "strd   %[px], %[end], [sp, #0]\n\t"
-        "strd   %[xa], %[xb], [sp, #8]\n\t"
-        "str    %[wv], [sp, #16]\n\t"
-        "str    %[a0], [sp, #20]\n\t"
-        "strd   %[a1], %[a2], [sp, #24]\n\t"
-        "2:\n\t"
-        /* the accumulators' start (rlx_even_start): bias0 + 256 bias1 - 128 sum, bias1, ... */
-        "ldr    %[px], [sp, #20]\n\t"
-        "ldrd   %[a0], %[a1], [%[px]]\n\t"
-        "ldrd   %[a2], %[a3], [%[px], #8]\n\t"
-        "ldrd   %[xa], %[xb], [sp, #8]\n\t"
-        "add    %[a0], %[a0], %[a1], lsl #8\n\t"
-        "add    %[a2], %[a2], %[a3], lsl #8\n\t"
-        "sub    %[b0], %[a0], %[xb]\n\t"
-        "sub    %[a0], %[a0], %[xa]\n\t"
-        "sub    %[b2], %[a2], %[xb]\n\t"
-        "sub    %[a2], %[a2], %[xa]\n\t"
-        "mov    %[b1], %[a1]\n\t"
-        "mov    %[b3], %[a3]\n\t"
-        /* the MAC loop, two quads a pass; an odd count enters at the second */
-        "ldrd   %[px], %[end], [sp, #0]\n\t"
-        "sub    %[xa], %[end], %[px]\n\t"
-        "tst    %[xa], #16\n\t"
-        "bne    3f\n\t"
-        "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM
-        "cmp    %[px], %[end]\n\t"
-        "bne    1b\n\t"
-        /* rlx_even_end, then the rows 1..3 and 0 (whose stores step the output pointers) */
-        "sub    %[a0], %[a0], %[a1], lsl #8\n\t"
-        "sub    %[b0], %[b0], %[b1], lsl #8\n\t"
-        "sub    %[a2], %[a2], %[a3], lsl #8\n\t"
-        "sub    %[b2], %[b2], %[b3], lsl #8\n\t"
-        "str    %[pw], [sp, #32]\n\t"
-        "ldr    %[px], [sp, #20]\n\t"
-        "ldrd   %[end], %[xa], [sp, #24]\n\t"
-        RLX_SAT_ROW2_ASM("a1", "b1", "24", "[%[end], #1]", "[%[xa], #1]")
-            RLX_SAT_ROW2_ASM("a2", "b2", "32", "[%[end], #2]", "[%[xa], #2]")
-                RLX_SAT_ROW2_ASM("a3", "b3", "40", "[%[end], #3]", "[%[xa], #3]")
-                    RLX_SAT_ROW2_ASM("a0", "b0", "16", "[%[end]], #4", "[%[xa]], #4")
-        "strd   %[end], %[xa], [sp, #24]\n\t"
-        "ldr    %[pw], [sp, #32]\n\t"
-        "add    %[px], %[px], #48\n\t"
-        "str    %[px], [sp, #20]\n\t"
-        "ldr    %[xb], [sp, #16]\n\t"
-        "cmp    %[px], %[xb]\n\t"
-        "bne    2b\n\t"
-        "add    sp, sp, #40\n\t"
-        : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),
-          [b3] "+r"(b3), [px] "+r"(px), [end] "+r"(end), [xa] "+r"(xa), [xb] "+r"(xb), [wv] "+r"(wv), [pw] "+r"(pw)
-        :
-        : "cc", "memory");
-}
-#endif
 
 RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                    const uint32_t *c128)
 {
-#if RLX_GEMM_ASM
-    rlx_gemm_2px_sat_asm(g, x, out_a, out_b, c128);
-#else
-    rlx_gemm_2px_blocks(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128,
-                        2);
-#endif
+    RLX_BLOCKS_SAT(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128);
 }
 
 /* One quad (4 reduction elements) of one pixel into the accumulators of a
@@ -589,11 +643,12 @@ RLX_INLINE void rlx_mac4_quad(int32_t x0, int32_t x1, int32_t x2, int32_t x3, co
 }
 #endif
 
-/* 4 output channels of one row (rows of them exist) from the block's constants q, to out. */
-RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0, int32_t a1,
-                           int32_t a2, int32_t a3, int8_t *out)
+/* 4 output channels of one row (rows of them exist) from the block's constants q, to out, with
+ * requantization mode. */
+RLX_INLINE void rlx_store4_mode(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0, int32_t a1,
+                                int32_t a2, int32_t a3, int8_t *out, int32_t mode)
 {
-    const int32_t mode = g->rq_mode, zp = g->out_zp, lo = g->act_min, hi = g->act_max;
+    const int32_t zp = g->out_zp, lo = g->act_min, hi = g->act_max;
     out[0] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[4], q[5], rlx_even_end(a0, a1));
     if (rows > 1) {
         out[1] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[6], q[7], a1);
@@ -603,6 +658,24 @@ RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t r
     }
     if (rows > 3) {
         out[3] = (int8_t)rlx_chan_out(mode, zp, lo, hi, q[10], q[11], a3);
+    }
+}
+
+/* rq_mode 0 (the reference formula, where the fast form is not proven: rare) out of line: its
+ * branches are not copied into every caller's flash, nor its registers into the fast path. */
+static RLX_NOINLINE void rlx_store4_ref(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0,
+                                        int32_t a1, int32_t a2, int32_t a3, int8_t *out)
+{
+    rlx_store4_mode(g, q, rows, a0, a1, a2, a3, out, 0);
+}
+
+RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0, int32_t a1,
+                           int32_t a2, int32_t a3, int8_t *out)
+{
+    if (g->rq_mode == 0) {
+        rlx_store4_ref(g, q, rows, a0, a1, a2, a3, out);
+    } else {
+        rlx_store4_mode(g, q, rows, a0, a1, a2, a3, out, g->rq_mode);
     }
 }
 
@@ -657,13 +730,34 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
     "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
     "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
 #endif
+/* acc + the 4 bytes of w + 128 each (their sign bits flipped): USADA8 against 0. */
+RLX_INLINE uint32_t rlx_sum4_u8(uint32_t w, uint32_t acc)
+{
+#if RLX_GEMM_ASM
+    uint32_t r;
+    __asm__("usada8 %0, %1, %2, %3" : "=r"(r) : "r"(w ^ 0x80808080u), "r"(0u), "r"(acc));
+    return r;
+#else
+    w ^= 0x80808080u;
+    return acc + (w & 0xFFu) + ((w >> 8) & 0xFFu) + ((w >> 16) & 0xFFu) + (w >> 24);
+#endif
+}
+
 static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n, int8_t *out)
 {
     const int32_t kq = g->k_quads;
     const int32_t full = n >> 2;
     uint32_t tail = 0;
-    int32_t sum = 0;
-    for (int32_t k = 0; k < n; k++) {
+    /* the row's sum: a word at a time on DSP cores (USADA8 of the biased bytes), less the bias */
+    int32_t sum = 0, k = 0;
+#if RLX_USE_DSP
+    uint32_t biased = 0;
+    for (; k < 4 * full; k += 4) {
+        biased = rlx_sum4_u8(rlx_rd32(x + k), biased);
+    }
+    sum = (int32_t)(biased - 128u * (uint32_t)k);
+#endif
+    for (; k < n; k++) {
         sum += x[k];
     }
     for (int32_t k = 4 * full; k < n; k++) {
@@ -744,20 +838,20 @@ RLX_INLINE void rlx_widen_pair_quads(const int8_t *sa, const int8_t *sb, int32_t
 
 /* Pixels a and b of a 1x1 layer (n int8 values each) into their slots, as rlx_widen_row does
  * for each, with 128 x their sums (rlx_slot_sums128) taken in the same pass. */
-static void rlx_widen_pair(const int8_t *sa, const int8_t *sb, int32_t n, int16_t *x, int32_t kq, uint32_t *ca,
-                           uint32_t *cb)
+static void rlx_widen_pair(const int8_t *sa, const int8_t *sb, int32_t n, int16_t *x, uint32_t *ca, uint32_t *cb)
 {
-    int32_t suma = 0, sumb = 0, k = n & ~3;
+    int32_t suma = 0, sumb = 0;
+    const int32_t k = n & ~3;
     rlx_widen_pair_quads(sa, sb, k, x, &suma, &sumb);
-    for (; k < n; k++) {
-        x[rlx_slot(k, 0)] = sa[k];
-        x[rlx_slot(k, 1)] = sb[k];
-        suma += sa[k];
-        sumb += sb[k];
-    }
-    for (; k < kq * 4; k++) {
-        x[rlx_slot(k, 0)] = 0;
-        x[rlx_slot(k, 1)] = 0;
+    if (k < n) {
+        /* the last, partial quad (kq = ceil(n / 4)) as one word per pixel, zero-filled: one
+         * widening pass instead of a slot computation per value */
+        uint32_t ta = 0, tb = 0;
+        for (int32_t t = 0; k + t < n; t++) {
+            ta |= (uint32_t)(uint8_t)sa[k + t] << (8 * t);
+            tb |= (uint32_t)(uint8_t)sb[k + t] << (8 * t);
+        }
+        rlx_widen_pair_quads((const int8_t *)&ta, (const int8_t *)&tb, 4, x + 2 * k, &suma, &sumb);
     }
     *ca = (uint32_t)suma << 7;
     *cb = (uint32_t)sumb << 7;
@@ -774,6 +868,18 @@ RLX_INLINE const int8_t *rlx_whole_field(const rlx_conv_params *p, const int8_t 
     return img + (iy0 * p->in_w + ix0) * p->in_c;
 }
 
+/* The receptive field at src (inside the image, no dilation along w: rows runs of seg bytes,
+ * row_step apart) gathered in order into words, the tail of the last of its kq quads 0. */
+RLX_INLINE void rlx_gather_runs(const int8_t *src, int32_t rows, int32_t seg, int32_t row_step, int32_t kq,
+                                uint32_t *words)
+{
+    int8_t *buf = (int8_t *)words;
+    words[kq - 1] = 0;
+    for (int32_t i = 0; i < rows; i++, src += row_step, buf += seg) {
+        rlx_copy_short(buf, src, seg);
+    }
+}
+
 static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
                             rlx_gather_fn gather)
 {
@@ -784,6 +890,9 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
      * 1): a pair of pixels whose fields are inside the image is widened and summed in one pass,
      * kernel row by kernel row */
     const int32_t rows_fuse = p->dil_w == 1 && (seg & 3) == 0 && rows * seg == 4 * p->gemm.k_quads;
+    /* else a small field (rlx_im2col_small's): both pixels' bytes gathered into local words
+     * (a field inside the image as k_h plain runs), then widened and summed in one pass */
+    const int32_t small = gather == rlx_im2col_small;
     for (int32_t n = 0; n < p->batches; n++) {
         const int8_t *img = in + n * p->in_h * p->in_w * p->in_c;
         int8_t *dst = out + n * pixels * out_c;
@@ -801,13 +910,30 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
                 oy++;
             }
             uint32_t c128[2];
-            const int8_t *ra = rows_fuse ? rlx_whole_field(p, img, oya, oxa) : 0;
-            const int8_t *rb = ra ? rlx_whole_field(p, img, oyb, oxb) : 0;
-            if (rb) {
+            const int8_t *ra = rows_fuse || small ? rlx_whole_field(p, img, oya, oxa) : 0;
+            const int8_t *rb = ra || small ? rlx_whole_field(p, img, oyb, oxb) : 0;
+            if (rows_fuse && ra && rb) {
                 int32_t suma = 0, sumb = 0;
                 for (int32_t i = 0; i < rows; i++, ra += row_step, rb += row_step) {
                     rlx_widen_pair_quads(ra, rb, seg, scratch + 2 * i * seg, &suma, &sumb);
                 }
+                c128[0] = (uint32_t)suma << 7;
+                c128[1] = (uint32_t)sumb << 7;
+            } else if (small) {
+                uint32_t wa[RLX_IM2COL_LOCAL / 4], wb[RLX_IM2COL_LOCAL / 4];
+                int32_t suma = 0, sumb = 0;
+                if (ra && p->dil_w == 1) {
+                    rlx_gather_runs(ra, rows, seg, row_step, p->gemm.k_quads, wa);
+                } else {
+                    rlx_gather_small(p, img, oya, oxa, wa);
+                }
+                if (rb && p->dil_w == 1) {
+                    rlx_gather_runs(rb, rows, seg, row_step, p->gemm.k_quads, wb);
+                } else {
+                    rlx_gather_small(p, img, oyb, oxb, wb);
+                }
+                rlx_widen_pair_quads((const int8_t *)wa, (const int8_t *)wb, 4 * p->gemm.k_quads, scratch, &suma,
+                                     &sumb);
                 c128[0] = (uint32_t)suma << 7;
                 c128[1] = (uint32_t)sumb << 7;
             } else {
@@ -862,7 +988,7 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
             const int8_t *const sa = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
             const int8_t *const sb = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
             uint32_t c128[2];
-            rlx_widen_pair(sa, sb, c, scratch, kq, &c128[0], &c128[1]);
+            rlx_widen_pair(sa, sb, c, scratch, &c128[0], &c128[1]);
             p->gemm.gemm2(&p->gemm, scratch, dst, dst + out_c, c128);
         }
         if (px < pixels) {

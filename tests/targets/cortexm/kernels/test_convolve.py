@@ -47,8 +47,9 @@ def test_convolve_random(check, one_by_one):
 
 
 def test_convolve_small_field_clipped_columns(check):
-    """Receptive fields of at most 64 bytes on channel counts not a multiple of 4 (gathered per
-    kernel row: zero point, the columns inside, zero point), clipped on every side."""
+    """Receptive fields of at most 256 bytes on channel counts not a multiple of 4 (gathered per
+    kernel row: zero point, the columns inside, zero point; a pair of pixels widened together),
+    clipped on every side, and one larger field (the generic gather)."""
     rng = np.random.default_rng(7)
     g = Graph("conv_small")
     # (input h, w, c), kernel (h, w), strides, dilations, pads (top, bottom, left, right)
@@ -57,6 +58,9 @@ def test_convolve_small_field_clipped_columns(check):
         ((7, 7, 3), (3, 3), (2, 2), (1, 1), (2, 1, 2, 1)),
         ((6, 5, 5), (3, 3), (1, 1), (2, 1), (2, 2, 1, 1)),
         ((5, 4, 2), (2, 3), (1, 2), (1, 1), (0, 1, 2, 2)),
+        ((9, 8, 5), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),  # 125 bytes: still gathered on the stack
+        ((7, 9, 6), (3, 3), (1, 2), (1, 2), (1, 1, 2, 2)),  # dilated along w: tap by tap
+        ((5, 5, 33), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),  # 297 bytes: the generic gather
     ]
     for k, ((h, w, c), (kh, kw), strides, dil, pads) in enumerate(cases):
         o = 5 + k
@@ -114,15 +118,23 @@ def test_convolve_gemm_epilogues_on_m4(tmp_path):
     g = Graph("conv_chain")
     scale = 0.05
     h = g.input("x", (1, 9, 7, 8), "i8", quant=QuantParams(np.float32(scale), 3))
-    # (out_c, kernel, activation, rq_mode): 1x1 over 2 quads, 1x1 over 4, 3x3 over 27 (odd),
-    # relu clamping at a zero point above -128 (mode 1), a partial block of 6 rows (mode 2 run by
-    # the partial instance as mode 1)
-    layers = [(16, 1, "none", 2), (12, 1, "relu", 2), (8, 3, "none", 2), (8, 1, "relu", 1), (6, 1, "none", 2)]
+    # (out_c, kernel, activation, rq_mode): relu6 clamping at both ends inside int8 (mode 1, its
+    # bounds -20 and 16 checked below) over 2 quads, 1x1 over 4, 1x1 over 4, 3x3 over 27 (odd), relu
+    # clamping at a zero point above -128 (mode 1), a partial block of 6 rows (mode 2 run by the
+    # partial instance as mode 1)
+    layers = [
+        (16, 1, "relu6", 1),
+        (16, 1, "none", 2),
+        (12, 1, "relu", 2),
+        (8, 3, "none", 2),
+        (8, 1, "relu", 1),
+        (6, 1, "none", 2),
+    ]
     c = 8
     for k, (o, kk, act, mode) in enumerate(layers):
         w = g.param(f"w{k}", rng.integers(-127, 128, (o, kk, kk, c)).astype(np.int8), quant=wq(rng, o, 0))
         b = g.param(f"b{k}", rng.integers(-3000, 3000, o).astype(np.int32))
-        zp = {2: -128, 1: -60}[mode] if act == "relu" else int(rng.integers(-20, 20))
+        zp = {2: -128, 1: -60}[mode] if act == "relu" else -20 if act == "relu6" else int(rng.integers(-20, 20))
         # outputs mostly inside int8 (an accumulator's spread is about sqrt(K) 74 x 73), so that the
         # rounding, not the saturation, decides them
         scale = scale * 0.011 * np.sqrt(kk * kk * c) * 5400 / 50
@@ -133,4 +145,29 @@ def test_convolve_gemm_epilogues_on_m4(tmp_path):
     model_c = emit(g).files["model.c"]
     modes = [int(m) for m in re.findall(r"\.rq_mode = (-?\d+)", model_c)]
     assert modes == [m for *_, m in layers], modes
+    bounds = re.findall(r"\.act_min = (-?\d+),\s*\.act_max = (-?\d+)", model_c)
+    assert bounds[0] == ("-20", "16"), bounds
     check_qemu(g, tmp_path, n_inputs=6, seed=4, board="qemu-m4")
+
+
+def test_convolve_reference_requantization(check):
+    """rq_mode 0 (the reference formula, where the fast form is not proven: here a multiplier
+    above 1, a left shift) through every GEMM path: pairs of pixels with a partial block, the
+    lone last pixel, and fully connected rows."""
+    rng = np.random.default_rng(29)
+    g = Graph("conv_ref_rq")
+    x = g.input("x", (1, 5, 3, 6), "i8", quant=QuantParams(np.float32(0.1), 5))
+    # weights in -1..1 keep the accumulators small (a spread of about 150)
+    w = g.param("w", rng.integers(-1, 2, (7, 1, 1, 6)).astype(np.int8), quant=wq(rng, 7, 0))
+    b = g.param("b", rng.integers(-30, 30, 7).astype(np.int32))
+    # in x w / out scale from 0.2 to 2.2: some channels' multipliers shift left; most outputs
+    # land inside int8
+    y = g.conv2d(x, w, b, name="conv", padding="valid", activation="none",
+                 out_quant=QuantParams(np.float32(0.0009), -3))  # fmt: skip
+    g.output(y)
+    f = g.input("f", (2, 11), "i8", quant=QuantParams(np.float32(0.1), -2))
+    fw = g.param("fw", rng.integers(-1, 2, (5, 11)).astype(np.int8), quant=wq(rng, 5, 0))
+    g.output(g.fully_connected(f, fw, None, name="fc", out_quant=QuantParams(np.float32(0.0009), 4)))
+    model_c = emit(g).files["model.c"]
+    assert [int(m) for m in re.findall(r"\.rq_mode = (-?\d+)", model_c)] == [0, 0]
+    assert check(g, n_inputs=6) == 9
