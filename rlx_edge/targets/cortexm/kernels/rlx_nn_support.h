@@ -17,6 +17,13 @@
 #ifndef RLX_NN_SUPPORT_H
 #define RLX_NN_SUPPORT_H
 
+/* At -O0 GCC keeps every C variable in memory and cannot find registers for
+ * the kernels' asm blocks (they take many operands): an unoptimized build
+ * (--opt O0, for a debugger) takes the C paths, which compute the same bits. */
+#if !defined(__OPTIMIZE__) && !defined(RLX_NO_ASM)
+#define RLX_NO_ASM 1
+#endif
+
 #include <stdint.h>
 #include <string.h>
 
