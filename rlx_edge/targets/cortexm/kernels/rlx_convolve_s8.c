@@ -272,7 +272,11 @@ RLX_INLINE int32_t rlx_even_end(int32_t even, int32_t odd)
 /* The DSP MAC loop of one 4 x 2 block: a0..a3, b0..b3 += the block's
  * weights at w (advanced past them) times the two pixels at x. A weight word
  * serves two rows: SMLAD of the raw word into the even row, SXTB16 ROR 8 of
- * it (the odd row's pair) into the odd row. */
+ * it (the odd row's pair) into the odd row. The block asm (RLX_GEMM_ASM)
+ * has it as RLX_GEMM_QUAD_ASM; the C loop RLX_GEMM_2PX_MAC below runs on
+ * the other DSP builds and, there, only for rq_mode 0 (a rare fallback): an
+ * asm MAC loop inlined into the C epilogue's loop left GCC without registers
+ * at some optimization levels (-O1 on Cortex-M7). */
 #if RLX_GEMM_ASM
 /* One quad of the 4 x 2 block: 2 LDRD, 4 LDR, 4 SXTB16, 16 SMLAD for 32 MACs. */
 #define RLX_GEMM_PAIR_ASM(E, O)                                                                                      \
@@ -287,28 +291,7 @@ RLX_INLINE int32_t rlx_even_end(int32_t even, int32_t odd)
         RLX_GEMM_PAIR_ASM("2", "3") "ldrd   %[xa], %[xb], [%[px]], #8\n\t"                                           \
                                     "ldr    %[wv], [%[pw], #-8]\n\t" RLX_GEMM_PAIR_ASM("0", "1")                     \
                                     "ldr    %[wv], [%[pw], #-4]\n\t" RLX_GEMM_PAIR_ASM("2", "3")
-#define RLX_GEMM_MAC_OPS                                                                                             \
-    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),       \
-      [b3] "+r"(b3), [px] "+r"(px), [pw] "+r"(w), [xa] "=&r"(xa), [xb] "=&r"(xb), [wv] "=&r"(wv)                     \
-    : [end] "r"(end)                                                                                                 \
-    : "cc", "memory"
-/* 8 accumulators, 2 input pairs, 1 weight word and 3 pointers: the 14
- * usable registers exactly, which C compilers do not manage without
- * spilling. Two quads per loop pass where k_quads is even (one CMP + BNE per
- * 64 MACs), else one. */
-#define RLX_GEMM_2PX_MAC()                                                                                           \
-    do {                                                                                                             \
-        const int16_t *end = x + 8 * kq;                                                                             \
-        uint32_t xa, xb, wv;                                                                                         \
-        if ((kq & 1) == 0) {                                                                                         \
-            __asm__ volatile("1:\n\t" RLX_GEMM_QUAD_ASM RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                 \
-                                                                     "bne    1b\n\t" RLX_GEMM_MAC_OPS);              \
-        } else {                                                                                                     \
-            __asm__ volatile("1:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                                   \
-                                                    "bne    1b\n\t" RLX_GEMM_MAC_OPS);                               \
-        }                                                                                                            \
-    } while (0)
-#else
+#endif
 /* One weight word (rows e, o) against the input pairs xa, xb of pixels a and b. */
 #define RLX_SMLAD_PAIR(xa, xb, word, ae, be, ao, bo)                                                                 \
     do {                                                                                                             \
@@ -320,7 +303,7 @@ RLX_INLINE int32_t rlx_even_end(int32_t even, int32_t odd)
     } while (0)
 #define RLX_GEMM_2PX_MAC()                                                                                           \
     do {                                                                                                             \
-        /* The same schedule in C (host emulation of the DSP path). */                                               \
+        /* The same schedule in C: the host emulation, and rq_mode 0 on target (above). */                          \
         for (int32_t q = 0; q < kq; q++, px += 8, w += 16) {                                                         \
             const uint32_t xa = rlx_rd32(px), xb = rlx_rd32(px + 2), ya = rlx_rd32(px + 4), yb = rlx_rd32(px + 6);   \
             RLX_SMLAD_PAIR(xa, xb, rlx_rd32(w), a0, b0, a1, b1);                                                     \
@@ -329,7 +312,6 @@ RLX_INLINE int32_t rlx_even_end(int32_t even, int32_t odd)
             RLX_SMLAD_PAIR(ya, yb, rlx_rd32(w + 12), a2, b2, a3, b3);                                                \
         }                                                                                                            \
     } while (0)
-#endif
 #else
 /* One reduction element of pixels a and b (values xa, xb) into the 4 x 2
  * block a0..a3, b0..b3, against the element's weights of the block's 4 rows
@@ -544,8 +526,17 @@ RLX_INLINE void rlx_gemm_2px_asm_clamp(const rlx_gemm_params *g, const int32_t *
     RLX_GEMM_2PX_ASM_REGS;
     __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM) RLX_GEMM_2PX_ASM_OPS);
 }
+/* The partial-block path calls the asm twice with its own values live around it: out of line,
+ * so the asm always has a function of its own (inlined there, -O3 left it short of registers). */
+static RLX_NOINLINE void rlx_gemm_2px_asm_clamp_ool(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                                   const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                                   const uint32_t *c128)
+{
+    rlx_gemm_2px_asm_clamp(g, q, qend, w, x, out_a, out_b, c128);
+}
 #define RLX_BLOCKS_SAT rlx_gemm_2px_asm_sat
 #define RLX_BLOCKS_CLAMP rlx_gemm_2px_asm_clamp
+#define RLX_BLOCKS_PART rlx_gemm_2px_asm_clamp_ool
 #else
 static RLX_NOINLINE void rlx_gemm_2px_blocks_sat(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
                                                  const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
@@ -562,6 +553,7 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_clamp(const rlx_gemm_params *g, con
 }
 #define RLX_BLOCKS_SAT rlx_gemm_2px_blocks_sat
 #define RLX_BLOCKS_CLAMP rlx_gemm_2px_blocks_clamp
+#define RLX_BLOCKS_PART rlx_gemm_2px_blocks_clamp
 #endif
 
 /* A block loop over any out_c: the whole blocks in place, then the last, partial one (its
@@ -600,7 +592,7 @@ RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x,
 RLX_NOINLINE void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                     const uint32_t *c128)
 {
-    rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_CLAMP);
+    rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_PART);
 }
 
 RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
