@@ -49,15 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inferences", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for each of Yosys and nextpnr")
     ap.add_argument("--all", action="store_true", help="route every parallelism, not only the first that fits")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[1], help="nextpnr placement seeds, one route each")
     args = ap.parse_args(argv)
     for key in args.models:
         graph = load_tflite(MLPERF_INT8[key])
-        for p in args.parallelism:
-            _progress(f"{key} at PE x SIMD {p} on {args.device}")
-            base = {"model": key, "parallelism": p, "device": args.device, "published": PUBLISHED.get(key)}
+        for p, seed in ((p, s) for p in args.parallelism for s in args.seeds):
+            _progress(f"{key} at PE x SIMD {p} on {args.device}, seed {seed}")
+            base = {"model": key, "parallelism": p, "device": args.device, "seed": seed}
+            base["published"] = PUBLISHED.get(key)
             t0 = time.perf_counter()
             opts = dict(
-                parallelism=p, pnr=args.device, clock_mhz=args.clock_mhz, progress=_progress, pnr_timeout=args.timeout
+                parallelism=p,
+                pnr=args.device,
+                clock_mhz=args.clock_mhz,
+                progress=_progress,
+                pnr_timeout=args.timeout,
+                pnr_seed=seed,
             )
             with tempfile.TemporaryDirectory() as td:
                 try:
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                     "total_wall_s": time.perf_counter() - t0,
                 },
             )
-            if not args.all:
+            if not args.all and seed == args.seeds[-1]:
                 break
     return 0
 

@@ -145,6 +145,7 @@ def build_fpga(
     clock_mhz: float | None = None,
     progress: Callable[[str], None] | None = None,
     pnr_timeout: float = 3600,
+    pnr_seed: int = 1,
 ) -> dict[str, Any]:
     """Generate, and optionally simulate, synthesize, place and route the datapath of a quantized graph.
 
@@ -176,6 +177,9 @@ def build_fpga(
         Called with one line per stage of long runs (synthesis, place, route).
     pnr_timeout:
         Seconds each of Yosys and nextpnr may run for ``pnr``.
+    pnr_seed:
+        nextpnr's placement seed (Fmax varies with placement: routing one design at a few seeds
+        shows by how much).
 
     Returns
     -------
@@ -198,7 +202,7 @@ def build_fpga(
     with atomic_dir(final) as work:
         result = _build_into(work, graph, parallelism, simulate, data, synth, simulator, inferences, seed)
         if pnr:
-            _place_and_route(result, work, pnr, clock_mhz, progress, pnr_timeout)
+            _place_and_route(result, work, pnr, clock_mhz, progress, pnr_timeout, pnr_seed)
     # Report where the files are now, not where they were built.
     files = result["files"]
     for key, value in files.items():
@@ -214,6 +218,7 @@ def _place_and_route(
     clock_mhz: float | None,
     progress: Callable[[str], None] | None,
     timeout: float,
+    seed: int,
 ) -> None:
     """Route the design in ``out`` for ``device``; add Fmax, utilization and latency in µs to ``result``."""
     from rlx_edge.targets.fpga.pnr import place_and_route
@@ -225,6 +230,7 @@ def _place_and_route(
         device,
         out / "pnr",
         clock_mhz=clock_mhz,
+        seed=seed,
         progress=progress,
         timeout=timeout,
     )
