@@ -18,9 +18,10 @@ places (the ``--board`` boards in turn) in the process that pytest was started
 as (the xdist controller), and stops it at the end. Under xdist (``-n N``,
 exactly one worker per place) the controller hands worker K place K, and a
 scheduler of its own sends each test only to a worker whose place has the
-test's board; each worker acquires its place through the coordinator before
-its first test and releases it at the end of its session, also when tests
-failed. Without xdist the one process acquires every place.
+test's board; each worker acquires its place through the coordinator while
+it starts (in a thread, so that it overlaps the worker's collection) and
+releases it at the end of its session, also when tests failed. Without xdist
+the one process acquires every place.
 """
 
 from __future__ import annotations
@@ -169,6 +170,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_FARM_KEY] = (
             None if spec is None else _Farm(spec["coordinator"], spec["places"], (spec["mine"],), spec["ready"])
         )
+        if spec is not None:
+            _start_acquisition(config, config.stash[_FARM_KEY])
         return
     names, farm_n, env = config.getoption("--places"), config.getoption("--farm"), _lg_option(config, "lg_env")
     if names is None and farm_n is None and env is None:
@@ -191,6 +194,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_FARM_KEY] = farm
     if n:
         config.pluginmanager.register(_PlacesXdist(farm), "hil-places-xdist")
+    else:  # this process runs the tests: it holds every place
+        _start_acquisition(config, farm)
 
 
 def _share_cores(workers: int) -> None:
@@ -442,32 +447,75 @@ class HilPlace:
                 self._power_off()
 
 
-@pytest.fixture(scope="session")
-def _hil_places(request) -> Iterator[dict[str, HilPlace]]:
-    """board name -> the place of that board this process holds; acquired at first use, released at the end."""
-    farm = request.config.stash[_FARM_KEY]
-    if farm is None:
-        yield {}
-        return
-    from rlx_edge.hil import _labgrid
+class _Acquisition:
+    """The places this process holds, acquired in a thread started by pytest_configure.
 
-    session = _labgrid.Session(farm.address(FARM_START_TIMEOUT_S))
-    acquired: list[str] = []
-    try:
-        held: dict[str, HilPlace] = {}
-        for name in farm.mine:
-            session.acquire(name)
-            acquired.append(name)
-            link = _labgrid.resolve(session, name)
-            held.setdefault(link.board.name, HilPlace(name, link.board, link.url, link.flash, link.power_off))
-        yield held
-    finally:
-        for name in acquired:
+    The farm coming up and the coordinator's answers (acquire, resolve) then
+    overlap the worker's start and collection instead of delaying its first
+    test by a second or more. :meth:`places` waits for the thread and raises
+    what it raised; :meth:`release` gives back what it acquired (at
+    pytest_unconfigure, also when tests failed).
+    """
+
+    def __init__(self, farm: _Farm):
+        self.farm = farm
+        self.session: Any = None
+        self.acquired: list[str] = []
+        self.held: dict[str, HilPlace] = {}
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._acquire, name="hil-acquire", daemon=True)
+        self._thread.start()
+
+    def _acquire(self) -> None:
+        try:
+            from rlx_edge.hil import _labgrid
+
+            self.session = _labgrid.Session(self.farm.address(FARM_START_TIMEOUT_S))
+            for name in self.farm.mine:
+                self.session.acquire(name)
+                self.acquired.append(name)
+                link = _labgrid.resolve(self.session, name)
+                self.held.setdefault(link.board.name, HilPlace(name, link.board, link.url, link.flash, link.power_off))
+        except BaseException as e:  # pytest.fail's Failed too: the tests that need a place report it
+            self.error = e
+
+    def places(self) -> dict[str, HilPlace]:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.held
+
+    def release(self) -> None:
+        self._thread.join()
+        for name in self.acquired:
             try:
-                session.release(name)
+                self.session.release(name)
             except RlxError as e:  # the coordinator is gone: nothing holds the place any more
                 warnings.warn(f"hil: releasing {name}: {e}", stacklevel=1)
-        session.close()
+        self.acquired = []
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+_ACQUISITION_KEY = pytest.StashKey[_Acquisition]()
+
+
+def _start_acquisition(config: pytest.Config, farm: _Farm) -> None:
+    config.stash[_ACQUISITION_KEY] = _Acquisition(farm)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    acquisition = config.stash.get(_ACQUISITION_KEY, None)
+    if acquisition is not None:
+        acquisition.release()
+
+
+@pytest.fixture(scope="session")
+def _hil_places(request) -> dict[str, HilPlace]:
+    """board name -> the place of that board this process holds (acquired since pytest_configure)."""
+    acquisition = request.config.stash.get(_ACQUISITION_KEY, None)
+    return {} if acquisition is None else acquisition.places()
 
 
 def pytest_generate_tests(metafunc):
