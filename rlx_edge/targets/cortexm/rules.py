@@ -416,6 +416,49 @@ def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: 
     return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
 
 
+def _dw_ring_scratch(f: dict) -> int:
+    """rlx_depthwise_conv_ring_s8's scratch bytes (rlx_dw_walk_of): the widened weights of a group,
+    the ring (one row per image row the window spans along its short axis, each as long as the
+    output's taps reach along the long one: a Kx1 window runs along H) and a zero row, 8 bytes
+    a pixel; then an int32 tag per ring row. The weights' table has a header per window row and
+    an end, 8 bytes each."""
+    along_h = f["k_w"] == 1 and f["k_h"] > 1
+    a, b = ("w", "h") if along_h else ("h", "w")
+    wp = (f[f"out_{b}"] - 1) * f[f"stride_{b}"] + (f[f"k_{b}"] - 1) * f[f"dil_{b}"] + 1
+    rows = (f[f"k_{a}"] - 1) * f[f"dil_{a}"] + 1
+    return 8 * (f["k_h"] * f["k_w"] + f[f"k_{a}"] + 1) + 8 * (rows + 1) * wp + 4 * rows
+
+
+def _dw_line(f: dict, pads: tuple) -> bool:
+    """Whether rlx_depthwise_conv_line_s8 takes the window: one tap across (no padding there), at
+    most 9 along (its unrolled instances), no dilation along it (a word holds two adjacent taps),
+    and lines of at least 8 outputs: on shorter ones its per-channel set-up costs more than the
+    ring's per-pixel tap walk saves (1x9 on a 4-wide image: 5.0 vs 4.5 instructions/MAC on M4)."""
+    along_h = f["k_w"] == 1 and f["k_h"] > 1
+    b, across = ("h", pads[2:]) if along_h else ("w", pads[:2])
+    one_across = f["k_w" if along_h else "k_h"] == 1 and not any(across)
+    return one_across and f[f"k_{b}"] <= 9 and f[f"dil_{b}"] == 1 and f[f"out_{b}"] >= 8
+
+
+def _dw_line_scratch(f: dict) -> int:
+    """rlx_depthwise_conv_line_s8's scratch bytes: 4 int16 planes of the line its taps reach, and a
+    pair past it, rounded to words, then 4 int32 accumulators per output of the line; or the
+    ring's, which it runs without DSP or with rq_mode 0."""
+    b = "h" if f["k_w"] == 1 and f["k_h"] > 1 else "w"
+    wp = (f[f"out_{b}"] - 1) * f[f"stride_{b}"] + f[f"k_{b}"]
+    return max(8 * ((wp + 3) & ~1) + 16 * f[f"out_{b}"], _dw_ring_scratch(f))
+
+
+def _dw_pair(f: dict) -> bool:
+    """Whether the balanced 3x3 runs rlx_depthwise_conv_3x3_pair_s8: stride 1, lines of at least 16
+    outputs along the longer axis, and at most 8 across, where the group ring pays its per-row
+    cost on every short row (M4, KWS's 25x5x64: 3.50 -> 3.26 instructions/MAC). Square images keep
+    the group ring: VWW's 48x48x8 gains 7 % but 12x12 and 6x6 lose and stride 2 loses 1.5x, and the
+    second kernel's ~3.3 KB of code does not fit VWW's 256 KB part (issue #17)."""
+    long_, short = max(f["out_h"], f["out_w"]), min(f["out_h"], f["out_w"])
+    return f["stride_h"] == f["stride_w"] == 1 and long_ >= 16 and short <= 8
+
+
 @RULES.rule("depthwise_conv2d")
 def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     x, wv, bv = _weighted(graph, node)
@@ -469,7 +512,8 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     consts["shift" if mode == 0 else "rq_add"] = (rshift if mode == 0 else add).astype(np.int32)
     guards = {}
     optimize = _OPTIMIZE.get()
-    # size: the generic kernel only; balanced: the 3x3 kernel on the same int8 arrays
+    # size: the generic kernel only; balanced: the 3x3 kernel, and the ring kernel for every other
+    # window, on the same int8 arrays
     fast = kh == 3 and kw == 3 and m == 1 and tuple(node.attrs["dilations"]) == (1, 1) and optimize != "size"
     if fast and optimize == "speed":
         # portable path, pixels with all 9 taps inside: bias with the offset
@@ -510,13 +554,35 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
                 consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
                 consts["pad3"] = np.full(3 * c, zp_x, np.int8)
                 guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
-    if not fast:
+    # balanced, at most 4 output pixels of a 2-D window the ring would take (depth multiplier 1):
+    # the generic kernel, which reads each pixel's taps from the image and widens them in
+    # registers; the ring's set-up per group (widened weights, rows) costs more than such layers'
+    # taps (5x5 s2 4x4x32, instructions/MAC: M4 6.91 -> 3.89, M3 12.04 -> 8.49)
+    few = not fast and fields["out_h"] * fields["out_w"] <= 4 and m == 1 and kh > 1 and kw > 1
+    if not fast and (optimize == "size" or (few and optimize == "balanced")):
         return Layer("rlx_depthwise_conv_s8", "rlx_dw_conv_params", fields, consts, [("in", 0), ("out", 0)], 0, guards)
+    if not fast:
+        args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+        if _dw_line(fields, params.pads):
+            return Layer("rlx_depthwise_conv_line_s8", "rlx_dw_conv_params", fields, consts, args,
+                         _dw_line_scratch(fields), guards)  # fmt: skip
+        ring = _dw_ring_scratch(fields)
+        return Layer("rlx_depthwise_conv_ring_s8", "rlx_dw_conv_params", fields, consts, args, ring, guards)
     kernel = "rlx_depthwise_conv_3x3_wide_s8" if optimize == "speed" else "rlx_depthwise_conv_3x3_s8"
     # the ring of 3 widened input rows of one group of 4 channels (rlx_dw_row) and a row of
     # zeros: 8 bytes a pixel, from the first column the output's taps reach to the last
     ring = 4 * 8 * ((fields["out_w"] - 1) * fields["stride_w"] + 3)
     args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+    if optimize == "balanced" and _dw_pair(fields):
+        # DSP cores: the channel-planar ring (SMLAD on tap pairs); the others run the kernel above
+        # inside it, so the scratch is the larger of the two. Its planes run along the output's
+        # longer axis, for a block of up to 4 channels (RLX_DWP_CB; 8 costs KWS its arena goal):
+        # 48 bytes a channel, then 3 lines of planes and a zero plane
+        a, cb = "h" if fields["out_h"] > fields["out_w"] else "w", min(c, 4)
+        wq = (fields[f"out_{a}"] - 1) * fields[f"stride_{a}"] + 4
+        pair = 48 * cb + 2 * (3 * cb + 1) * wq
+        return Layer("rlx_depthwise_conv_3x3_pair_s8", "rlx_dw_conv_params", fields, consts, args,
+                     max(ring, pair), guards)  # fmt: skip
     return Layer(kernel, "rlx_dw_conv_params", fields, consts, args, ring, guards)
 
 

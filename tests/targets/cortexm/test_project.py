@@ -41,7 +41,7 @@ def test_project_files_and_determinism(mlperf_graph, tmp_path):
     # one kernel call per non-view layer: 5 conv, 4 depthwise, pool, fc, softmax; no heap, no interpreter
     calls = re.findall(r"^\s+(rlx_\w+)\(&rlx_l\d+", model_c, flags=re.M)
     assert len(calls) == 12
-    assert "rlx_convolve_1x1_s8" in calls and "rlx_depthwise_conv_3x3_s8" in calls
+    assert "rlx_convolve_1x1_s8" in calls and "rlx_depthwise_conv_3x3_pair_s8" in calls
     assert "malloc" not in model_c and "malloc" not in (tmp_path / "a" / "weights.c").read_text()
 
 

@@ -7,7 +7,9 @@
  * doubled (the acc << 1 of SMMLAR); otherwise SXTAB16 adds the offset to two
  * channels in the instruction that sign-extends them. The 3x3 kernel of the
  * int8 layouts (balanced) runs a group of 4 channels at a time over a ring of
- * widened input rows in its scratch (rlx_dw_group), on both builds.
+ * widened input rows in its scratch (rlx_dw_group), on both builds; every other window runs
+ * the same idea generalized (rlx_depthwise_conv_ring_s8, at the end); --optimize size keeps the
+ * general kernel.
  */
 #include <stddef.h>
 
@@ -558,6 +560,57 @@ static void rlx_dw_consts(const rlx_dw_conv_params *p, int32_t c0, int32_t nc, i
     }
 }
 
+/* The requantization constants of one group (as rlx_dw_gk's); lohi: act_min and act_max in
+ * every byte (RLX_DWR_CLAMP's). */
+typedef struct {
+    int32_t b[4], ma[8], e[4];
+    uint32_t lohi[2];
+} rlx_dw_rq4;
+
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+/* The 4 outputs of a group with the fast requantization, the constants at q laid out as
+ * rlx_dw_rq4's from b (ma at byte 16, e at 48; rlx_dw_gk's from its b too): each output
+ * saturated to int8 and packed into one word; CLAMP (after it loads the act_min and act_max
+ * bytes into t1, t2): a byte-wise max and min (SSUB8 sets GE, SEL picks); one store. */
+typedef char rlx_dw_rq4_at[offsetof(rlx_dw_rq4, ma) == 16 && offsetof(rlx_dw_rq4, e) == 48 ? 1 : -1];
+#define RLX_DWR_RQ1(A, MA, E)                             \
+    "ldrd    %[t0], %[t1], [%[q], #" MA "]\n\t"           \
+    "ldr     %[t2], [%[q], #" E "]\n\t"                   \
+    "smmlar  %[t0], %[" A "], %[t0], %[t1]\n\t"           \
+    "add     %[" A "], %[t0], %[" A "], asr #31\n\t"      \
+    "asr     %[" A "], %[" A "], %[t2]\n\t"               \
+    "ssat    %[" A "], #8, %[" A "]\n\t"
+#define RLX_DWR_RQ4_ASM(CLAMP)                                                                                 \
+    RLX_DWR_RQ1("a0", "16", "48") RLX_DWR_RQ1("a1", "24", "52") RLX_DWR_RQ1("a2", "32", "56")                  \
+        RLX_DWR_RQ1("a3", "40", "60") "bfi     %[a0], %[a1], #8, #8\n\t"                                       \
+                                      "bfi     %[a0], %[a2], #16, #8\n\t"                                      \
+                                      "bfi     %[a0], %[a3], #24, #8\n\t" CLAMP "str     %[a0], [%[dst]]\n\t"
+#define RLX_DWR_RQ4_OUT                                                                                        \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0_), [t1] "=&r"(t1_), [t2] "=&r"(t2_)
+#define RLX_DWR_CLAMP                                     \
+    "ssub8   %[t0], %[a0], %[t1]\n\t"                     \
+    "sel     %[a0], %[a0], %[t1]\n\t"                     \
+    "ssub8   %[t0], %[t2], %[a0]\n\t"                     \
+    "sel     %[a0], %[a0], %[t2]\n\t"
+
+/* The pixels [dst, dend) of a 3x3 group's row with rq_mode 1 (the clamp; lh: the act_min and
+ * act_max bytes) on M4: out of line, so that the instances' register allocation, which the
+ * MLPerf layers (rq_mode 2) run on, stays as it is. */
+static RLX_NOINLINE_DW void rlx_dw_clamp_row(const rlx_dw_lane *x0, const rlx_dw_lane *x1, const rlx_dw_lane *x2,
+                                             const rlx_dw_gk *gk, int8_t *dst, int8_t *const dend, int32_t ch,
+                                             int32_t step, const uint32_t lh[2])
+{
+    for (; dst != dend; dst += ch, x0 += step, x1 += step, x2 += step) {
+        int32_t a0, a1, a2, a3;
+        uint32_t t0_, t1_, t2_;
+        RLX_DW_PIXEL(x0, x1, x2, gk);
+        __asm__ volatile(RLX_DWR_RQ4_ASM("ldrd    %[t1], %[t2], [%[lh]]\n\t" RLX_DWR_CLAMP) RLX_DWR_RQ4_OUT
+                         : [q] "r"(gk->b), [lh] "r"(lh), [dst] "r"(dst)
+                         : "memory");
+    }
+}
+#endif
+
 /* All pixels of one group; FAST: rq_mode 1 or 2, SAT: rq_mode 2 (constants in the hot
  * instance, so that the requantization's tests fold away). */
 RLX_INLINE void rlx_dw_group(const rlx_dw_conv_params *p, const int8_t *img, int8_t *out, int16_t *ring,
@@ -616,6 +669,13 @@ RLX_INLINE void rlx_dw_group(const rlx_dw_conv_params *p, const int8_t *img, int
         }
 #endif
         for (; dst != dend; dst += ch, x0 += step, x1 += step, x2 += step) {
+#if defined(RLX_DWR_RQ4_ASM)
+            if (fast && !sat && nc == 4) {
+                const uint32_t lh[2] = {0x01010101u * (uint8_t)lo, 0x01010101u * (uint8_t)hi};
+                rlx_dw_clamp_row(x0, x1, x2, &gk, dst, dend, ch, step, lh);
+                break;
+            }
+#endif
             int32_t a0, a1, a2, a3;
             RLX_DW_PIXEL(x0, x1, x2, &gk);
             if (fast && nc == 4) {
@@ -836,6 +896,504 @@ void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, in
 {
     rlx_dw3x3_rows(p, in, out, scratch);
 }
+
+/* ---- any window, stride, dilation, padding, channel count and depth multiplier (balanced, speed) ----
+ * The 3x3 ring generalized. One group of 4 output channels at a time (output channel c reads
+ * input channel c / ch_mult); the group's input rows, widened to int16 with the input offset
+ * added, live in a ring of as many rows as the window spans, in the scratch, where padded
+ * columns are 0 and rows outside the image read a row of zeros, so a tap never tests a bound.
+ * The ring runs along the window's long axis: a Kx1 window walks the image by columns (the
+ * input's column is then a ring row), so a 1-D window is one run of taps and never pays for
+ * rows. A pixel walks the group's tap table: per window row a header (its taps, the byte offset
+ * of its ring row, rewritten per output row) and the row's widened weights; a tap is an LDRD of
+ * the ring, one of the table and 4 SMLABB/SMLATT on DSP cores. Weights and bias are doubled
+ * with the fast requantization, as in the 3x3 path. */
+
+/* One axis of the walk: output and input pixels, window, and the byte steps between pixels. */
+typedef struct {
+    int32_t n_out, n_in, k, stride, dil, pad, in_step, out_step;
+} rlx_dw_axis;
+
+/* The walk of one call: the ring along axis b, its rows along axis a; the scratch's parts. */
+typedef struct {
+    rlx_dw_axis a, b;
+    int32_t wp, rows, clo, chi;  /* ring pixels per row, rows; image columns [clo, chi) */
+    int16_t *wt, *ring, *zero;   /* the tap table (4 lanes a header or tap); rows x wp x 4; wp x 4 */
+    int32_t *tag;                /* the image row each ring row holds */
+} rlx_dw_walk;
+
+/* The scratch, as rules.py's _dw_ring_scratch counts it. */
+static void rlx_dw_walk_of(const rlx_dw_conv_params *p, int16_t *scratch, rlx_dw_walk *g)
+{
+    const int32_t ic = p->in_c, oc = p->out_c;
+    const rlx_dw_axis h = {p->out_h, p->in_h, p->k_h, p->stride_h, p->dil_h, p->pad_top, p->in_w * ic, p->out_w * oc};
+    const rlx_dw_axis w = {p->out_w, p->in_w, p->k_w, p->stride_w, p->dil_w, p->pad_left, ic, oc};
+    const int32_t along_h = p->k_w == 1 && p->k_h > 1;
+    g->a = along_h ? w : h;
+    g->b = along_h ? h : w;
+    g->wp = (g->b.n_out - 1) * g->b.stride + (g->b.k - 1) * g->b.dil + 1;
+    g->rows = (g->a.k - 1) * g->a.dil + 1;
+    g->clo = g->b.pad < g->wp ? g->b.pad : g->wp;
+    g->chi = g->b.n_in + g->b.pad < g->wp ? g->b.n_in + g->b.pad : g->wp;
+    g->wt = scratch;
+    g->ring = g->wt + 4 * (p->k_h * p->k_w + g->a.k + 1);
+    g->zero = g->ring + 4 * g->rows * g->wp;
+    g->tag = (int32_t *)(void *)(g->zero + 4 * g->wp);
+}
+
+/* n image pixels (step bytes apart) of one group into a ring row at d, the input offset added;
+ * idx: the input byte of each lane (c0 c2 c1 c3) from src. A lane past the last channel reads
+ * channel c0's byte, which its zero weight cancels. */
+RLX_INLINE void rlx_dw_row_any(const int8_t *src, int16_t *d, int32_t n, int32_t step, const int32_t idx[4],
+                               int32_t off)
+{
+    for (; n > 0; n--, src += step, d += 4) {
+        d[0] = (int16_t)(src[idx[0]] + off);
+        d[1] = (int16_t)(src[idx[1]] + off);
+        d[2] = (int16_t)(src[idx[2]] + off);
+        d[3] = (int16_t)(src[idx[3]] + off);
+    }
+}
+
+#if RLX_USE_DSP
+/* Depth multiplier 2, a whole group: lanes (c0 c2) and (c1 c3) both read input channels c0 / 2
+ * and c0 / 2 + 1, one halfword; SXTAB16 widens bytes 0 and 2 of h | h << 8. */
+RLX_INLINE void rlx_dw_row_m2(const int8_t *src, int16_t *d, int32_t n, int32_t step, int32_t off)
+{
+    const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
+    for (; n > 0; n--, src += step, d += 4) {
+        uint16_t h;
+        memcpy(&h, src, 2);
+        const uint32_t v = rlx_sxtab16(off2, (uint32_t)h | ((uint32_t)h << 8));
+        rlx_wr32(d, v);
+        rlx_wr32(d + 2, v);
+    }
+}
+#endif
+
+/* a0..a3 += one pixel's taps: the table wt from its first header, px the pixel's first ring
+ * column (of ring row 0; a header's offset selects the row), sb the bytes between taps. */
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+#define RLX_DWR_MAC                                       \
+    "ldrd    %[wa], %[wb], [%[w]], #8\n\t"               \
+    "smlabb  %[a0], %[xa], %[wa], %[a0]\n\t"              \
+    "smlatt  %[a2], %[xa], %[wa], %[a2]\n\t"              \
+    "smlabb  %[a1], %[xb], %[wb], %[a1]\n\t"              \
+    "smlatt  %[a3], %[xb], %[wb], %[a3]\n\t"
+/* the rows: a header of 0 taps ends; an odd tap first, then two an iteration (the MACs keep
+ * the flags of LSRS) */
+#define RLX_DWR_ROWS(TAP)                                 \
+    "0:\n\t"                                              \
+    "ldrd    %[n], %[xa], [%[w]], #8\n\t"                 \
+    "cbz     %[n], 9f\n\t"                                \
+    "add     %[x], %[px], %[xa]\n\t"                      \
+    "lsrs    %[n], %[n], #1\n\t"                          \
+    "bcc     2f\n\t" TAP "2:\n\t"                         \
+    "beq     0b\n\t"                                      \
+    "1:\n\t" TAP TAP "subs    %[n], %[n], #1\n\t"         \
+    "bne     1b\n\t"                                      \
+    "b       0b\n\t"                                      \
+    "9:\n\t"
+#define RLX_DWR_OPS                                                                                               \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [x] "=&r"(x_), [w] "+r"(w_), [n] "=&l"(n_),      \
+      [xa] "=&r"(xa_), [xb] "=&r"(xb_), [wa] "=&r"(wa_), [wb] "=&r"(wb_)
+#define RLX_DW_PX(px, wt, sb)                                                                                     \
+    do {                                                                                                          \
+        const int16_t *w_ = (wt);                                                                                 \
+        const int8_t *x_;                                                                                         \
+        int32_t n_;                                                                                               \
+        uint32_t xa_, xb_, wa_, wb_;                                                                              \
+        if ((sb) == 8) {                                                                                          \
+            __asm__ volatile(RLX_DWR_ROWS("ldrd    %[xa], %[xb], [%[x]], #8\n\t" RLX_DWR_MAC) RLX_DWR_OPS           \
+                             : [px] "r"(px)                                                                       \
+                             : "memory", "cc");                                                                   \
+        } else {                                                                                                  \
+            __asm__ volatile(RLX_DWR_ROWS("ldrd    %[xa], %[xb], [%[x]]\n\t"                                       \
+                                          "add     %[x], %[x], %[sb]\n\t" RLX_DWR_MAC) RLX_DWR_OPS                 \
+                             : [px] "r"(px), [sb] "r"(sb)                                                         \
+                             : "memory", "cc");                                                                   \
+        }                                                                                                         \
+    } while (0)
+#else
+#if RLX_USE_DSP
+#define RLX_DW_TAP1(x_, w_)                                                                                       \
+    do {                                                                                                          \
+        const uint32_t x02_ = rlx_rd32(x_), x13_ = rlx_rd32((x_) + 2);                                            \
+        const uint32_t w02_ = rlx_rd32(w_), w13_ = rlx_rd32((w_) + 2);                                            \
+        a0 = rlx_smlabb(x02_, w02_, a0);                                                                          \
+        a2 = rlx_smlatt(x02_, w02_, a2);                                                                          \
+        a1 = rlx_smlabb(x13_, w13_, a1);                                                                          \
+        a3 = rlx_smlatt(x13_, w13_, a3);                                                                          \
+    } while (0)
+#else
+#define RLX_DW_TAP1(x_, w_)                                                                                       \
+    do {                                                                                                          \
+        a0 += (x_)[0] * (w_)[0];                                                                                  \
+        a2 += (x_)[1] * (w_)[1];                                                                                  \
+        a1 += (x_)[2] * (w_)[2];                                                                                  \
+        a3 += (x_)[3] * (w_)[3];                                                                                  \
+    } while (0)
+#endif
+#define RLX_DW_PX(px, wt, sb)                                                                                     \
+    do {                                                                                                          \
+        const int16_t *w_ = (wt);                                                                                 \
+        for (int32_t n_ = (int32_t)rlx_rd32(w_); n_ != 0; n_ = (int32_t)rlx_rd32(w_)) {                           \
+            const int16_t *x_ = (const int16_t *)(const void *)((const int8_t *)(px) + (int32_t)rlx_rd32(w_ + 2)); \
+            for (w_ += 4; n_ > 0; n_--, w_ += 4, x_ += (sb) / 2) {                                                \
+                RLX_DW_TAP1(x_, w_);                                                                              \
+            }                                                                                                     \
+        }                                                                                                         \
+    } while (0)
+#endif
+
+
+/* All pixels of one group (channels [c0, c0 + nc)) of one image. FAST: rq_mode 1 or 2; SAT:
+ * rq_mode 2 (constants in the instances, so the output rule's tests fold away). */
+RLX_INLINE void rlx_dw_ring_group(const rlx_dw_conv_params *p, const rlx_dw_walk *g, const int8_t *img, int8_t *out,
+                                  int32_t c0, const int32_t fast, const int32_t sat)
+{
+    const int32_t oc = p->out_c, m = p->ch_mult, nc = oc - c0 < 4 ? oc - c0 : 4, off = p->in_offset;
+    const int32_t scale = fast ? 2 : 1, lo = p->act_min, hi = p->act_max;
+    const rlx_rq_params rq = RLX_DW_RQ(p);
+    const rlx_dw_axis a = g->a, b = g->b;
+    const int32_t row_lanes = 4 * (b.k + 1); /* a window row in the table: header and taps */
+    rlx_dw_rq4 gk;
+    /* the table: weights widened (doubled when fast) in lane order, a missing channel's 0; the
+     * taps run along b (tap t is row t / b.k, since a Kx1 window, along H, has one column) */
+    static const int8_t order[4] = {0, 2, 1, 3};
+    for (int32_t t = 0; t < a.k * b.k; t++) {
+        int16_t *const e = g->wt + row_lanes * (t / b.k) + 4 * (t % b.k + 1);
+#if RLX_USE_DSP
+        if (nc == 4) {
+            /* a tap's 4 weights are one word, widened in registers (doubling as rlx_dw_consts) */
+            const uint32_t wv = rlx_rd32(p->weights + t * oc + c0), dbl = fast ? 0xFFFEFFFFu : 0xFFFFFFFFu;
+            rlx_wr32(e, (rlx_sxtb16(wv) << (fast ? 1 : 0)) & dbl);
+            rlx_wr32(e + 2, (rlx_sxtb16_ror8(wv) << (fast ? 1 : 0)) & dbl);
+            continue;
+        }
+#endif
+        for (int32_t i = 0; i < 4; i++) {
+            const int32_t c = order[i];
+            e[i] = (int16_t)(c < nc ? scale * p->weights[t * oc + c0 + c] : 0);
+        }
+    }
+    for (int32_t i = 0; i < a.k; i++) {
+        rlx_wr32(g->wt + row_lanes * i, (uint32_t)b.k);
+    }
+    rlx_wr32(g->wt + row_lanes * a.k, 0u); /* the end */
+    int32_t idx[4];
+    for (int32_t i = 0; i < 4; i++) {
+        const int32_t c = order[i], in = i < nc;
+        idx[i] = c < nc ? (c0 + c) / m - c0 / m : 0;
+        gk.b[i] = in ? (int32_t)((uint32_t)p->bias[c0 + i] * (uint32_t)scale) : 0;
+        gk.ma[2 * i] = in && fast ? p->mult[c0 + i] : 0;
+        gk.ma[2 * i + 1] = in && fast ? p->rq_add[c0 + i] : 1;
+        gk.e[i] = rlx_rq_e(gk.ma[2 * i + 1]);
+    }
+#if defined(RLX_DWR_RQ4_ASM)
+    gk.lohi[0] = 0x01010101u * (uint8_t)lo;
+    gk.lohi[1] = 0x01010101u * (uint8_t)hi;
+#endif
+    for (int32_t r = 0; r < g->rows; r++) {
+        g->tag[r] = -1;
+    }
+    const int32_t ncols = g->chi - g->clo;
+    const int8_t *const src0 = img + (ncols > 0 ? (g->clo - b.pad) * b.in_step : 0) + c0 / m;
+    const int32_t step = 4 * b.stride, sb = 8 * b.dil; /* lanes between output pixels, bytes between taps */
+    for (int32_t oa = 0; oa < a.n_out; oa++) {
+        const int32_t iy0 = oa * a.stride - a.pad;
+        for (int32_t i = 0; i < a.k; i++) {
+            const int32_t iy = iy0 + i * a.dil;
+            int16_t *row = g->zero;
+            if (iy >= 0 && iy < a.n_in) {
+                const int32_t slot = iy % g->rows;
+                row = g->ring + 4 * slot * g->wp;
+                if (g->tag[slot] != iy) {
+                    g->tag[slot] = iy;
+                    const int8_t *const src = src0 + iy * a.in_step;
+#if RLX_USE_DSP
+                    if (m == 1 && nc == 4) {
+                        rlx_dw_row(src, row + 4 * g->clo, ncols, b.in_step, 4, off);
+                    } else if (m == 2 && nc == 4) {
+                        rlx_dw_row_m2(src, row + 4 * g->clo, ncols, b.in_step, off);
+                    } else
+#endif
+                    {
+                        rlx_dw_row_any(src, row + 4 * g->clo, ncols, b.in_step, idx, off);
+                    }
+                }
+            }
+            rlx_wr32(g->wt + row_lanes * i + 2, (uint32_t)(2 * (row - g->ring))); /* the row's byte offset */
+        }
+        int8_t *dst = out + oa * a.out_step + c0;
+        int8_t *const dend = dst + b.n_out * b.out_step;
+        const int16_t *px = g->ring;
+        /* the output rule's tests out of the pixel loop: one loop per rule */
+#define RLX_DW_PIXELS(...)                                                                  \
+    for (; dst != dend; dst += b.out_step, px += step) {                                     \
+        int32_t a0 = gk.b[0], a1 = gk.b[1], a2 = gk.b[2], a3 = gk.b[3];                     \
+        RLX_DW_PX(px, g->wt, sb);                                                           \
+        __VA_ARGS__;                                                                        \
+    }
+        if (fast && nc == 4) {
+#if defined(RLX_DWR_RQ4_ASM)
+            uint32_t t0_, t1_, t2_;
+            if (sat) {
+                RLX_DW_PIXELS(__asm__ volatile(RLX_DWR_RQ4_ASM("") RLX_DWR_RQ4_OUT
+                                               : [q] "r"(&gk), [dst] "r"(dst)
+                                               : "memory"))
+            } else {
+                RLX_DW_PIXELS(__asm__ volatile(RLX_DWR_RQ4_ASM("ldrd    %[t1], %[t2], [%[q], #64]\n\t" RLX_DWR_CLAMP)
+                                                   RLX_DWR_RQ4_OUT
+                                               : [q] "r"(&gk), [dst] "r"(dst)
+                                               : "memory"))
+            }
+#else
+            RLX_DW_PIXELS(dst[0] = RLX_DW_OUT(a0, 0); dst[1] = RLX_DW_OUT(a1, 1); dst[2] = RLX_DW_OUT(a2, 2);
+                          dst[3] = RLX_DW_OUT(a3, 3))
+#endif
+        } else {
+            RLX_DW_PIXELS(const int32_t acc[4] = {a0, a1, a2, a3}; for (int32_t i = 0; i < nc; i++) {
+                dst[i] = fast ? RLX_DW_OUT(acc[i], i) : (int8_t)rlx_rq_out(&rq, acc[i], c0 + i);
+            })
+        }
+#undef RLX_DW_PIXELS
+    }
+}
+
+static RLX_NOINLINE_DW void rlx_dw_ring_sat(const rlx_dw_conv_params *p, const rlx_dw_walk *g, const int8_t *img,
+                                            int8_t *out, int32_t c0)
+{
+    rlx_dw_ring_group(p, g, img, out, c0, 1, 1);
+}
+
+static RLX_NOINLINE_DW void rlx_dw_ring_any(const rlx_dw_conv_params *p, const rlx_dw_walk *g, const int8_t *img,
+                                            int8_t *out, int32_t c0)
+{
+    rlx_dw_ring_group(p, g, img, out, c0, p->rq_mode != 0, 0);
+}
+
+void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+    rlx_dw_walk g;
+    rlx_dw_walk_of(p, scratch, &g);
+    /* the padded columns of every ring row and the zero row, which no widening writes */
+    for (int32_t r = 0; r <= g.rows; r++) {
+        int16_t *const row = g.ring + 4 * r * g.wp;
+        const int32_t lo = r == g.rows ? g.wp : g.clo;
+        for (int32_t i = 0; i < 4 * lo; i++) {
+            row[i] = 0;
+        }
+        for (int32_t i = 4 * g.chi; i < 4 * g.wp; i++) {
+            row[i] = 0;
+        }
+    }
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * p->in_h * p->in_w * p->in_c;
+        int8_t *o = out + n * p->out_h * p->out_w * p->out_c;
+        for (int32_t c0 = 0; c0 < p->out_c; c0 += 4) {
+            if (p->rq_mode == 2) {
+                rlx_dw_ring_sat(p, &g, img, o, c0);
+            } else {
+                rlx_dw_ring_any(p, &g, img, o, c0);
+            }
+        }
+    }
+}
+/* ---- 1-D windows (Kx1 or 1xK, no dilation along the window) on DSP cores ----
+ * SMLAD multiplies two taps of one channel at once, which the ring's lanes (one channel
+ * each) cannot feed: here each channel of a group of 4 output channels gets its own int16
+ * plane in the scratch, the image line the window runs along widened with the input offset
+ * added (padding 0, written once a call). Word j of a plane at output t holds taps 2j, 2j + 1
+ * of t; with stride 1 the same word holds taps 2j - 1, 2j of output t + 1, so a second weight
+ * set shifted by one tap (the odd set) gives a second output per loaded word, and the next
+ * word two more: four outputs an iteration, a tap pair one SMLAD. The accumulators of the
+ * group's 4 channels go to the scratch interleaved, and are requantized a pixel at a time, 4
+ * outputs packed into one store as on the ring (RLX_DWR_RQ4_ASM). Weights and bias are doubled
+ * for the fast requantization (the acc << 1 of SMMLAR), as on the ring. rq_mode 0 and cores
+ * without DSP run the ring, in the same scratch (rules.py's _dw_line_scratch). */
+#define RLX_DW1_MAXP 5 /* weight pairs a channel: windows up to 9 taps (rules.py) */
+
+#if RLX_USE_DSP
+/* One channel's accumulators (doubled) along a line, into every fourth word of acc (the group's
+ * four channels interleaved, as the outputs are): x its plane at the first output's first tap,
+ * w its weight pairs (even set, odd set), np pairs. Apart from the requantization, so that the
+ * four accumulators, the words and the weights stay in registers; np a constant in each instance
+ * (windows of 2 to 9 taps), unrolled. */
+RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t np, int32_t n, int32_t s, int32_t b2,
+                             int32_t *acc)
+{
+    int32_t t = 0;
+    if (s == 1) {
+        for (; t + 4 <= n; t += 4, x += 4, acc += 16) {
+            int32_t a0 = b2, a1 = b2, a2 = b2, a3 = b2;
+            uint32_t xc = rlx_rd32(x);
+#if defined(__GNUC__)
+#pragma GCC unroll 5
+#endif
+            for (int32_t j = 0; j < np; j++) {
+                const uint32_t xn = rlx_rd32(x + 2 * j + 2), we = w[2 * j], wo = w[2 * j + 1];
+                a0 = rlx_smlad(xc, we, a0);
+                a1 = rlx_smlad(xc, wo, a1);
+                a2 = rlx_smlad(xn, we, a2);
+                a3 = rlx_smlad(xn, wo, a3);
+                xc = xn;
+            }
+            acc[0] = a0;
+            acc[4] = a1;
+            acc[8] = a2;
+            acc[12] = a3;
+        }
+    }
+    for (; t < n; t++, x += s, acc += 4) {
+        int32_t a0 = b2;
+        for (int32_t j = 0; j < np; j++) {
+            a0 = rlx_smlad(rlx_rd32(x + 2 * j), w[2 * j], a0);
+        }
+        *acc = a0;
+    }
+}
+
+static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, const uint32_t *w, int32_t np, int32_t n, int32_t s,
+                                             int32_t b2, int32_t *acc)
+{
+    switch (np) {
+    case 2:
+        rlx_dw1_macs(x, w, 2, n, s, b2, acc);
+        break;
+    case 3:
+        rlx_dw1_macs(x, w, 3, n, s, b2, acc);
+        break;
+    case 4:
+        rlx_dw1_macs(x, w, 4, n, s, b2, acc);
+        break;
+    case 5:
+        rlx_dw1_macs(x, w, 5, n, s, b2, acc);
+        break;
+    default:
+        rlx_dw1_macs(x, w, np, n, s, b2, acc);
+        break;
+    }
+}
+#endif
+
+void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+#if RLX_USE_DSP
+    if (p->rq_mode == 0) {
+        rlx_depthwise_conv_ring_s8(p, in, out, scratch);
+        return;
+    }
+    rlx_dw_walk g;
+    rlx_dw_walk_of(p, scratch, &g); /* only its axes: b along the window, a (one tap) across */
+    const rlx_dw_axis a = g.a, b = g.b;
+    const int32_t oc = p->out_c, m = p->ch_mult, off = p->in_offset, kb = b.k, np = kb / 2 + 1;
+    const int32_t lo = p->act_min, hi = p->act_max, sat = lo == -128 && hi == 127;
+    const int32_t wp = g.wp, len = (wp + 3) & ~1; /* a plane: the taps, one pair read past them */
+    const int32_t clo = g.clo, ncols = g.chi - g.clo;
+    int16_t *const plane = scratch;
+    int32_t *const acc = (int32_t *)(void *)(plane + 4 * len); /* [output][lane] of the line */
+    for (int32_t i = 0; i < 4 * len; i++) {
+        if (i % len < clo || i % len >= g.chi) {
+            plane[i] = 0;
+        }
+    }
+    uint32_t wt[4][2 * RLX_DW1_MAXP];
+    rlx_dw_rq4 gk;
+    const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
+    gk.lohi[0] = 0x01010101u * (uint8_t)lo;
+    gk.lohi[1] = 0x01010101u * (uint8_t)hi;
+    for (int32_t c0 = 0; c0 < oc; c0 += 4) {
+        const int32_t nc = oc - c0 < 4 ? oc - c0 : 4;
+        for (int32_t l = 0; l < nc; l++) {
+            /* tap t of the window is weight row t either way (the other axis has one tap) */
+            const int8_t *const w8 = p->weights + c0 + l;
+            for (int32_t j = 0; j < np; j++) {
+                const int32_t k = 2 * j;
+                const int32_t w0 = k < kb ? 2 * w8[k * oc] : 0, w1 = k + 1 < kb ? 2 * w8[(k + 1) * oc] : 0;
+                const int32_t wm = k > 0 ? 2 * w8[(k - 1) * oc] : 0;
+                wt[l][2 * j] = ((uint32_t)w0 & 0xFFFFu) | ((uint32_t)w1 << 16);
+                wt[l][2 * j + 1] = ((uint32_t)wm & 0xFFFFu) | ((uint32_t)w0 << 16);
+            }
+            gk.b[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
+            gk.ma[2 * l] = p->mult[c0 + l];
+            gk.ma[2 * l + 1] = p->rq_add[c0 + l];
+            gk.e[l] = rlx_rq_e(gk.ma[2 * l + 1]);
+        }
+        for (int32_t nb = 0; nb < p->batches; nb++) {
+            const int8_t *const img = in + nb * p->in_h * p->in_w * p->in_c;
+            int8_t *const o = out + nb * p->out_h * p->out_w * oc;
+            for (int32_t ia = 0; ia < a.n_out; ia++) {
+                const int8_t *src = img + ia * a.stride * a.in_step + (clo - b.pad) * b.in_step + c0 / m;
+                int16_t *d = plane + clo;
+                if (m == 1 && nc == 4) {
+                    for (int32_t i = 0; i < ncols; i++, src += b.in_step, d++) {
+                        const uint32_t xv = rlx_rd32(src);
+                        const uint32_t x02 = rlx_sxtab16(off2, xv), x13 = rlx_sxtab16_ror8(off2, xv);
+                        d[0] = (int16_t)x02;
+                        d[len] = (int16_t)x13;
+                        d[2 * len] = (int16_t)(x02 >> 16);
+                        d[3 * len] = (int16_t)(x13 >> 16);
+                    }
+                } else {
+                    for (int32_t l = 0; l < nc; l++) {
+                        const int8_t *sl = src + (c0 + l) / m - c0 / m;
+                        int16_t *dl = d + l * len;
+                        for (int32_t i = 0; i < ncols; i++, sl += b.in_step) {
+                            dl[i] = (int16_t)(*sl + off);
+                        }
+                    }
+                }
+                for (int32_t l = 0; l < nc; l++) {
+                    rlx_dw1_macs_any(plane + l * len, wt[l], np, b.n_out, b.stride, gk.b[l], acc + l);
+                }
+                int8_t *dst = o + ia * a.out_step + c0;
+                const int32_t *ac = acc;
+#if defined(RLX_DWR_RQ4_ASM)
+                if (nc == 4) {
+                    /* the 4 outputs of an output pixel packed into one word, as the ring's */
+                    for (int32_t t = 0; t < b.n_out; t++, ac += 4, dst += b.out_step) {
+                        int32_t a0 = ac[0], a1 = ac[1], a2 = ac[2], a3 = ac[3];
+                        uint32_t t0_, t1_, t2_;
+                        if (sat) {
+                            __asm__ volatile(RLX_DWR_RQ4_ASM("") RLX_DWR_RQ4_OUT
+                                             : [q] "r"(&gk), [dst] "r"(dst)
+                                             : "memory");
+                        } else {
+                            __asm__ volatile(RLX_DWR_RQ4_ASM("ldrd    %[t1], %[t2], [%[q], #64]\n\t" RLX_DWR_CLAMP)
+                                                 RLX_DWR_RQ4_OUT
+                                             : [q] "r"(&gk), [dst] "r"(dst)
+                                             : "memory");
+                        }
+                    }
+                    continue;
+                }
+#endif
+                for (int32_t t = 0; t < b.n_out; t++, ac += 4, dst += b.out_step) {
+                    for (int32_t l = 0; l < nc; l++) {
+                        const int32_t v = (rlx_smmlar(ac[l], gk.ma[2 * l], gk.ma[2 * l + 1]) + (ac[l] >> 31)) >> gk.e[l];
+                        dst[l] = (int8_t)(sat ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
+                    }
+                }
+            }
+        }
+    }
+#else
+    rlx_depthwise_conv_ring_s8(p, in, out, scratch);
+#endif
+}
+#ifdef RLX_DWR_MAC
+#undef RLX_DWR_MAC
+#undef RLX_DWR_ROWS
+#undef RLX_DWR_OPS
+#undef RLX_DWR_RQ1
+#undef RLX_DWR_RQ4_ASM
+#undef RLX_DWR_RQ4_OUT
+#undef RLX_DWR_CLAMP
+#else
+#undef RLX_DW_TAP1
+#endif
+#undef RLX_DW_PX
 
 #ifdef RLX_DW_ASM_TAP
 #undef RLX_DW_ASM_TAP

@@ -221,6 +221,13 @@ void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t
 /* scratch: a ring of 3 int16 rows of one group of 4 channels and a zero row, 32 ((out_w - 1) stride_w + 3) bytes */
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* DSP cores (rlx_depthwise_conv_3x3_s8 elsewhere): channel-planar int16 lines, SMLAD on tap pairs;
+ * scratch: the larger of that kernel's and its own (rules.py: blocks of 4 channels' constants and planes) */
+void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* any other window (balanced, speed); scratch: widened weights, a ring of widened rows and a zero row (rules.py) */
+void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* 1-D windows (Kx1, 1xK) on DSP cores, the ring elsewhere; scratch: the larger of its planes and the ring (rules.py) */
+void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);
 void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);

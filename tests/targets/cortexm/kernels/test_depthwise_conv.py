@@ -1,5 +1,6 @@
 """rlx_depthwise_conv_3x3_s8 (int8 layouts), rlx_depthwise_conv_3x3_wide_s8 (--optimize speed's int16
-layouts) and rlx_depthwise_conv_s8 against the integer reference."""
+layouts), rlx_depthwise_conv_ring_s8 (every other window) and rlx_depthwise_conv_s8 (--optimize size)
+against the integer reference."""
 
 from __future__ import annotations
 
@@ -7,14 +8,41 @@ import numpy as np
 import pytest
 
 from rlx_edge.ir.graph import Graph
+from rlx_edge.ir.types import QuantParams
+from rlx_edge.runners import prepare
 from rlx_edge.targets.cortexm import emit
+from rlx_edge.targets.reference import run
+from rlx_edge.targets.reference.compare import make_inputs
 
 from ..conftest import rand_q, wq
 
 _KERNEL_3X3 = {"balanced": "rlx_depthwise_conv_3x3_s8(", "speed": "rlx_depthwise_conv_3x3_wide_s8("}
 
 
-@pytest.mark.parametrize(("fast", "optimize"), [(True, "balanced"), (True, "speed"), (False, "balanced")])
+def _dw_layer(g: Graph, rng, k: int, h: int, w: int, c: int, *, m: int = 1, kh: int = 3, kw: int = 3, s: int = 1,
+              d: int = 1, pad: str = "same", act: str = "none") -> None:  # fmt: skip
+    """Depthwise layer k of g (its own input and output): random int8 weights and bias."""
+    x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
+    wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, c * m)).astype(np.int8), quant=wq(rng, c * m, 3))
+    b = g.param(f"b{k}", rng.integers(-3000, 3000, c * m).astype(np.int32))
+    y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), strides=(s, s),
+                           dilations=(d, d), padding=pad, activation=act, depth_multiplier=m)  # fmt: skip
+    g.output(y)
+
+
+def _bit_exact_on_m4(g: Graph, tmp_path, seed: int) -> None:
+    """g's firmware under QEMU on M4 against the reference: 2 random inputs, then all-min, all-max and
+    all-zero-point."""
+    runner = prepare("qemu-m4", g, tmp_path)
+    for k, sample in enumerate(make_inputs(g, 2, seed=seed)):
+        got, want = runner(sample), run(g, sample)
+        for name, ref in want.items():
+            assert np.array_equal(got[name], ref), f"input {k}, output {name}"
+
+
+@pytest.mark.parametrize(
+    ("fast", "optimize"), [(True, "balanced"), (True, "speed"), (False, "balanced"), (False, "size")]
+)
 def test_depthwise_random(check, fast, optimize):
     rng = np.random.default_rng(21 + fast)
     g = Graph("dw")
@@ -37,7 +65,8 @@ def test_depthwise_random(check, fast, optimize):
         b = g.param(f"b{k}", rng.integers(-3000, 3000, c * m).astype(np.int32))
         g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
     model_c = emit(g, optimize).files["model.c"]
-    want = _KERNEL_3X3[optimize] if fast else "rlx_depthwise_conv_s8("
+    generic = "rlx_depthwise_conv_s8(" if optimize == "size" else "rlx_depthwise_conv_ring_s8("
+    want = _KERNEL_3X3[optimize] if fast else generic
     assert model_c.count(want) == 8
     assert check(g, n_inputs=5, optimize=optimize) == 8
 
@@ -120,27 +149,104 @@ def test_depthwise_3x3_int8_dsp_path_on_m4_bit_exact(tmp_path):
     (rows kept in the ring) and 3 (none kept), same and valid padding, inputs one or two pixels
     wide, both output rules (saturating rq_mode 2; a relu whose zero point is not -128 clamps),
     under QEMU against the reference."""
-    from rlx_edge.runners import prepare
-    from rlx_edge.targets.reference import run
-    from rlx_edge.targets.reference.compare import make_inputs
-
     rng = np.random.default_rng(17)
     g = Graph("dw_m4")
     cases = [(6, 5, 8, 1, "same"), (7, 6, 6, 2, "same"), (5, 7, 13, 1, "valid"), (2, 1, 4, 1, "same"),
              (4, 4, 3, 2, "valid"), (3, 2, 12, 2, "same"), (8, 7, 8, 3, "same")]  # fmt: skip
     for k, (h, w, c, s, pad) in enumerate(cases):
-        act = ["none", "relu", "relu6"][k % 3]
-        x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
-        wt = g.param(f"w{k}", rng.integers(-127, 128, (1, 3, 3, c)).astype(np.int8), quant=wq(rng, c, 3))
-        b = g.param(f"b{k}", rng.integers(-3000, 3000, c).astype(np.int32))
-        y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), strides=(s, s),
-                               dilations=(1, 1), padding=pad, activation=act, depth_multiplier=1)  # fmt: skip
-        g.output(y)
+        _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=["none", "relu", "relu6"][k % 3])
     assert emit(g).files["model.c"].count("rlx_depthwise_conv_3x3_s8(") == len(cases)
     modes = {emit(g).files["model.c"].count(f".rq_mode = {m},") for m in (1, 2)}
     assert 0 not in modes  # both output rules run
-    runner = prepare("qemu-m4", g, tmp_path)
-    for k, sample in enumerate(make_inputs(g, 2, seed=4)):  # 2 random, then all-min, all-max, all-zero-point
-        got, want = runner(sample), run(g, sample)
-        for name, ref in want.items():
-            assert np.array_equal(got[name], ref), f"input {k}, output {name}"
+    _bit_exact_on_m4(g, tmp_path, seed=4)
+
+
+def test_depthwise_ring_every_window_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_ring_s8 (every window but the plain 3x3 and the long 1-D lines of
+    rlx_depthwise_conv_line_s8), on both host builds and under QEMU on M4 (its tap and output
+    asm): 2-D windows; Kx1 windows, which run along H, on a one-column image; 1xK on a one-row
+    image; odd channel counts (a last group of 1 to 3); depth multipliers 2 (the halfword
+    widening) and 3; dilation 2 (taps not adjacent in the ring); same and valid padding; both
+    fast output rules (saturating, and a clamp)."""
+    rng = np.random.default_rng(29)
+    g = Graph("dw_ring")
+    # (h, w, c, multiplier, kh, kw, stride, dilation, padding)
+    cases = [(6, 7, 8, 1, 5, 5, 1, 1, "same"), (7, 1, 12, 1, 5, 1, 1, 1, "same"), (1, 10, 5, 1, 1, 7, 2, 1, "same"),
+             (7, 8, 4, 2, 3, 3, 1, 1, "same"), (8, 7, 3, 2, 3, 3, 2, 1, "valid"), (9, 9, 8, 1, 3, 3, 1, 2, "same"),
+             (6, 5, 3, 3, 2, 3, 1, 2, "same"), (9, 6, 7, 1, 4, 1, 2, 1, "valid")]  # fmt: skip
+    for k, (h, w, c, m, kh, kw, s, d, pad) in enumerate(cases):
+        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, d=d, pad=pad, act=["none", "relu6"][k % 2])
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_ring_s8(") == len(cases)
+    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (1, 2)} == {True}  # both output rules run
+    assert check(g, n_inputs=5) >= 5
+    _bit_exact_on_m4(g, tmp_path, seed=4)
+
+
+def test_depthwise_line_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_line_s8 (1-D windows, lines of 8 outputs or more; SMLAD on channel
+    planes), on both host builds and under QEMU on M4 (its output asm): Kx1 over several columns
+    and 1xK over several rows; every unrolled instance (2 to 9 taps, even and odd); lines whose
+    length is not a multiple of 4 (the single-output tail); stride 2 (single outputs only); odd
+    channel counts (a last group of 1 to 3, the per-lane widening and output); depth multiplier
+    2; same and valid padding; both output rules (saturating, and a clamp)."""
+    rng = np.random.default_rng(31)
+    g = Graph("dw_line")
+    # (h, w, c, multiplier, kh, kw, stride, padding)
+    cases = [(12, 3, 8, 1, 5, 1, 1, "same"), (2, 13, 5, 1, 1, 7, 1, "same"), (12, 2, 4, 2, 4, 1, 1, "valid"),
+             (17, 1, 16, 1, 3, 1, 2, "same"), (9, 1, 8, 1, 9, 1, 1, "same"), (1, 11, 12, 1, 1, 2, 1, "valid"),
+             (10, 1, 7, 1, 6, 1, 1, "same"), (1, 9, 4, 1, 1, 8, 1, "same")]  # fmt: skip
+    for k, (h, w, c, m, kh, kw, s, pad) in enumerate(cases):
+        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=["none", "relu6"][k % 2])
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases)
+    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (1, 2)} == {True}  # both output rules run
+    assert check(g, n_inputs=5) >= 5
+    _bit_exact_on_m4(g, tmp_path, seed=5)
+
+
+def test_depthwise_few_pixels_take_the_generic_kernel(check):
+    """Balanced: a 2-D window other than the plain 3x3 with at most 4 output pixels runs
+    rlx_depthwise_conv_s8 (no per-group set-up), bit-exact on both host builds; 5 pixels, a 1-D
+    window or a plain 3x3 keep their kernels."""
+    rng = np.random.default_rng(37)
+    g = Graph("dw_few")
+    # (h, w, c, kh, kw, stride, padding): 2x2, 1x3, 2x2 and 1x2 outputs; then 5x1 pixels, a 7x1
+    # window and a plain 3x3
+    cases = [(4, 4, 16, 5, 5, 2, "same"), (3, 7, 8, 5, 5, 3, "same"), (2, 2, 12, 5, 3, 1, "same"),
+             (3, 3, 5, 3, 2, 1, "valid"), (9, 1, 8, 5, 5, 2, "same"), (4, 4, 8, 7, 1, 2, "same"),
+             (2, 2, 8, 3, 3, 1, "same")]  # fmt: skip
+    for k, (h, w, c, kh, kw, s, pad) in enumerate(cases):
+        _dw_layer(g, rng, k, h, w, c, kh=kh, kw=kw, s=s, pad=pad, act=["none", "relu6"][k % 2])
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_s8(") == 4
+    assert check(g, n_inputs=5) >= 5
+
+
+def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_3x3_pair_s8 (balanced, stride 1, lines of 16 outputs or more and at most 8
+    across: channel planes, SMLAD on tap pairs), on both host builds (the portable one runs the group
+    ring inside it) and under QEMU on M4 (its pair asm): lines along H (tall) and along W (wide), odd
+    and even lengths (the single-pixel tail), channels in blocks of 8 with odd remainders (5, 13, 3:
+    the widening's single channels), same and valid padding, rq_mode 2, 1 (relu, relu6 clamps) and 0
+    (a multiplier above 1); a stride-2 and a short layer keep rlx_depthwise_conv_3x3_s8."""
+    rng = np.random.default_rng(43)
+    g = Graph("dw_pair")
+    # (h, w, c, stride, padding, activation)
+    cases = [(17, 3, 8, 1, "same", "none"), (18, 5, 13, 1, "same", "relu6"), (4, 20, 6, 1, "same", "relu"),
+             (20, 7, 3, 1, "valid", "none"), (16, 2, 5, 1, "same", "relu6"), (33, 5, 4, 2, "same", "none"),
+             (6, 6, 4, 1, "same", "none")]  # fmt: skip
+    for k, (h, w, c, s, pad, act) in enumerate(cases):
+        _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=act)
+    # rq_mode 0: weights in -1..1 and a small output scale (multipliers above 1), as the GEMM's test
+    x = g.input("xr", (1, 17, 4, 5), "i8", quant=QuantParams(np.float32(0.1), 5))
+    wt = g.param("wr", rng.integers(-1, 2, (1, 3, 3, 5)).astype(np.int8), quant=wq(rng, 5, 3))
+    y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3), strides=(1, 1),
+                           dilations=(1, 1), padding="same", activation="none", depth_multiplier=1)  # fmt: skip
+    g.output(y)
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_3x3_pair_s8(") == 6
+    assert model_c.count("rlx_depthwise_conv_3x3_s8(") == 2
+    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (0, 1, 2)} == {True}  # every output rule runs
+    assert check(g, n_inputs=5) >= 5
+    _bit_exact_on_m4(g, tmp_path, seed=6)
