@@ -87,59 +87,9 @@ def srdhm_round(ab: Value) -> Value:
 SRDHM_STAGES = 3
 
 
-def known_bits(values: list[int], width: int) -> dict[int, int]:
-    """The bits (index -> value) of ``width``-bit ``values`` that are the same in all of them."""
-    known = {}
-    for i in range(width):
-        seen = {(v >> i) & 1 for v in values}
-        if len(seen) == 1:
-            known[i] = seen.pop()
-    return known
-
-
-def register_copy(m: Module, bits: list[Value | int], name: str, copy: int) -> Value:
-    """``bits`` (1-bit values, or 0 and 1 for bits known in advance) registered (no reset: data), copy 0
-    or 1 of two registers of the same input, which Yosys keeps apart: one copy per consumer, each
-    placed beside it, is what splits a fan-out. Known bits stay constants, outside the register.
-
-    Yosys merges flip-flops of the same input (opt_merge; a ``keep`` attribute does not stop it) but
-    not two of different initial values: copy 1 starts all ones. A data register's initial value is
-    never read (a valid bit, which does reset, says when it is meaningful). A constant input must not
-    reach such a register: one that starts at 1 and then holds 0 is no constant to Yosys, and all of
-    them in the design were merged into one flip-flop feeding multipliers all over the chip.
-    """
-    live = [b for b in bits if not isinstance(b, int)]
-    r = Signal(len(live), name=name, reset_less=True, init=(1 << len(live)) - 1 if copy else 0)
-    m.d.sync += r.eq(Cat(*live))
-    out, i = [], 0
-    for b in bits:
-        if isinstance(b, int):
-            out.append(Const(b, 1))
-        else:
-            out.append(r[i])
-            i += 1
-    return Cat(*out)
-
-
-def pipelined_srdhm(
-    m: Module,
-    a: Value,
-    mult: Value | int,
-    name: str = "srdhm",
-    *,
-    register_operands: bool = False,
-    mult_known: dict[int, int] | None = None,
-    a_zero_bits: int = 0,
-) -> Value:
+def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm") -> Value:
     """:func:`srdhm` of an int32 ``a`` and a non-negative Q31 ``mult`` (a constant, or a signal in step
     with ``a``), :data:`SRDHM_STAGES` cycles later, at most one multiplier or one carry chain a stage.
-
-    ``register_operands``: ``a`` and ``mult`` are registered first (one cycle more), one copy of each
-    operand half per multiplier (:func:`register_copy`). The four multipliers are DSP blocks, on
-    sites far apart on a large part: one register feeding two of them was 3.7 ns of routing in
-    front of the multiplier, the critical path of AD on ECP5-85K. ``mult_known``: bits of a signal
-    ``mult`` known in advance (bit -> value; the same in every channel), and ``a_zero_bits``, low bits
-    of ``a`` known to be 0 (a constant left shift), are constants in the copies.
 
     With ``u`` the bits of ``a`` as unsigned (``a + sign * 2**32``) split in 16-bit halves,
     ``a * mult = (uh * mh - sign * mult) * 2**32 + (uh * ml + ul * mh) * 2**16 + ul * ml``: four
@@ -152,37 +102,16 @@ def pipelined_srdhm(
     mult = Const(mult, 31) if isinstance(mult, int) else Value.cast(mult)
     u = a.as_unsigned()
     ul, uh, ml, mh = u[:16], u[16:32], mult[:16], mult[16:31]
-    halves = {"ll": (ul, ml), "lh": (ul, mh), "hl": (uh, ml), "hh": (uh, mh)}
-    sign, cmult = a[31], mult
-    if register_operands:
-        known = mult_known or {}
-        offsets = {"l": 0, "h": 16}
-        low = dict.fromkeys(range(a_zero_bits), 0)
-
-        def bits(v: Value, base: int, fixed: dict[int, int]) -> list[Value | int]:
-            return [fixed.get(base + i, v[i]) for i in range(len(v))]
-
-        # each operand half feeds two multipliers: copy 0 for the first, copy 1 for the second
-        a_ = {
-            k: register_copy(m, bits(x, offsets[k[0]], low), f"{name}_a_{k}", k[1] == "h")
-            for k, (x, _) in halves.items()
-        }
-        if isinstance(mult, Const):
-            m_ = {k: y for k, (_, y) in halves.items()}
-        else:
-            m_ = {
-                k: register_copy(m, bits(y, offsets[k[1]], known), f"{name}_m_{k}", k[0] == "h")
-                for k, (_, y) in halves.items()
-            }
-        halves = {k: (a_[k], m_[k]) for k in halves}
-        # the sign correction reads the copies of the high multiplies (its subtraction is off their path)
-        sign = a_["hh"][15]
-        cmult = cmult if isinstance(mult, Const) else Cat(m_["hl"], m_["hh"])
     # data registers: no reset (see :func:`delay`)
-    pp = {k: Signal(32, name=f"{name}_pp_{k}", reset_less=True) for k in halves}
+    pp = {k: Signal(32, name=f"{name}_pp_{k}", reset_less=True) for k in ("ll", "lh", "hl", "hh")}
     corr = Signal(31, name=f"{name}_corr", reset_less=True)
-    m.d.sync += [pp[k].eq(x * y) for k, (x, y) in halves.items()]
-    m.d.sync += corr.eq(Mux(sign, cmult, 0))
+    m.d.sync += [
+        pp["ll"].eq(ul * ml),
+        pp["lh"].eq(ul * mh),
+        pp["hl"].eq(uh * ml),
+        pp["hh"].eq(uh * mh),
+        corr.eq(Mux(a[31], mult, 0)),
+    ]
     # srdhm_round's 2**30 goes in here, a stage early: ``ab + 2**30 = (top * 2**16 + mid + (ll >> 16)
     # + 2**14) * 2**16 + (ll & 0xFFFF)`` and the low 16 bits cannot carry, so the result is
     # ``2 * top + (mid + (ll >> 16) + 2**14) >> 15``. Adding 2**14 to the 16 bits ``ll >> 16`` is a

@@ -36,7 +36,6 @@ from rlx_edge.targets.fpga.arith import (
     clamp_select,
     count_leading_zeros32,
     delay,
-    known_bits,
     pipelined_srdhm,
     pipelined_tree_sum,
     rounding_divide_by_pot,
@@ -338,8 +337,7 @@ class Requantizer(wiring.Component):
     Seven pipeline stages, each at most one carry chain or one multiplier deep
     so that the unit closes 100 MHz on ECP5:
 
-    1. the left shift, registered once per multiplier (see
-       :func:`~rlx_edge.targets.fpga.arith.register_copy`);
+    1. the left shift;
     2-4. the doubling high multiply (:func:`~rlx_edge.targets.fpga.arith.pipelined_srdhm`:
        four 16 x 16 partial products, their sums, the high word);
     5. the rounding right shift: the quotient and its round-up bit;
@@ -357,9 +355,6 @@ class Requantizer(wiring.Component):
         take per-lane parameters from the ``i_mult``/``i_left``/``i_right`` ports.
     tag_bits:
         Width of a side-band tag carried through the pipeline unchanged.
-    mult_known:
-        Bits of the per-lane multipliers that are the same in every channel (bit -> value): constants,
-        not registers (see :func:`~rlx_edge.targets.fpga.arith.register_copy`).
 
     Ports
     -----
@@ -383,19 +378,8 @@ class Requantizer(wiring.Component):
 
     latency = 7
 
-    def __init__(
-        self,
-        lanes: int,
-        *,
-        zero_point: int,
-        lo: int,
-        hi: int,
-        const_params=None,
-        tag_bits: int = 1,
-        mult_known: dict[int, int] | None = None,
-    ):
+    def __init__(self, lanes: int, *, zero_point: int, lo: int, hi: int, const_params=None, tag_bits: int = 1):
         self.lanes = lanes
-        self.mult_known = dict(mult_known or {})
         self.zero_point, self.lo, self.hi = int(zero_point), int(lo), int(hi)
         self.const_params = const_params
         super().__init__(
@@ -427,30 +411,23 @@ class Requantizer(wiring.Component):
                     mult, shift = self.const_params
                     left, right = max(shift, 0), max(-shift, 0)
                     s_left = wrap32(acc << left) if left else acc
-                    m_0 = Const(mult, 31)
+                    m_1 = Const(mult, 31)
                     r_4 = right
-                    zero_bits = left
                 else:
                     s_left = wrap32(acc << self.i_left[5 * k : 5 * (k + 1)])
-                    m_0 = self.i_mult[31 * k : 31 * (k + 1)]
-                    zero_bits = 0
+                    m_1 = delay(m, self.i_mult[31 * k : 31 * (k + 1)], 1, f"m_{k}", data=True)
                     r_3 = delay(m, self.i_right[5 * k : 5 * (k + 1)], 3, f"r_{k}", data=True)
                     r_4 = delay(m, r_3, 1, f"r4_{k}", data=True)
                     # the rounding masks a stage ahead of the shift that uses them
                     half4 = Signal(32, name=f"half4_{k}", reset_less=True)
                     point4 = Signal(32, name=f"point4_{k}", reset_less=True)
                     m.d.sync += Cat(half4, point4).eq(Cat(*rounding_masks(r_3)))
-                # 1: the left shift, registered once per multiplier; 2-4: the doubling high multiply
+                # 1: the left shift
                 # the data stages have no reset: only o_valid (and o_tag beside it) must start at 0
-                hi4 = pipelined_srdhm(
-                    m,
-                    s_left,
-                    m_0,
-                    f"srdhm_{k}",
-                    register_operands=True,
-                    mult_known=self.mult_known,
-                    a_zero_bits=zero_bits,
-                )
+                x1 = Signal(signed(32), name=f"x1_{k}", reset_less=True)
+                m.d.sync += x1.eq(s_left)
+                # 2-4: the doubling high multiply
+                hi4 = pipelined_srdhm(m, x1, m_1, f"srdhm_{k}")
                 # 5: the rounding right shift, its round-up bit apart
                 if isinstance(r_4, int):
                     quo, up = rounding_divide_by_pot_parts(hi4, r_4)
@@ -673,7 +650,6 @@ class _MacLayer(LayerComponent):
             lo=q.lo,
             hi=q.hi,
             const_params=(int(q.mult[0]), int(q.shift[0])) if uniform else None,
-            mult_known=None if uniform else known_bits([int(v) for v in q.mult], 31),
         )
         m.submodules.requant = rq
         accs = []

@@ -209,12 +209,8 @@ def test_pipelined_rom_reads_every_word_at_its_latency(width: int, depth: int):
     assert got == [words[a] for a in addrs]
 
 
-@pytest.mark.parametrize(
-    ("const_params", "known"),
-    [(None, None), (None, {30: 1}), ((1518500250, -3), None)],
-    ids=["per_channel", "per_channel_known_bit", "constant"],
-)
-def test_requantizer_data_stages_have_no_reset_and_valid_does(const_params, known):
+@pytest.mark.parametrize("const_params", [None, (1518500250, -3)], ids=["per_channel", "constant"])
+def test_requantizer_data_stages_have_no_reset_and_valid_does(const_params):
     """Only o_valid (and the tag beside it) resets: data registers without a reset keep the reset net off
     them (on the ECP5-85K it was the critical path). A reset with a full pipeline drops every group in
     flight; the data keeps flowing through it; the groups given afterwards come out bit-exact."""
@@ -223,7 +219,7 @@ def test_requantizer_data_stages_have_no_reset_and_valid_does(const_params, know
     from rlx_edge.targets.fpga.components import Requantizer
 
     lanes, zp, lo, hi = 2, -5, -128, 127
-    rq = Requantizer(lanes, zero_point=zp, lo=lo, hi=hi, const_params=const_params, mult_known=known)
+    rq = Requantizer(lanes, zero_point=zp, lo=lo, hi=hi, const_params=const_params)
     m = Module()
     m.domains.sync = cd = ClockDomain()
     m.submodules.rq = rq
@@ -279,35 +275,3 @@ def test_requantizer_data_stages_have_no_reset_and_valid_does(const_params, know
     assert len(got) == n
     assert [v for v, _ in got] == valid.astype(int).tolist()
     assert all(d == want[i].tolist() for i, (v, d) in enumerate(got) if v)
-
-
-def test_requantizer_multipliers_read_operand_registers_of_their_own(tmp_path):
-    """Each of the four multipliers (DSP blocks) of the doubling high multiply reads registers of its own,
-    which Yosys keeps apart: one register feeding two DSP sites far apart was the critical path of AD
-    on ECP5-85K. Bits of the multipliers known in advance are constants at the DSP, in no register.
-    Synthesized by Yosys (seconds)."""
-    import json
-
-    from amaranth.back import verilog
-
-    from rlx_edge.targets.fpga.components import Requantizer
-    from rlx_edge.targets.fpga.synth import run_yosys
-
-    rq = Requantizer(1, zero_point=-128, lo=-128, hi=127, mult_known={30: 1, 3: 0})
-    (tmp_path / "rq.v").write_text(verilog.convert(rq, name="rq"))
-    run_yosys([tmp_path / "rq.v"], "rq", "ecp5", netlist=tmp_path / "rq.json")
-    cells = json.loads((tmp_path / "rq.json").read_text())["modules"]["rq"]["cells"]
-    ff_of = {c["connections"]["Q"][0]: n for n, c in cells.items() if c["type"] == "TRELLIS_FF"}
-    mults = [c["connections"] for c in cells.values() if c["type"] == "MULT18X18D"]
-    assert len(mults) == 4
-    for port in "AB":
-        sources = [{ff_of[b] for i in range(18) for b in c[f"{port}{i}"] if b in ff_of} for c in mults]
-        assert all(sources), f"a multiplier's {port} input reads no register"
-        for i, a in enumerate(sources):
-            for b in sources[i + 1 :]:
-                assert not a & b, f"two multipliers read the same {port} operand register"
-    # the high half of the multiplier (bits 16..30) is the B operand of two of them: bit 30 is B14
-    b14 = sorted(str(c["B14"][0]) for c in mults)
-    assert b14.count("1") == 2, b14
-    b3 = [str(c["B3"][0]) for c in mults]
-    assert b3.count("0") >= 2, b3  # the low half's bit 3 in the other two
