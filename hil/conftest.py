@@ -171,7 +171,7 @@ def pytest_configure(config: pytest.Config) -> None:
             None if spec is None else _Farm(spec["coordinator"], spec["places"], (spec["mine"],), spec["ready"])
         )
         if spec is not None:
-            _start_acquisition(config, config.stash[_FARM_KEY])
+            config.stash[_ACQUISITION_KEY] = _Acquisition(config.stash[_FARM_KEY])
         return
     names, farm_n, env = config.getoption("--places"), config.getoption("--farm"), _lg_option(config, "lg_env")
     if names is None and farm_n is None and env is None:
@@ -195,7 +195,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if n:
         config.pluginmanager.register(_PlacesXdist(farm), "hil-places-xdist")
     else:  # this process runs the tests: it holds every place
-        _start_acquisition(config, farm)
+        config.stash[_ACQUISITION_KEY] = _Acquisition(farm)
 
 
 def _share_cores(workers: int) -> None:
@@ -499,10 +499,6 @@ class _Acquisition:
 
 
 _ACQUISITION_KEY = pytest.StashKey[_Acquisition]()
-
-
-def _start_acquisition(config: pytest.Config, farm: _Farm) -> None:
-    config.stash[_ACQUISITION_KEY] = _Acquisition(farm)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -416,14 +416,18 @@ def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: 
     return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
 
 
+def _dw_along_h(f: dict) -> bool:
+    """Whether the depthwise ring and line kernels walk a window along H: a Kx1 window (K > 1)."""
+    return f["k_w"] == 1 and f["k_h"] > 1
+
+
 def _dw_ring_scratch(f: dict) -> int:
     """rlx_depthwise_conv_ring_s8's scratch bytes (rlx_dw_walk_of): the widened weights of a group,
     the ring (one row per image row the window spans along its short axis, each as long as the
     output's taps reach along the long one: a Kx1 window runs along H) and a zero row, 8 bytes
     a pixel; then an int32 tag per ring row. The weights' table has a header per window row and
     an end, 8 bytes each."""
-    along_h = f["k_w"] == 1 and f["k_h"] > 1
-    a, b = ("w", "h") if along_h else ("h", "w")
+    a, b = ("w", "h") if _dw_along_h(f) else ("h", "w")
     wp = (f[f"out_{b}"] - 1) * f[f"stride_{b}"] + (f[f"k_{b}"] - 1) * f[f"dil_{b}"] + 1
     rows = (f[f"k_{a}"] - 1) * f[f"dil_{a}"] + 1
     return 8 * (f["k_h"] * f["k_w"] + f[f"k_{a}"] + 1) + 8 * (rows + 1) * wp + 4 * rows
@@ -434,7 +438,7 @@ def _dw_line(f: dict, pads: tuple) -> bool:
     most 9 along (its unrolled instances), no dilation along it (a word holds two adjacent taps),
     and lines of at least 8 outputs: on shorter ones its per-channel set-up costs more than the
     ring's per-pixel tap walk saves (1x9 on a 4-wide image: 5.0 vs 4.5 instructions/MAC on M4)."""
-    along_h = f["k_w"] == 1 and f["k_h"] > 1
+    along_h = _dw_along_h(f)
     b, across = ("h", pads[2:]) if along_h else ("w", pads[:2])
     one_across = f["k_w" if along_h else "k_h"] == 1 and not any(across)
     return one_across and f[f"k_{b}"] <= 9 and f[f"dil_{b}"] == 1 and f[f"out_{b}"] >= 8
@@ -444,7 +448,7 @@ def _dw_line_scratch(f: dict) -> int:
     """rlx_depthwise_conv_line_s8's scratch bytes: 4 int16 planes of the line its taps reach, and a
     pair past it, rounded to words, then 4 int32 accumulators per output of the line; or the
     ring's, which it runs without DSP or with rq_mode 0."""
-    b = "h" if f["k_w"] == 1 and f["k_h"] > 1 else "w"
+    b = "h" if _dw_along_h(f) else "w"
     wp = (f[f"out_{b}"] - 1) * f[f"stride_{b}"] + f[f"k_{b}"]
     return max(8 * ((wp + 3) & ~1) + 16 * f[f"out_{b}"], _dw_ring_scratch(f))
 
