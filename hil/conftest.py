@@ -419,18 +419,26 @@ def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
 
 
 @dataclass(frozen=True)
+class _Link:
+    """How a held place is reached: its UART's URL, and how it is flashed and powered off."""
+
+    url: str
+    flash: Any
+    power_off: Any
+
+
+@dataclass(frozen=True)
 class HilPlace:
-    """A labgrid place this process holds: the test flashes it, then talks to ``url``."""
+    """A labgrid place this process holds: the test flashes it, then talks to its UART.
+
+    The place's name and board are known from the start; :meth:`running`
+    waits for the acquisition, so that a test builds its firmware while the
+    place is still being acquired (or the farm is still coming up).
+    """
 
     name: str
     board: Board
-    url: str
-    _flash: Any
-    _power_off: Any
-
-    def flash(self, elf: Path) -> None:
-        """Puts the firmware on the board (a QEMU place restarts its QEMU; its UART listens on return)."""
-        self._flash(elf)
+    _acquisition: _Acquisition
 
     @contextlib.contextmanager
     def running(self, elf: Path) -> Iterator[str]:
@@ -439,12 +447,13 @@ class HilPlace:
         An idle model runner polls its UART, so a QEMU left running would keep
         a host core busy while other places' tests need it.
         """
-        self.flash(elf)
+        link = self._acquisition.link(self.name)
+        link.flash(elf)  # a QEMU place restarts its QEMU; its UART listens on return
         try:
-            yield self.url
+            yield link.url
         finally:
-            if self._power_off is not None:
-                self._power_off()
+            if link.power_off is not None:
+                link.power_off()
 
 
 class _Acquisition:
@@ -461,8 +470,15 @@ class _Acquisition:
         self.farm = farm
         self.session: Any = None
         self.acquired: list[str] = []
-        self.held: dict[str, HilPlace] = {}
+        self.links: dict[str, _Link] = {}
         self.error: BaseException | None = None
+        # The rlx_edge modules the thread needs are imported here, before it starts: collection
+        # imports them too, and two threads importing modules that import each other can each be
+        # handed the other's half-initialized module (seen on a farm: KeyError
+        # 'rlx_edge.targets.cortexm' in one worker). Only labgrid's and grpc's modules, which
+        # collection never imports, are left to the thread.
+        import rlx_edge.hil._qemu_places  # noqa: F401  (and with it rlx_edge.targets.cortexm)
+
         self._thread = threading.Thread(target=self._acquire, name="hil-acquire", daemon=True)
         self._thread.start()
 
@@ -475,15 +491,20 @@ class _Acquisition:
                 self.session.acquire(name)
                 self.acquired.append(name)
                 link = _labgrid.resolve(self.session, name)
-                self.held.setdefault(link.board.name, HilPlace(name, link.board, link.url, link.flash, link.power_off))
+                self.links[name] = _Link(link.url, link.flash, link.power_off)
         except BaseException as e:  # pytest.fail's Failed too: the tests that need a place report it
             self.error = e
 
-    def places(self) -> dict[str, HilPlace]:
+    def place_of(self, board: str) -> str | None:
+        """The place of ``board`` this process holds (the first, if several): known before they are acquired."""
+        return next((name for name in self.farm.mine if self.farm.places[name] == board), None)
+
+    def link(self, name: str) -> _Link:
+        """How to reach place ``name``, once the places are acquired (raises what acquiring raised)."""
         self._thread.join()
         if self.error is not None:
             raise self.error
-        return self.held
+        return self.links[name]
 
     def release(self) -> None:
         self._thread.join()
@@ -507,13 +528,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         acquisition.release()
 
 
-@pytest.fixture(scope="session")
-def _hil_places(request) -> dict[str, HilPlace]:
-    """board name -> the place of that board this process holds (acquired since pytest_configure)."""
-    acquisition = request.config.stash.get(_ACQUISITION_KEY, None)
-    return {} if acquisition is None else acquisition.places()
-
-
 def pytest_generate_tests(metafunc):
     if "hil_board" in metafunc.fixturenames:
         farm = metafunc.config.stash[_FARM_KEY]
@@ -526,14 +540,15 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(scope="session")
-def hil_place(hil_board, _hil_places) -> HilPlace | None:
+def hil_place(hil_board, request) -> HilPlace | None:
     """The place this test runs on (None without --places/--farm: QEMU started here, or --port)."""
-    if not _hil_places:
+    acquisition = request.config.stash.get(_ACQUISITION_KEY, None)
+    if acquisition is None:
         return None
-    place = _hil_places.get(hil_board.name)
-    if place is None:
-        pytest.fail(f"this process holds no place of board {hil_board.name} (held: {sorted(_hil_places)})")
-    return place
+    name = acquisition.place_of(hil_board.name)
+    if name is None:
+        pytest.fail(f"this process holds no place of board {hil_board.name} (held: {list(acquisition.farm.mine)})")
+    return HilPlace(name, hil_board, acquisition)
 
 
 @pytest.fixture(autouse=True)
