@@ -457,12 +457,14 @@ class HilPlace:
 
 
 class _Acquisition:
-    """The places this process holds, acquired in a thread started by pytest_configure.
+    """The places this process holds, acquired in a thread started once the tests are collected.
 
-    The farm coming up and the coordinator's answers (acquire, resolve) then
-    overlap the worker's start and collection instead of delaying its first
-    test by a second or more. :meth:`places` waits for the thread and raises
-    what it raised; :meth:`release` gives back what it acquired (at
+    The coordinator's answers (acquire, resolve) and a ``--farm`` still coming
+    up then overlap the first test's set-up and firmware build: a place is
+    needed only to flash it (:meth:`HilPlace.running`). Started earlier, the
+    thread's imports (labgrid, grpc) would share the interpreter with the
+    collection and delay it as much. :meth:`link` waits for the thread and
+    raises what it raised; :meth:`release` gives back what it acquired (at
     pytest_unconfigure, also when tests failed).
     """
 
@@ -472,14 +474,18 @@ class _Acquisition:
         self.acquired: list[str] = []
         self.links: dict[str, _Link] = {}
         self.error: BaseException | None = None
-        # The rlx_edge modules the thread needs are imported here, before it starts: collection
-        # imports them too, and two threads importing modules that import each other can each be
-        # handed the other's half-initialized module (seen on a farm: KeyError
-        # 'rlx_edge.targets.cortexm' in one worker). Only labgrid's and grpc's modules, which
-        # collection never imports, are left to the thread.
+        self._thread = threading.Thread(target=self._acquire, name="hil-acquire", daemon=True)
+
+    def start(self) -> None:
+        if self._thread.ident is not None:
+            return
+        # The rlx_edge modules the thread needs are imported here, before it starts: a test's
+        # set-up imports modules too, and two threads importing modules that import each other can
+        # each be handed the other's half-initialized module (seen on a farm: KeyError
+        # 'rlx_edge.targets.cortexm' in one worker). Only labgrid's and grpc's modules, which no
+        # test imports, are left to the thread.
         import rlx_edge.hil._qemu_places  # noqa: F401  (and with it rlx_edge.targets.cortexm)
 
-        self._thread = threading.Thread(target=self._acquire, name="hil-acquire", daemon=True)
         self._thread.start()
 
     def _acquire(self) -> None:
@@ -501,13 +507,15 @@ class _Acquisition:
 
     def link(self, name: str) -> _Link:
         """How to reach place ``name``, once the places are acquired (raises what acquiring raised)."""
+        self.start()  # a test run without collection_finish (never, with pytest as it is)
         self._thread.join()
         if self.error is not None:
             raise self.error
         return self.links[name]
 
     def release(self) -> None:
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
         for name in self.acquired:
             try:
                 self.session.release(name)
@@ -520,6 +528,12 @@ class _Acquisition:
 
 
 _ACQUISITION_KEY = pytest.StashKey[_Acquisition]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    acquisition = session.config.stash.get(_ACQUISITION_KEY, None)
+    if acquisition is not None:
+        acquisition.start()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
