@@ -8,6 +8,8 @@
 
 #define RLX_REG32(addr) (*(volatile uint32_t *)(addr))
 
+#define SCB_ICSR RLX_REG32(0xE000ED04u)
+#define ICSR_PENDSTSET (1u << 26)
 #define SCB_VTOR RLX_REG32(0xE000ED08u)
 #define SCB_CPACR RLX_REG32(0xE000ED88u)
 #define SYST_CSR RLX_REG32(0xE000E010u)

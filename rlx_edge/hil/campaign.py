@@ -74,7 +74,7 @@ class CampaignReport:
     def latency(self) -> dict[str, Any]:
         if not self.ticks:
             return {"ticks": None, "seconds": None, "tick_source": self.tick_source, "clock_hz": self.clock_hz}
-        t = np.asarray(self.ticks, dtype=np.int64)
+        t = np.asarray(self.ticks, dtype=np.uint64)  # the wire's u64: a board's garbage must not raise here
         # inverted_cdf: each percentile is a measured value, not an interpolation.
         ticks = {
             "p50": int(np.percentile(t, 50, method="inverted_cdf")),

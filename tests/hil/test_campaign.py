@@ -14,7 +14,7 @@ from modelfiles import MLPERF
 from rlx_edge.boards import get_board
 from rlx_edge.errors import RlxError
 from rlx_edge.frontends.tflite import load_tflite
-from rlx_edge.hil.campaign import load_data, run_campaign
+from rlx_edge.hil.campaign import CampaignReport, load_data, run_campaign
 from rlx_edge.hil.transport import HilError
 from rlx_edge.targets.cortexm import QemuBoard, build_firmware
 from rlx_edge.targets.reference import run
@@ -101,3 +101,11 @@ def test_load_data_forms(tmp_path):
     np.savez(tmp_path / "b.npz", foo=np.ones((2, 4)), bar=np.ones(2))
     with pytest.raises(RlxError, match="no array named x"):
         load_data(tmp_path / "b.npz")
+
+
+def test_latency_takes_any_u64_tick_count():
+    # The wire's ticks are a u64: a board whose counter went wrong (end < start, near 2^64) must
+    # show in the report, not end the campaign with an OverflowError.
+    report = CampaignReport("m", "b", "", ticks=[2**64 - 5, 100, 200], clock_hz=25_000_000)
+    lat = report.latency()["ticks"]
+    assert (lat["p50"], lat["max"]) == (200, 2**64 - 5)
