@@ -303,7 +303,11 @@ def _gemm(graph: Graph, node: Node, params: Prepared, w2: np.ndarray, b: np.ndar
     if mode != 0:
         second[:o] = add
     pairs = np.stack([_pad4(mult.astype(np.int32), ob * 4), second], axis=1)
-    chan = np.concatenate([_pad4(folded, ob * 4).reshape(ob, 4), pairs.reshape(ob, 8)], axis=1)
+    # the even rows' bias as their accumulators start on the DSP build, + 256 x the odd row's
+    # (SMLAD of a raw weight word also sums 256 x the odd row's products: rlx_even_start)
+    biases = _pad4(folded, ob * 4).reshape(ob, 4).astype(np.int64)
+    biases[:, 0::2] += biases[:, 1::2] << 8
+    chan = np.concatenate([fp.wrap_int32(biases).astype(np.int32), pairs.reshape(ob, 8)], axis=1)
     consts = {
         "weights": gemm_weight_layout(w2),
         "chan": np.ascontiguousarray(chan, dtype=np.int32).reshape(-1),

@@ -53,8 +53,8 @@ static void rlx_widen_row(const int8_t *src, int32_t n, int16_t *dst, int32_t k_
  * the input zero point, so that the folded bias cancels them exactly. */
 #define RLX_IM2COL_LOCAL 256 /* receptive fields up to this many bytes are gathered on the stack (up to 3 of them) */
 
-/* A few bytes copied or filled: words, then bytes. The empty asm keeps GCC
- * from turning the byte loops into memcpy / memset calls, which cost more
+/* A few bytes copied: words, then bytes. The empty asm keeps GCC
+ * from turning the loops into memcpy / memset calls, which cost more
  * than the copy for runs this short. */
 #if defined(__GNUC__)
 #define RLX_NO_LIBCALL() __asm__ volatile("")
@@ -74,23 +74,23 @@ RLX_INLINE void rlx_copy_short(int8_t *dst, const int8_t *src, int32_t n)
     }
 }
 
-RLX_INLINE void rlx_fill_short(int8_t *dst, int8_t v, int32_t n)
+/* n >= 4 bytes copied as unaligned words, the last one ending at the run's end (over bytes the
+ * word before it copied, with the same values): ceil(n / 4) loads and stores, nothing outside the
+ * run read or written. */
+RLX_INLINE void rlx_copy_run(int8_t *dst, const int8_t *src, int32_t n)
 {
-    const uint32_t v4 = (uint32_t)(uint8_t)v * 0x01010101u;
-    int32_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        rlx_wr32(dst + t, v4);
+    const int32_t last = n - 4;
+    for (int32_t t = 0; t < last; t += 4) {
+        rlx_wr32(dst + t, rlx_rd32(src + t));
         RLX_NO_LIBCALL();
     }
-    for (; t < n; t++) {
-        dst[t] = v;
-        RLX_NO_LIBCALL();
-    }
+    rlx_wr32(dst + last, rlx_rd32(src + last));
 }
 
 /* The bytes of a small receptive field (e.g. 3x3 on 3 channels) gathered in order into words
  * (padded taps the zero point, the tail of the last quad 0); rlx_im2col_small then widens them
- * a quad at a time, the pair path of rlx_conv_driver two pixels at once. */
+ * a quad at a time, the pair path of rlx_conv_driver two pixels at once. The whole field is first
+ * the zero point, a word at a time; the taps inside the image are then copied over it. */
 static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, uint32_t *words)
 {
     int8_t *buf = (int8_t *)words;
@@ -98,11 +98,14 @@ static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_
     const int32_t seg = p->k_w * c;
     const int32_t ix0 = ox * p->stride_w - p->pad_left;
     const int32_t iy0 = oy * p->stride_h - p->pad_top;
-    const int8_t zp = (int8_t)p->in_zp;
-    const int32_t kq = p->gemm.k_quads;
-    words[kq - 1] = 0; /* the tail of the last quad (under 4 bytes) stays 0 */
-    /* the kernel rows [i_lo, i_hi) fall inside the image; those above and below hold the zero
-     * point throughout, filled as one run each */
+    const int32_t kq = p->gemm.k_quads, tail = 4 * kq - k_h * seg; /* 0 to 3 bytes past the field */
+    const uint32_t zp4 = (uint32_t)(uint8_t)p->in_zp * 0x01010101u;
+    for (int32_t q = 0; q < kq - 1; q++) {
+        words[q] = zp4;
+        RLX_NO_LIBCALL();
+    }
+    words[kq - 1] = zp4 & (0xFFFFFFFFu >> (8 * tail)); /* the tail of the last quad stays 0 */
+    /* the kernel rows [i_lo, i_hi) fall inside the image */
     int32_t i_lo = 0, i_hi = k_h;
     while (i_lo < i_hi && iy0 + i_lo * dil_h < 0) {
         i_lo++;
@@ -110,25 +113,23 @@ static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_
     while (i_hi > i_lo && iy0 + (i_hi - 1) * dil_h >= p->in_h) {
         i_hi--;
     }
-    rlx_fill_short(buf, zp, i_lo * seg);
-    rlx_fill_short(buf + i_hi * seg, zp, (k_h - i_hi) * seg);
     int8_t *row = buf + i_lo * seg;
     const int32_t row_step = dil_h * p->in_w * c;
     if (p->dil_w == 1) {
-        /* per row: the zero point, the one run of columns inside the image (the same for every
-         * row), the zero point */
+        /* per row the one run of columns inside the image (the same for every row) */
         const int32_t jl = ix0 < 0 ? -ix0 : 0;
         const int32_t jh = ix0 + p->k_w > p->in_w ? p->in_w - ix0 : p->k_w;
-        const int32_t n_in = jh > jl ? (jh - jl) * c : 0, n_lo = n_in > 0 ? jl * c : seg;
-        const int32_t n_hi = seg - n_lo - n_in;
-        if (n_in == 0) {
-            rlx_fill_short(row, zp, (i_hi - i_lo) * seg);
-        } else if (i_hi > i_lo) {
-            const int8_t *src = img + ((iy0 + i_lo * dil_h) * p->in_w + ix0 + jl) * c;
-            for (int32_t i = i_lo; i < i_hi; i++, row += seg, src += row_step) {
-                rlx_fill_short(row, zp, n_lo);
-                rlx_copy_short(row + n_lo, src, n_in);
-                rlx_fill_short(row + n_lo + n_in, zp, n_hi);
+        if (jh <= jl) {
+            return;
+        }
+        const int32_t n_in = (jh - jl) * c;
+        const int8_t *src = img + ((iy0 + i_lo * dil_h) * p->in_w + ix0 + jl) * c;
+        row += jl * c;
+        for (int32_t i = i_lo; i < i_hi; i++, row += seg, src += row_step) {
+            if (n_in >= 4) {
+                rlx_copy_run(row, src, n_in);
+            } else {
+                rlx_copy_short(row, src, n_in);
             }
         }
     } else {
@@ -136,10 +137,13 @@ static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_
             const int32_t iy = iy0 + i * dil_h;
             for (int32_t j = 0; j < p->k_w; j++) {
                 const int32_t ix = ix0 + j * p->dil_w;
-                if (ix < 0 || ix >= p->in_w) {
-                    rlx_fill_short(row + j * c, zp, c);
-                } else {
-                    rlx_copy_short(row + j * c, img + (iy * p->in_w + ix) * c, c);
+                if (ix >= 0 && ix < p->in_w) {
+                    const int8_t *src = img + (iy * p->in_w + ix) * c;
+                    if (c >= 4) {
+                        rlx_copy_run(row + j * c, src, c);
+                    } else {
+                        rlx_copy_short(row + j * c, src, c);
+                    }
                 }
             }
         }
@@ -248,13 +252,15 @@ static RLX_NOINLINE void rlx_slot_sums128(const int16_t *x, int32_t kq, uint32_t
 /* The start of an even row's accumulator for a pixel whose values sum to s
  * (s128 = 128 s): 128 s lower (its bytes are w + 128) and, on DSP builds,
  * 256 bias of the odd row higher: SMLAD of the raw word also sums 256 x w_odd,
- * which rlx_even_end takes off with the odd row's accumulator. */
+ * which rlx_even_end takes off with the odd row's accumulator. The even row's
+ * constant (rules._gemm) is that start, bias + 256 bias of the odd row, so that
+ * the DSP builds load it ready; the portable build takes the 256 bias off. */
 RLX_INLINE int32_t rlx_even_start(const int32_t *bias, uint32_t s128)
 {
 #if RLX_USE_DSP
-    return (int32_t)((uint32_t)bias[0] + ((uint32_t)bias[1] << 8) - s128);
-#else
     return (int32_t)((uint32_t)bias[0] - s128);
+#else
+    return (int32_t)((uint32_t)bias[0] - ((uint32_t)bias[1] << 8) - s128);
 #endif
 }
 
@@ -409,21 +415,40 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
 #if RLX_GEMM_ASM
 /* The block loop of rq_mode 1 and 2 in one asm block: every block's accumulator start, MAC
  * loop and 8 outputs with no register shuffles between them. The loop state the MAC loop has
- * no register for lives in a 48-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
- * [16] the constants' end, [20] q, [24] out_a, [28] out_b, [32] the weights pointer, [40] and
- * [44] the activation bounds, a byte each in every byte lane. In the epilogue px holds q, end
- * out_a, xa out_b, xb and wv a row's multiplier and rq_add, pw a temporary (the weights
- * pointer waits in the frame). A row's two outputs are requantized and saturated to int8 in
- * their accumulators; the block's 4 rows of a pixel are then packed into one word (BFI), whose
- * store steps that pixel's output pointer. */
+ * no register for lives in a 56-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
+ * [16] q, [20] the constants' end, [24] out_a, [28] out_b, [32] the MAC loop's entry (its
+ * first quad for an even quad count, its second for an odd one), [36] out_c % 4 (the partial
+ * instance's last block), [40] and [44] the activation bounds, a byte each in every byte lane,
+ * [48] the requantization's entry (with or without the sign correction). Both entries are
+ * chosen once per call; a block enters each with one load of pc. Between blocks px holds q. In
+ * the epilogue px holds q, xa the constants' end, xb and wv a row's multiplier and rq_add, end a
+ * temporary; pw keeps the weights pointer. A row's two outputs are requantized and saturated to
+ * int8 in their accumulators; the block's 4 rows of a pixel are then packed into one word (BFI),
+ * whose store steps that pixel's output pointer. */
 #define RLX_RQ_ROW2_ASM(A, B, OFF)                                                                                   \
     "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
-    "lsl    %[pw], %[" A "], #1\n\t"                                                                                \
-    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
-    "add    %[" A "], %[pw], %[" A "], asr #31\n\t"                                                                 \
-    "lsl    %[pw], %[" B "], #1\n\t"                                                                                \
-    "smmlar %[pw], %[pw], %[xb], %[wv]\n\t"                                                                         \
-    "add    %[" B "], %[pw], %[" B "], asr #31\n\t"                                                                 \
+    "lsl    %[end], %[" A "], #1\n\t"                                                                               \
+    "smmlar %[end], %[end], %[xb], %[wv]\n\t"                                                                       \
+    "add    %[" A "], %[end], %[" A "], asr #31\n\t"                                                                \
+    "lsl    %[end], %[" B "], #1\n\t"                                                                               \
+    "smmlar %[end], %[end], %[xb], %[wv]\n\t"                                                                       \
+    "add    %[" B "], %[end], %[" B "], asr #31\n\t"                                                                \
+    "rbit   %[xb], %[wv]\n\t"                                                                                       \
+    "clz    %[xb], %[xb]\n\t"                                                                                       \
+    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
+    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                          \
+    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                     \
+    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"
+/* RLX_RQ_ROW2_ASM without the sign correction (rlx_rq_fast's acc >> 31), for layers whose lower
+ * bound is the output zero point (ReLU, ReLU6, or the int8 range at zero point -128): a negative
+ * accumulator's output is that bound either way (its product term is at most 0, so the uncorrected
+ * value is at most the zero point, as the exact one is), and a non-negative one has no correction. */
+#define RLX_RQ_ROW2_NOSIGN_ASM(A, B, OFF)                                                                           \
+    "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
+    "lsl    %[end], %[" A "], #1\n\t"                                                                               \
+    "smmlar %[" A "], %[end], %[xb], %[wv]\n\t"                                                                     \
+    "lsl    %[end], %[" B "], #1\n\t"                                                                               \
+    "smmlar %[" B "], %[end], %[xb], %[wv]\n\t"                                                                     \
     "rbit   %[xb], %[wv]\n\t"                                                                                       \
     "clz    %[xb], %[xb]\n\t"                                                                                       \
     "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
@@ -443,33 +468,43 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "sel    %[a0], %[a0], %[b1]\n\t"                                                                                \
     "ssub8  %[a2], %[b1], %[b0]\n\t"                                                                                \
     "sel    %[b0], %[b0], %[b1]\n\t"
-#define RLX_GEMM_2PX_ASM_BODY(CLAMP)                                                                                 \
-    "sub    sp, sp, #48\n\t"                                                                                        \
+#define RLX_GEMM_2PX_ASM_BODY(CLAMP, STORE)                                                                         \
+    "sub    sp, sp, #56\n\t"                                                                                        \
     "strd   %[px], %[end], [sp, #0]\n\t"                                                                            \
     "strd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
-    "str    %[wv], [sp, #16]\n\t"                                                                                   \
-    "str    %[a0], [sp, #20]\n\t"                                                                                   \
+    "strd   %[a0], %[wv], [sp, #16]\n\t"                                                                            \
     "strd   %[a1], %[a2], [sp, #24]\n\t"                                                                            \
     "strd   %[a3], %[b0], [sp, #40]\n\t"                                                                            \
+    /* the MAC loop's entry: two quads a pass, an odd count entering at the second (bit 0 set:                      \
+     * Thumb state) */                                                                                              \
+    "sub    %[xa], %[end], %[px]\n\t"                                                                               \
+    "adr    %[a1], 1f + 1\n\t"                                                                                      \
+    "tst    %[xa], #16\n\t"                                                                                         \
+    "it     ne\n\t"                                                                                                 \
+    "adrne  %[a1], 3f + 1\n\t"                                                                                      \
+    "strd   %[a1], %[b1], [sp, #32]\n\t"                                                                            \
+    /* the requantization's entry: without the sign correction where b2 (the lower bound is the                     \
+     * zero point) */                                                                                               \
+    "adr    %[a1], 4f + 1\n\t"                                                                                      \
+    "cmp    %[b2], #0\n\t"                                                                                          \
+    "it     ne\n\t"                                                                                                 \
+    "adrne  %[a1], 8f + 1\n\t"                                                                                      \
+    "str    %[a1], [sp, #48]\n\t"                                                                                   \
+    "mov    %[px], %[a0]\n\t"                                                                                       \
     "2:\n\t"                                                                                                        \
-    /* the accumulators' start (rlx_even_start): bias0 + 256 bias1 - 128 sum, bias1, ... */                         \
-    "ldr    %[px], [sp, #20]\n\t"                                                                                   \
+    /* the accumulators' start (rlx_even_start): the even rows' constant (bias0 + 256 bias1)                        \
+     * - 128 sum, bias1, ... */                                                                                     \
     "ldrd   %[a0], %[a1], [%[px]]\n\t"                                                                              \
     "ldrd   %[a2], %[a3], [%[px], #8]\n\t"                                                                          \
     "ldrd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
-    "add    %[a0], %[a0], %[a1], lsl #8\n\t"                                                                        \
-    "add    %[a2], %[a2], %[a3], lsl #8\n\t"                                                                        \
     "sub    %[b0], %[a0], %[xb]\n\t"                                                                                \
     "sub    %[a0], %[a0], %[xa]\n\t"                                                                                \
     "sub    %[b2], %[a2], %[xb]\n\t"                                                                                \
     "sub    %[a2], %[a2], %[xa]\n\t"                                                                                \
     "mov    %[b1], %[a1]\n\t"                                                                                       \
     "mov    %[b3], %[a3]\n\t"                                                                                       \
-    /* the MAC loop, two quads a pass; an odd count enters at the second */                                         \
     "ldrd   %[px], %[end], [sp, #0]\n\t"                                                                            \
-    "sub    %[xa], %[end], %[px]\n\t"                                                                               \
-    "tst    %[xa], #16\n\t"                                                                                         \
-    "bne    3f\n\t"                                                                                                 \
+    "ldr    pc, [sp, #32]\n\t"                                                                                      \
     "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                                \
     "bne    1b\n\t"                                                                                                 \
     /* rlx_even_end, then the rows, packed a pixel a word and stored */                                             \
@@ -477,30 +512,52 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "sub    %[b0], %[b0], %[b1], lsl #8\n\t"                                                                        \
     "sub    %[a2], %[a2], %[a3], lsl #8\n\t"                                                                        \
     "sub    %[b2], %[b2], %[b3], lsl #8\n\t"                                                                        \
-    "str    %[pw], [sp, #32]\n\t"                                                                                   \
-    "ldr    %[px], [sp, #20]\n\t" RLX_RQ_ROW2_ASM("a0", "b0", "16") RLX_RQ_ROW2_ASM("a1", "b1", "24")               \
-        RLX_RQ_ROW2_ASM("a2", "b2", "32") RLX_RQ_ROW2_ASM("a3", "b3", "40")                                         \
+    "ldrd   %[px], %[xa], [sp, #16]\n\t"                                                                            \
+    "ldr    pc, [sp, #48]\n\t"                                                                                      \
+    "8:\n\t" RLX_RQ_ROW2_ASM("a0", "b0", "16") RLX_RQ_ROW2_ASM("a1", "b1", "24") RLX_RQ_ROW2_ASM("a2", "b2", "32")  \
+        RLX_RQ_ROW2_ASM("a3", "b3", "40") "b      9f\n\t"                                                           \
+    "4:\n\t" RLX_RQ_ROW2_NOSIGN_ASM("a0", "b0", "16") RLX_RQ_ROW2_NOSIGN_ASM("a1", "b1", "24")                      \
+        RLX_RQ_ROW2_NOSIGN_ASM("a2", "b2", "32") RLX_RQ_ROW2_NOSIGN_ASM("a3", "b3", "40")                           \
+    "9:\n\t"                                                                                                        \
     "bfi    %[a0], %[a1], #8, #8\n\t"                                                                               \
     "bfi    %[b0], %[b1], #8, #8\n\t"                                                                               \
     "bfi    %[a0], %[a2], #16, #8\n\t"                                                                              \
     "bfi    %[b0], %[b2], #16, #8\n\t"                                                                              \
     "bfi    %[a0], %[a3], #24, #8\n\t"                                                                              \
-    "bfi    %[b0], %[b3], #24, #8\n\t" CLAMP "ldrd   %[end], %[xa], [sp, #24]\n\t"                                  \
+    "bfi    %[b0], %[b3], #24, #8\n\t" CLAMP "ldrd   %[end], %[xb], [sp, #24]\n\t" STORE "add    sp, sp, #56\n\t"
+/* The outputs of a block of whole rows: a word a pixel (end: out_a, xb: out_b), then the next block. */
+#define RLX_STORE_WHOLE_ASM                                                                                         \
     "str    %[a0], [%[end]], #4\n\t"                                                                                \
-    "str    %[b0], [%[xa]], #4\n\t"                                                                                 \
-    "strd   %[end], %[xa], [sp, #24]\n\t"                                                                           \
-    "ldr    %[pw], [sp, #32]\n\t"                                                                                   \
+    "str    %[b0], [%[xb]], #4\n\t"                                                                                 \
+    "strd   %[end], %[xb], [sp, #24]\n\t"                                                                           \
     "add    %[px], %[px], #48\n\t"                                                                                  \
-    "str    %[px], [sp, #20]\n\t"                                                                                   \
-    "ldr    %[xb], [sp, #16]\n\t"                                                                                   \
-    "cmp    %[px], %[xb]\n\t"                                                                                       \
-    "bne    2b\n\t"                                                                                                 \
-    "add    sp, sp, #48\n\t"
-/* the 14 registers, with their values at entry (the frame's, stored first) */
-#define RLX_GEMM_2PX_ASM_REGS                                                                                        \
-    uint32_t a0 = (uint32_t)q, a1 = (uint32_t)out_a, a2 = (uint32_t)out_b;                                          \
-    uint32_t a3 = (uint32_t)(uint8_t)g->act_min * 0x01010101u, b0 = (uint32_t)(uint8_t)g->act_max * 0x01010101u;    \
-    uint32_t b1 = 0, b2 = 0, b3 = 0;                                                                                \
+    "str    %[px], [sp, #16]\n\t"                                                                                   \
+    "cmp    %[px], %[xa]\n\t"                                                                                       \
+    "bne    2b\n\t"
+/* out_c % 4 != 0: the last block's rows that exist ([36]: out_c % 4) a byte at a time. */
+#define RLX_STORE_PART_ASM                                                                                          \
+    "add    %[px], %[px], #48\n\t"                                                                                  \
+    "cmp    %[px], %[xa]\n\t"                                                                                       \
+    "beq    5f\n\t"                                                                                                 \
+    "str    %[a0], [%[end]], #4\n\t"                                                                                \
+    "str    %[b0], [%[xb]], #4\n\t"                                                                                 \
+    "strd   %[end], %[xb], [sp, #24]\n\t"                                                                           \
+    "str    %[px], [sp, #16]\n\t"                                                                                   \
+    "b      2b\n\t"                                                                                                 \
+    "5:\n\t"                                                                                                        \
+    "ldr    %[xa], [sp, #36]\n\t"                                                                                   \
+    "6:\n\t"                                                                                                        \
+    "strb   %[a0], [%[end]], #1\n\t"                                                                                \
+    "strb   %[b0], [%[xb]], #1\n\t"                                                                                 \
+    "lsr    %[a0], %[a0], #8\n\t"                                                                                   \
+    "lsr    %[b0], %[b0], #8\n\t"                                                                                   \
+    "subs   %[xa], %[xa], #1\n\t"                                                                                   \
+    "bne    6b\n\t"
+/* the 14 registers, with their values at entry (the frame's, stored first); the bounds are
+ * read by the clamp only */
+#define RLX_GEMM_2PX_ASM_REGS(LO4, HI4, REST)                                                                       \
+    uint32_t a0 = (uint32_t)q, a1 = (uint32_t)out_a, a2 = (uint32_t)out_b, a3 = (LO4), b0 = (HI4);                  \
+    uint32_t b1 = (REST), b2 = (uint32_t)(g->act_min - g->out_zp), b3 = 0;                                          \
     uint32_t px = (uint32_t)x, end = (uint32_t)(x + 8 * g->k_quads), xa = c128[0], xb = c128[1];                    \
     uint32_t wv = (uint32_t)qend, pw = (uint32_t)w
 #define RLX_GEMM_2PX_ASM_OPS                                                                                         \
@@ -514,8 +571,8 @@ RLX_INLINE void rlx_gemm_2px_asm_sat(const rlx_gemm_params *g, const int32_t *q,
                                               const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                               const uint32_t *c128)
 {
-    RLX_GEMM_2PX_ASM_REGS;
-    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY("") RLX_GEMM_2PX_ASM_OPS);
+    RLX_GEMM_2PX_ASM_REGS(0u, 0u, 0u);
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY("", RLX_STORE_WHOLE_ASM) RLX_GEMM_2PX_ASM_OPS);
 }
 
 /* rq_mode 1 (and 2, whose bounds are int8's), the whole blocks [q, qend) */
@@ -523,20 +580,23 @@ RLX_INLINE void rlx_gemm_2px_asm_clamp(const rlx_gemm_params *g, const int32_t *
                                                 const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                                 const uint32_t *c128)
 {
-    RLX_GEMM_2PX_ASM_REGS;
-    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM) RLX_GEMM_2PX_ASM_OPS);
+    RLX_GEMM_2PX_ASM_REGS((uint32_t)(uint8_t)g->act_min * 0x01010101u, (uint32_t)(uint8_t)g->act_max * 0x01010101u,
+                          0u);
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM, RLX_STORE_WHOLE_ASM) RLX_GEMM_2PX_ASM_OPS);
 }
-/* The partial-block path calls the asm twice with its own values live around it: out of line,
- * so the asm always has a function of its own (inlined there, -O3 left it short of registers). */
-static RLX_NOINLINE void rlx_gemm_2px_asm_clamp_ool(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
-                                                   const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+/* out_c % 4 != 0, rq_mode 1 (and 2, whose bounds are int8's): every block in one pass, the last
+ * one's existing rows stored a byte at a time */
+RLX_INLINE void rlx_gemm_2px_asm_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                                    const uint32_t *c128)
 {
-    rlx_gemm_2px_asm_clamp(g, q, qend, w, x, out_a, out_b, c128);
+    const int32_t *const q = g->chan, *const qend = q + RLX_CHAN_WORDS * ((g->out_c + 3) >> 2);
+    const int8_t *const w = g->weights;
+    RLX_GEMM_2PX_ASM_REGS((uint32_t)(uint8_t)g->act_min * 0x01010101u, (uint32_t)(uint8_t)g->act_max * 0x01010101u,
+                          (uint32_t)g->out_c & 3u);
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM, RLX_STORE_PART_ASM) RLX_GEMM_2PX_ASM_OPS);
 }
 #define RLX_BLOCKS_SAT rlx_gemm_2px_asm_sat
 #define RLX_BLOCKS_CLAMP rlx_gemm_2px_asm_clamp
-#define RLX_BLOCKS_PART rlx_gemm_2px_asm_clamp_ool
 #else
 static RLX_NOINLINE void rlx_gemm_2px_blocks_sat(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
                                                  const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
@@ -553,7 +613,6 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_clamp(const rlx_gemm_params *g, con
 }
 #define RLX_BLOCKS_SAT rlx_gemm_2px_blocks_sat
 #define RLX_BLOCKS_CLAMP rlx_gemm_2px_blocks_clamp
-#define RLX_BLOCKS_PART rlx_gemm_2px_blocks_clamp
 #endif
 
 /* A block loop over any out_c: the whole blocks in place, then the last, partial one (its
@@ -592,7 +651,11 @@ RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x,
 RLX_NOINLINE void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                     const uint32_t *c128)
 {
-    rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_PART);
+#if RLX_GEMM_ASM
+    rlx_gemm_2px_asm_part(g, x, out_a, out_b, c128);
+#else
+    rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_CLAMP);
+#endif
 }
 
 RLX_NOINLINE void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
@@ -803,10 +866,19 @@ RLX_INLINE void rlx_widen_pair_quads(const int8_t *sa, const int8_t *sb, int32_t
         const uint32_t wa = rlx_rd32(sa + k), wb = rlx_rd32(sb + k);
         const uint32_t a02 = rlx_sxtb16(wa), a13 = rlx_sxtb16_ror8(wa);
         const uint32_t b02 = rlx_sxtb16(wb), b13 = rlx_sxtb16_ror8(wb);
+#if RLX_GEMM_ASM
+        /* a quad's two word pairs, one STRD each (the slots are word aligned) */
+        typedef struct {
+            int16_t v[4];
+        } rlx_slots4;
+        __asm__("strd %[x], %[y], [%[d]]" : "=m"(*(rlx_slots4 *)d) : [x] "r"(a02), [y] "r"(b02), [d] "r"(d));
+        __asm__("strd %[x], %[y], [%[d], #8]" : "=m"(*(rlx_slots4 *)(d + 4)) : [x] "r"(a13), [y] "r"(b13), [d] "r"(d));
+#else
         rlx_wr32(d, a02);
         rlx_wr32(d + 2, b02);
         rlx_wr32(d + 4, a13);
         rlx_wr32(d + 6, b13);
+#endif
         ta = rlx_smlad(a02, 0x00010001u, rlx_smlad(a13, 0x00010001u, ta));
         tb = rlx_smlad(b02, 0x00010001u, rlx_smlad(b13, 0x00010001u, tb));
 #else
@@ -849,6 +921,70 @@ static void rlx_widen_pair(const int8_t *sa, const int8_t *sb, int32_t n, int16_
     *cb = (uint32_t)sumb << 7;
 }
 
+/* One pixel's values of a tap (n int8 values, n % 4 == 0) into its slot s from int16 index 0 of
+ * d, their sum added to *sum; src NULL (a tap outside the image): the input zero point. */
+RLX_INLINE void rlx_widen_tap(const int8_t *src, int32_t n, int32_t zp, int16_t *d, int32_t s, int32_t *sum)
+{
+    d += 2 * s;
+    if (!src) {
+        const uint32_t z2 = (uint32_t)(uint16_t)(int16_t)zp * 0x00010001u;
+        for (int32_t k = 0; k < n; k += 4, d += 8) {
+            rlx_wr32(d, z2);
+            rlx_wr32(d + 4, z2);
+        }
+        *sum += zp * n;
+        return;
+    }
+    int32_t t = *sum;
+    for (int32_t k = 0; k < n; k += 4, d += 8) {
+#if RLX_USE_DSP
+        const uint32_t w = rlx_rd32(src + k), e = rlx_sxtb16(w), o = rlx_sxtb16_ror8(w);
+        rlx_wr32(d, e);
+        rlx_wr32(d + 4, o);
+        t = rlx_smlad(e, 0x00010001u, rlx_smlad(o, 0x00010001u, t));
+#else
+        const int32_t x0 = src[k], x1 = src[k + 1], x2 = src[k + 2], x3 = src[k + 3];
+        d[0] = (int16_t)x0;
+        d[1] = (int16_t)x2;
+        d[4] = (int16_t)x1;
+        d[5] = (int16_t)x3;
+        t += x0 + x1 + x2 + x3;
+#endif
+    }
+    *sum = t;
+}
+
+/* The receptive fields of pixels a and b on a channel count of whole quads, any padding and
+ * dilation: tap by tap (c values, c / 4 whole quads each), both pixels widened in one pass where
+ * the tap is inside the image for both, else each pixel's values or its zero point; 128 x the
+ * sums into c128. */
+static void rlx_im2col_pair_quads(const rlx_conv_params *p, const int8_t *img, int32_t oya, int32_t oxa,
+                                  int32_t oyb, int32_t oxb, int16_t *x, uint32_t *c128)
+{
+    const int32_t c = p->in_c, in_h = p->in_h, in_w = p->in_w;
+    const int32_t iya0 = oya * p->stride_h - p->pad_top, ixa0 = oxa * p->stride_w - p->pad_left;
+    const int32_t iyb0 = oyb * p->stride_h - p->pad_top, ixb0 = oxb * p->stride_w - p->pad_left;
+    int32_t suma = 0, sumb = 0;
+    int16_t *d = x;
+    for (int32_t i = 0; i < p->k_h; i++) {
+        const int32_t iya = iya0 + i * p->dil_h, iyb = iyb0 + i * p->dil_h;
+        const int32_t rowa = iya >= 0 && iya < in_h, rowb = iyb >= 0 && iyb < in_h;
+        for (int32_t j = 0; j < p->k_w; j++, d += 2 * c) {
+            const int32_t ixa = ixa0 + j * p->dil_w, ixb = ixb0 + j * p->dil_w;
+            const int8_t *sa = rowa && ixa >= 0 && ixa < in_w ? img + (iya * in_w + ixa) * c : 0;
+            const int8_t *sb = rowb && ixb >= 0 && ixb < in_w ? img + (iyb * in_w + ixb) * c : 0;
+            if (sa && sb) {
+                rlx_widen_pair_quads(sa, sb, c, d, &suma, &sumb);
+            } else {
+                rlx_widen_tap(sa, c, p->in_zp, d, 0, &suma);
+                rlx_widen_tap(sb, c, p->in_zp, d, 1, &sumb);
+            }
+        }
+    }
+    c128[0] = (uint32_t)suma << 7;
+    c128[1] = (uint32_t)sumb << 7;
+}
+
 /* The input pixel at the top left of output pixel (oy, ox)'s receptive field when the whole
  * field lies inside the image (no padded tap), else NULL. */
 RLX_INLINE const int8_t *rlx_whole_field(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox)
@@ -869,6 +1005,28 @@ RLX_INLINE void rlx_gather_runs(const int8_t *src, int32_t rows, int32_t seg, in
     words[kq - 1] = 0;
     for (int32_t i = 0; i < rows; i++, src += row_step, buf += seg) {
         rlx_copy_short(buf, src, seg);
+    }
+}
+
+/* rlx_gather_runs for pixels a and b at once (fields inside the image, runs of seg >= 4 bytes): a
+ * run is copied a word at a time, its last word ending at the run's end (overlapping the word
+ * before it with the same bytes), so a run of any length is ceil(seg / 4) unaligned word copies and
+ * nothing is read outside it. */
+RLX_INLINE void rlx_gather_runs2(const int8_t *sa, const int8_t *sb, int32_t rows, int32_t seg, int32_t row_step,
+                                 int32_t kq, uint32_t *wa, uint32_t *wb)
+{
+    int8_t *da = (int8_t *)wa, *db = (int8_t *)wb;
+    const int32_t last = seg - 4;
+    wa[kq - 1] = 0;
+    wb[kq - 1] = 0;
+    for (int32_t i = 0; i < rows; i++, sa += row_step, sb += row_step, da += seg, db += seg) {
+        for (int32_t t = 0; t < last; t += 4) {
+            rlx_wr32(da + t, rlx_rd32(sa + t));
+            rlx_wr32(db + t, rlx_rd32(sb + t));
+            RLX_NO_LIBCALL();
+        }
+        rlx_wr32(da + last, rlx_rd32(sa + last));
+        rlx_wr32(db + last, rlx_rd32(sb + last));
     }
 }
 
@@ -914,20 +1072,26 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
             } else if (small) {
                 uint32_t wa[RLX_IM2COL_LOCAL / 4], wb[RLX_IM2COL_LOCAL / 4];
                 int32_t suma = 0, sumb = 0;
-                if (ra && p->dil_w == 1) {
-                    rlx_gather_runs(ra, rows, seg, row_step, p->gemm.k_quads, wa);
+                if (ra && rb && p->dil_w == 1 && seg >= 4) {
+                    rlx_gather_runs2(ra, rb, rows, seg, row_step, p->gemm.k_quads, wa, wb);
                 } else {
-                    rlx_gather_small(p, img, oya, oxa, wa);
-                }
-                if (rb && p->dil_w == 1) {
-                    rlx_gather_runs(rb, rows, seg, row_step, p->gemm.k_quads, wb);
-                } else {
-                    rlx_gather_small(p, img, oyb, oxb, wb);
+                    if (ra && p->dil_w == 1) {
+                        rlx_gather_runs(ra, rows, seg, row_step, p->gemm.k_quads, wa);
+                    } else {
+                        rlx_gather_small(p, img, oya, oxa, wa);
+                    }
+                    if (rb && p->dil_w == 1) {
+                        rlx_gather_runs(rb, rows, seg, row_step, p->gemm.k_quads, wb);
+                    } else {
+                        rlx_gather_small(p, img, oyb, oxb, wb);
+                    }
                 }
                 rlx_widen_pair_quads((const int8_t *)wa, (const int8_t *)wb, 4 * p->gemm.k_quads, scratch, &suma,
                                      &sumb);
                 c128[0] = (uint32_t)suma << 7;
                 c128[1] = (uint32_t)sumb << 7;
+            } else if ((p->in_c & 3) == 0) {
+                rlx_im2col_pair_quads(p, img, oya, oxa, oyb, oxb, scratch, c128);
             } else {
                 gather(p, img, oya, oxa, scratch, 0);
                 gather(p, img, oyb, oxb, scratch, 1);

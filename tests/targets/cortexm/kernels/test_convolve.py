@@ -10,6 +10,7 @@ import pytest
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.targets.cortexm import emit
+from rlx_edge.targets.reference.compare import make_inputs
 
 from ..conftest import check_qemu, rand_q, wq
 
@@ -86,7 +87,9 @@ def test_convolve_small_field_clipped_columns(check):
 def test_convolve_pairs_of_whole_fields(check):
     """Kernel rows of whole quads (k_w x in_c a multiple of 4) filling the reduction: pairs of
     pixels whose fields lie inside the image are widened and summed in one pass, kernel row by
-    kernel row (dilated rows included); pairs with a padded tap take the per-pixel gather."""
+    kernel row (dilated rows included); pairs with a padded tap, and every pair of a kernel
+    dilated along w, go tap by tap, each tap of both pixels in one pass where it is inside the
+    image for both (channel counts of whole quads)."""
     rng = np.random.default_rng(23)
     g = Graph("conv_pairs")
     # (input h, w, c), kernel (h, w), strides, dilations, padding
@@ -95,6 +98,7 @@ def test_convolve_pairs_of_whole_fields(check):
         ((8, 7, 4), (3, 3), (1, 1), (1, 1), "same"),
         ((9, 5, 1), (4, 4), (2, 1), (1, 1), "same"),
         ((9, 6, 8), (2, 3), (1, 2), (2, 1), "valid"),
+        ((8, 9, 4), (3, 3), (1, 1), (1, 2), "same"),
     ]
     for k, ((h, w, c), (kh, kw), strides, dil, pad) in enumerate(cases):
         o = 4 + 2 * k
@@ -113,15 +117,16 @@ def test_convolve_gemm_epilogues_on_m4(tmp_path):
     quad counts, the clamped one (a relu above -128), a partial last block (out_c % 4 != 0), an
     odd pixel count (the lone last pixel) and pairs of whole fields (the 3x3), on outputs mostly
     inside int8; every conv's rq_mode is checked, so a case that stops reaching its instance
-    fails."""
+    fails. The partial instance stores its last block's 1 to 3 rows a byte at a time: 6, 7 and 3
+    rows (no whole block) cover every count."""
     rng = np.random.default_rng(17)
     g = Graph("conv_chain")
     scale = 0.05
     h = g.input("x", (1, 9, 7, 8), "i8", quant=QuantParams(np.float32(scale), 3))
     # (out_c, kernel, activation, rq_mode): relu6 clamping at both ends inside int8 (mode 1, its
     # bounds -20 and 16 checked below) over 2 quads, 1x1 over 4, 1x1 over 4, 3x3 over 27 (odd), relu
-    # clamping at a zero point above -128 (mode 1), a partial block of 6 rows (mode 2 run by the
-    # partial instance as mode 1)
+    # clamping at a zero point above -128 (mode 1), partial blocks of 6, 7 and 3 rows (mode 2 run
+    # by the partial instance as mode 1)
     layers = [
         (16, 1, "relu6", 1),
         (16, 1, "none", 2),
@@ -129,6 +134,8 @@ def test_convolve_gemm_epilogues_on_m4(tmp_path):
         (8, 3, "none", 2),
         (8, 1, "relu", 1),
         (6, 1, "none", 2),
+        (7, 1, "none", 2),
+        (3, 1, "relu", 1),
     ]
     c = 8
     for k, (o, kk, act, mode) in enumerate(layers):
@@ -148,6 +155,36 @@ def test_convolve_gemm_epilogues_on_m4(tmp_path):
     bounds = re.findall(r"\.act_min = (-?\d+),\s*\.act_max = (-?\d+)", model_c)
     assert bounds[0] == ("-20", "16"), bounds
     check_qemu(g, tmp_path, n_inputs=6, seed=4, board="qemu-m4")
+
+
+@pytest.mark.parametrize(
+    ("activation", "zp", "out_c", "mode"),
+    [("none", 5, 8, 2), ("relu", -128, 8, 2), ("relu", -20, 6, 1), ("none", -3, 6, 2)],
+)
+def test_convolve_requantization_ties_on_m4(check, tmp_path, activation, zp, out_c, mode):
+    """The M4 GEMM's requantization where its rounding ties: power-of-two scales (a ratio of
+    2**-5) put about one accumulator in 32 on a tie, negative ones included. The sign correction
+    decides those; the instances skip it where the lower bound is the zero point (ReLU here, whose
+    negative accumulators all land on that bound) and keep it otherwise ("none"). Whole blocks and
+    a partial one (6 rows), on QEMU and on both host builds."""
+    rng = np.random.default_rng(31)
+    g = Graph("conv_ties")
+    x = g.input("x", (1, 9, 7, 8), "i8", quant=QuantParams(np.float32(2.0**-4), 0))
+    # weights in -3..3 at scale 2**-6 keep |acc| / 32 inside int8
+    wv = rng.integers(-3, 4, (out_c, 1, 1, 8)).astype(np.int8)
+    wq_ = QuantParams(np.full(out_c, 2.0**-6, np.float32), np.zeros(out_c, np.int64), axis=0)
+    bv = rng.integers(-40, 40, out_c).astype(np.int32)
+    w, b = g.param("w", wv, quant=wq_), g.param("b", bv)
+    g.output(g.conv2d(x, w, b, name="conv", padding="valid", activation=activation,
+                      out_quant=QuantParams(np.float32(2.0**-5), zp)))  # fmt: skip
+    model_c = emit(g).files["model.c"]
+    assert [int(m) for m in re.findall(r"\.rq_mode = (-?\d+)", model_c)] == [mode]
+    check_qemu(g, tmp_path, n_inputs=4, seed=3, board="qemu-m4")
+    assert check(g, n_inputs=4, seed=3) == 7  # 4 seeded inputs plus all-min, all-max, all-zero-point
+    # the ties happen: negative accumulators exactly halfway between two outputs
+    xs = np.stack([s["x"] for s in make_inputs(g, 4, seed=3)]).astype(np.int64)
+    acc = xs @ wv.reshape(out_c, 8).T.astype(np.int64) + bv
+    assert int(((acc < 0) & (acc % 32 == 16)).sum()) >= 20
 
 
 def test_convolve_reference_requantization(check):
