@@ -42,6 +42,7 @@ from rlx_edge.hil.farm import QemuFarm
 
 # hil/'s default boards (hil/conftest.py), the places of the farm runs in turn
 BOARDS = ("qemu-mps2-an386", "qemu-mps2-an385")
+PYTEST_ENV = ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS", "PYTEST_ADDOPTS")
 
 
 def _why(case: ET.Element) -> str:
@@ -124,6 +125,8 @@ def main() -> int:
             "cores": cores,
             "firmware": "prebuilt" if args.firmware_cache is not None else "built in each run",
             "loadavg_1m_before": round(load_before[0], 2),
+            # Which pytest plugins the runs loaded: every worker loads them too, so they weigh on the farm.
+            "pytest_env": {k: env[k] for k in PYTEST_ENV if k in env},
             "serial": serial,
             "farm": farm,
             "farm_up": farm_up,
