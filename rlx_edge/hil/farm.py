@@ -72,13 +72,24 @@ def require_labgrid() -> None:
 class _Daemon:
     """A helper process whose output goes to a log file; :meth:`wait_for` reads a line it prints."""
 
-    def __init__(self, argv: list[str], log: Path, cwd: Path):
+    def __init__(self, argv: list[str], log: Path, cwd: Path, stdin: bool = False):
         self.log = log
         self._file = open(log, "wb")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._file, stderr=subprocess.STDOUT, env=env
+            argv,
+            cwd=cwd,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=self._file,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
+
+    def send_line(self, line: str) -> None:
+        """Writes a line to the process' standard input (a daemon started with ``stdin=True``)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.close()
 
     def wait_for(self, pattern: str, timeout: float) -> re.Match:
         deadline = time.monotonic() + timeout
@@ -89,7 +100,7 @@ class _Daemon:
                 return m
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 what = "exited" if self.proc.poll() is not None else f"did not start within {timeout:g} s"
-                raise HilError(f"{Path(self.proc.args[2]).name} {what}:\n{text[-1500:]}")
+                raise HilError(f"{self.log.stem} {what}:\n{text[-1500:]}")
             time.sleep(0.05)
 
     def terminate(self) -> None:
@@ -105,6 +116,18 @@ class _Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self._file.close()
+
+
+# labgrid-exporter, started before its arguments (the coordinator's address) are known: its
+# imports take as long as the coordinator's start.
+_EXPORTER_LAUNCHER = (
+    "import json, sys\n"
+    "from labgrid.remote import exporter\n"
+    "line = sys.stdin.readline()\n"
+    "if line:\n"
+    "    sys.argv = ['labgrid-exporter', *json.loads(line)]\n"
+    "    exporter.main()\n"
+)
 
 
 @dataclass(frozen=True)
@@ -173,8 +196,10 @@ class QemuFarm:
                 json.dumps({"places": {p.name: {"board": p.board.name, "uart_port": p.uart_port} for p in self.places}})
             )
             # Started before the coordinator is up: the two need nothing of each other, and each takes
-            # about a second of Python imports.
+            # about a second of Python imports. So does the exporter, which needs the coordinator's
+            # address: it imports labgrid meanwhile and reads its arguments once the address is known.
             server = self._daemon("qemu-places", [sys.executable, "-m", "rlx_edge.hil._qemu_places", str(cfg)], root)
+            exporter = self._daemon("exporter", [sys.executable, "-c", _EXPORTER_LAUNCHER], root, stdin=True)
             port = coord.wait_for(r"listening on \S+:(\d+)", self.startup_timeout)[1]
             self.coordinator = f"127.0.0.1:{port}"
             self._server_port = int(server.wait_for(r"listening (\d+)", self.startup_timeout)[1])
@@ -184,9 +209,8 @@ class QemuFarm:
             try:
                 for p in self.places:
                     session.add_place(p.name, [f"{self.exporter_name}/{p.name}/*"], {"board": p.board.name})
-                argv = [sys.executable, "-m", "labgrid.remote.exporter", "-c", self.coordinator]
-                argv += ["-n", self.exporter_name, "--hostname", "127.0.0.1", str(self.exporter_config)]
-                self._daemon("exporter", argv, root)
+                args = ["-c", self.coordinator, "-n", self.exporter_name, "--hostname", "127.0.0.1"]
+                exporter.send_line(json.dumps([*args, str(self.exporter_config)]))
                 for p in self.places:
                     session.wait_for_resources(p.name, {"NetworkSerialPort", _labgrid.QEMU_RESOURCE}, 30.0)
             finally:
@@ -196,8 +220,8 @@ class QemuFarm:
             raise
         return self
 
-    def _daemon(self, name: str, argv: list[str], root: Path) -> _Daemon:
-        d = self._daemons[name] = _Daemon(argv, root / f"{name}.log", root)
+    def _daemon(self, name: str, argv: list[str], root: Path, stdin: bool = False) -> _Daemon:
+        d = self._daemons[name] = _Daemon(argv, root / f"{name}.log", root, stdin)
         return d
 
     def exporter_yaml(self) -> str:
