@@ -458,13 +458,25 @@ def _dw_line_scratch(f: dict) -> int:
 
 
 def _dw_pair(f: dict) -> bool:
-    """Whether the balanced 3x3 runs rlx_depthwise_conv_3x3_pair_s8: stride 1, lines of at least 16
-    outputs along the longer axis, and at most 8 across, where the group ring pays its per-row
-    cost on every short row (M4, KWS's 25x5x64: 3.50 -> 3.26 instructions/MAC). Square images keep
-    the group ring: VWW's 48x48x8 gains 7 % but 12x12 and 6x6 lose and stride 2 loses 1.5x, and the
-    second kernel's ~3.3 KB of code does not fit VWW's 256 KB part (issue #17)."""
-    long_, short = max(f["out_h"], f["out_w"]), min(f["out_h"], f["out_w"])
-    return f["stride_h"] == f["stride_w"] == 1 and long_ >= 16 and short <= 8
+    """Whether the balanced 3x3 runs rlx_depthwise_conv_3x3_pair_s8: strides 1 and 2 (its asm lines),
+    at least 2 output pixels (on one, its per-channel set-up costs more than the group ring's per
+    group: 1x1x16 s2, M4 20.6 vs 17.6 instructions/MAC; on 2x2 it wins, 6x6x128 s2 valid 8.4 vs 9.6)."""
+    return f["stride_h"] <= 2 and f["stride_w"] <= 2 and f["out_h"] * f["out_w"] >= 2
+
+
+def _dw_pair_scratch(f: dict, c: int) -> int:
+    """rlx_depthwise_conv_3x3_pair_s8's scratch bytes: per channel of a block 68 bytes of constants,
+    then 3 ring lines (lines outside the image read a slot zeroed in the ring), each the planes of
+    the block's groups of 4 channels, wq halfwords a channel (the planes run along the output's
+    longer axis; wq: the last output's taps and a pair's word past them, even). A block holds 4 to 16
+    channels, its ring lines about 1 KB, or up to 4 KB as a sixteenth of the layer's input and output
+    (rlx_depthwise_conv_3x3_pair_s8's cb)."""
+    a = "h" if f["out_h"] > f["out_w"] else "w"
+    s = f[f"stride_{a}"]
+    wq = ((f[f"out_{a}"] - 1) * s + 2 + 2 * s + 1) & ~1
+    io = (f["in_h"] * f["in_w"] + f["out_h"] * f["out_w"]) * c // 16
+    cb = min(c, min(16, max(4, min(max(io, 1024), 4096) // (24 * wq) * 4)))
+    return 68 * cb + 24 * ((cb + 3) // 4) * wq
 
 
 @RULES.rule("depthwise_conv2d")
@@ -583,14 +595,10 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
     if optimize == "balanced" and _dw_pair(fields):
         # DSP cores: the channel-planar ring (SMLAD on tap pairs); the others run the kernel above
-        # inside it, so the scratch is the larger of the two. Its planes run along the output's
-        # longer axis, for a block of up to 4 channels (RLX_DWP_CB; 8 costs KWS its arena goal):
-        # 48 bytes a channel, then 3 lines of planes and a zero plane
-        a, cb = "h" if fields["out_h"] > fields["out_w"] else "w", min(c, 4)
-        wq = (fields[f"out_{a}"] - 1) * fields[f"stride_{a}"] + 4
-        pair = 48 * cb + 2 * (3 * cb + 1) * wq
-        return Layer("rlx_depthwise_conv_3x3_pair_s8", "rlx_dw_conv_params", fields, consts, args,
-                     max(ring, pair), guards)  # fmt: skip
+        # inside it, so the scratch is the larger of the two. The clamp's lines (rq_mode 1) are a
+        # kernel of their own: a model without such a layer does not link them
+        pair = "rlx_depthwise_conv_3x3_pair_clamp_s8" if mode == 1 else "rlx_depthwise_conv_3x3_pair_s8"
+        return Layer(pair, "rlx_dw_conv_params", fields, consts, args, max(ring, _dw_pair_scratch(fields, c)), guards)
     return Layer(kernel, "rlx_dw_conv_params", fields, consts, args, ring, guards)
 
 

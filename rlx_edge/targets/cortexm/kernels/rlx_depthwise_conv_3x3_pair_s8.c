@@ -3,31 +3,49 @@
  *
  * The image is walked in lines along the output's longer axis (rows, or columns of a tall image
  * such as KWS's 25x5). The 3 input lines a window spans are widened (input offset added, padding
- * 0) into int16 planes, one per channel of a block of up to 4, so that neighbours along the line
- * are adjacent halfwords: one word load is (in[x], in[x+1]) of a channel, and the 3 taps of a
- * window line are one SMLAD against (w0, w1) and one SMLABT against (w1, w2). At stride 1 two
- * outputs x, x+1 share their loads: (in[x], in[x+1]) and (in[x+2], in[x+3]) feed SMLAD + SMLABT
- * for x and SMLATB + SMLAD for x+1, 6 MACs in 4 instructions (rq_mode 2: one asm loop, 37
- * instructions per pair). Each block's weight pairs and requantization constants are laid out
- * once in the scratch (weights and bias doubled with the fast requantization, whose SMMLAR takes
- * acc << 1). Lines outside the image read a plane of zeros: a padded tap adds nothing, TFLite's
- * skipping it. Cores without DSP run rlx_depthwise_conv_3x3_s8, whose scratch the rule reserves
- * as well.
+ * 0) into int16 planes, one per channel of a block, so that neighbours along the line share a
+ * word: one word load is (in[2j], in[2j+1]) of a channel, and the 3 taps of a window line are one
+ * SMLAD against (w0, w1) and one SMLABT against (w1, w2). A group of 4 channels interleaves its
+ * planes word by word (word j of channel i at byte 16 j + 4 i), so that widening stores a pixel
+ * pair of the 4 channels with one STM. Outputs along the line run 4 at a time (then 2) and share
+ * their loads: at stride 1 the words (in[x], in[x+1]) .. (in[x+4], in[x+5]) feed SMLAD, SMLATB and
+ * SMLABT for x .. x+3, 36 MACs in 64 instructions (rlx_dwp_s1_sat); at stride 2 output x is SMLAD
+ * (in[2x], in[2x+1]) + SMLABT (in[2x+2], ..), whose second word is output x+1's first (70). One
+ * asm routine per stride and output rule runs a whole line of every channel of the block with
+ * all 14 registers (C spills them). Each block's weight pairs and requantization constants are
+ * laid out once in the scratch (weights and bias doubled with the fast requantization, whose
+ * SMMLAR takes acc << 1). Lines outside the image read a ring slot of zeros (the one no line of the
+ * window holds; zeroed when needed, the slots mapped so that the block before left it zero): a
+ * padded tap adds nothing, TFLite's skipping it. Cores without DSP run rlx_depthwise_conv_3x3_s8,
+ * whose scratch the rule reserves as well.
  */
 #include "rlx_nn.h"
 #include "rlx_nn_support.h"
 
 #if RLX_USE_DSP
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1)
-RLX_INLINE int32_t rlx_dwp_smlabt(uint32_t a, uint32_t b, int32_t acc) { return __smlabt((int32_t)a, (int32_t)b, acc); }
-RLX_INLINE int32_t rlx_dwp_smlatb(uint32_t a, uint32_t b, int32_t acc) { return __smlatb((int32_t)a, (int32_t)b, acc); }
+/* (lo, hi) as int16 halves of a word (PKHBT) */
+RLX_INLINE uint32_t rlx_dwp_pack(uint32_t lo, uint32_t hi)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    return r;
 #else
-RLX_INLINE int32_t rlx_dwp_smlabt(uint32_t a, uint32_t b, int32_t acc) { return rlx_smlabb(a, b >> 16, acc); }
-RLX_INLINE int32_t rlx_dwp_smlatb(uint32_t a, uint32_t b, int32_t acc) { return rlx_smlabb(a >> 16, b, acc); }
+    return (lo & 0xFFFFu) | (hi << 16);
 #endif
+}
 
-/* the layer's requantization as a local (an int8 store may alias the struct) */
-#define RLX_DW_RQ_OF(p) {(p)->rq_mode, (p)->out_zp, (p)->act_min, (p)->act_max, (p)->mult, (p)->shift, (p)->rq_add}
+/* (the high half of lo, the high half of hi) of a word (PKHTB) */
+RLX_INLINE uint32_t rlx_dwp_packt(uint32_t hi, uint32_t lo)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
+    return r;
+#else
+    return (hi & 0xFFFF0000u) | (lo >> 16);
+#endif
+}
 
 #if defined(__GNUC__)
 #define RLX_DWP_NOINLINE __attribute__((noinline))
@@ -35,244 +53,557 @@ RLX_INLINE int32_t rlx_dwp_smlatb(uint32_t a, uint32_t b, int32_t acc) { return 
 #define RLX_DWP_NOINLINE
 #endif
 
-/* The line the planes run along: the output's longer axis (a tall image, KWS's 25x5, runs by
- * columns), so that the per-channel set-up of a line is spread over more pixel pairs. */
+/* Per channel of a block, RLX_DWP_K words of scratch: the bias 4 times (LDMDB loads a quad's
+ * accumulators), the right shift, mult and rq_add of the fast requantization (one LDM), the output
+ * bytes between outputs along the line, (w0, w1), (w1, w2) of each window line, act_min and
+ * act_max in both halfwords, then what to add to the plane pointers at the end of the channel's
+ * line to reach the next channel's planes. The asm's base is the shift's word: its offsets are
+ * these less 16. */
+#define RLX_DWP_K 17
+#define RLX_DWP_E 4  /* the shift, then mult and rq_add */
+#define RLX_DWP_OS 7
+#define RLX_DWP_W 8  /* the weight pairs of window line r at RLX_DWP_W + 2 r */
+#define RLX_DWP_LH 14
+#define RLX_DWP_PADJ 16
+
+/* channel c's plane in a ring line (halfwords from the line's start; position 2 j + b of the plane
+ * at 8 j + b past it) */
+RLX_INLINE int32_t rlx_dwp_plane(int32_t c, int32_t wq) { return (c >> 2) * 4 * wq + 2 * (c & 3); }
+
+/* One line of a block of channels, as the asm reads it (offsets fixed there): what to add to the
+ * output pointer at the end of a channel's line to reach the next channel's; the end of the
+ * block's constants; outputs along the line; channel 0's planes of the window's 3 lines, its
+ * first output and its constants. */
 typedef struct {
-    int32_t n, stride, os; /* outputs along the line, their stride, output bytes between them */
-    int32_t c0, nc;        /* the block of channels in the ring */
-} rlx_dwp_line;
+    int32_t oadj;
+    const uint32_t *kend;
+    int32_t n;
+    const int16_t *x[3];
+    int8_t *o;
+    const uint32_t *k;
+} rlx_dwp_job;
 
-/* Channels per pass over the image: the ring holds their planes only (RAM), and every block
- * widens its own inputs, so blocks cost only their lines' set-up. */
-#define RLX_DWP_CB 4
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM) && defined(__GNUC__)
+#define RLX_DWP_ASM 1
+/* Registers: r0-r3 the accumulators of outputs x .. x+3, r4 r5 the input words, r6 r7 a window
+ * line's weight pairs (then mult and rq_add, the shift in r4), r8-r10 the planes of the window's
+ * 3 lines, r11 the output, r12 the channel's constants, lr the outputs left; [sp] the job. */
+#define RLX_DWP_Q1(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr r4, [" P "], #32\n\t"                                                                   \
+    "ldr r5, [" P ", #-16]\n\t"                                                                  \
+    "smlad r0, r4, r6, r0\n\t"                                                                   \
+    "smlatb r1, r4, r6, r1\n\t"                                                                  \
+    "smlabt r0, r5, r7, r0\n\t"                                                                  \
+    "smlad r1, r5, r7, r1\n\t"                                                                   \
+    "smlad r2, r5, r6, r2\n\t"                                                                   \
+    "smlatb r3, r5, r6, r3\n\t"                                                                  \
+    "ldr r4, [" P "]\n\t"                                                                        \
+    "smlabt r2, r4, r7, r2\n\t"                                                                  \
+    "smlad r3, r4, r7, r3\n\t"
+#define RLX_DWP_Q2(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr r4, [" P "], #64\n\t"                                                                   \
+    "ldr r5, [" P ", #-48]\n\t"                                                                  \
+    "smlad r0, r4, r6, r0\n\t"                                                                   \
+    "smlabt r0, r5, r7, r0\n\t"                                                                  \
+    "smlad r1, r5, r6, r1\n\t"                                                                   \
+    "ldr r4, [" P ", #-32]\n\t"                                                                  \
+    "smlabt r1, r4, r7, r1\n\t"                                                                  \
+    "smlad r2, r4, r6, r2\n\t"                                                                   \
+    "ldr r5, [" P ", #-16]\n\t"                                                                   \
+    "smlabt r2, r5, r7, r2\n\t"                                                                  \
+    "smlad r3, r5, r6, r3\n\t"                                                                   \
+    "ldr r4, [" P "]\n\t"                                                                        \
+    "smlabt r3, r4, r7, r3\n\t"
+#define RLX_DWP_P1(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr r4, [" P "], #16\n\t"                                                                   \
+    "ldr r5, [" P "]\n\t"                                                                        \
+    "smlad r0, r4, r6, r0\n\t"                                                                   \
+    "smlatb r1, r4, r6, r1\n\t"                                                                  \
+    "smlabt r0, r5, r7, r0\n\t"                                                                  \
+    "smlad r1, r5, r7, r1\n\t"
+#define RLX_DWP_P2(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr r4, [" P "], #32\n\t"                                                                   \
+    "ldr r5, [" P ", #-16]\n\t"                                                                  \
+    "smlad r0, r4, r6, r0\n\t"                                                                   \
+    "smlabt r0, r5, r7, r0\n\t"                                                                  \
+    "smlad r1, r5, r6, r1\n\t"                                                                   \
+    "ldr r4, [" P "]\n\t"                                                                        \
+    "smlabt r1, r4, r7, r1\n\t"
+/* the fast requantization of doubled accumulator A (mult r6, rq_add r7, shift r4), saturated */
+#define RLX_DWP_RQ(A)                                                                            \
+    "smmlar r5, " A ", r6, r7\n\t"                                                               \
+    "add " A ", r5, " A ", asr #31\n\t"                                                          \
+    "asr " A ", " A ", r4\n\t"                                                                   \
+    "ssat " A ", #8, " A "\n\t"
+#define RLX_DWP_RQ_LOAD "ldmia r12, {r4, r6, r7}\n\t"
+/* act_min and act_max of the two outputs in the halfwords of A (rq_mode 1) */
+#define RLX_DWP_CLAMP(A)                                                                         \
+    "ssub16 r5, " A ", r7\n\t"                                                                   \
+    "sel " A ", r7, " A "\n\t"                                                                   \
+    "ssub16 r5, " A ", r6\n\t"                                                                   \
+    "sel " A ", " A ", r6\n\t"
+/* the 4 outputs of a quad, and the first of a pair, stored (output step in r4) */
+#define RLX_DWP_ST4_SAT                                                                          \
+    "ldr r4, [r12, #12]\n\t"                                                                     \
+    "strb r0, [r11]\n\tstrb r1, [r11, r4]\n\tadd r11, r11, r4, lsl #1\n\tstrb r2, [r11]\n\t"
+#define RLX_DWP_ST4_CLAMP                                                                        \
+    "pkhbt r0, r0, r1, lsl #16\n\t"                                                              \
+    "pkhbt r2, r2, r3, lsl #16\n\t"                                                              \
+    "ldrd r6, r7, [r12, #40]\n\t" RLX_DWP_CLAMP("r0") RLX_DWP_CLAMP("r2")                        \
+    "ldr r4, [r12, #12]\n\t"                                                                     \
+    "strb r0, [r11]\n\tlsr r0, r0, #16\n\tstrb r0, [r11, r4]\n\tadd r11, r11, r4, lsl #1\n\t" \
+    "strb r2, [r11]\n\tlsr r3, r2, #16\n\t"
+#define RLX_DWP_ST2_SAT "ldr r4, [r12, #12]\n\tstrb r0, [r11]\n\tadd r11, r11, r4\n\t"
+#define RLX_DWP_ST2_CLAMP                                                                        \
+    "pkhbt r0, r0, r1, lsl #16\n\t"                                                              \
+    "ldrd r6, r7, [r12, #40]\n\t" RLX_DWP_CLAMP("r0") "lsr r1, r0, #16\n\t"                     \
+    "ldr r4, [r12, #12]\n\tstrb r0, [r11]\n\tadd r11, r11, r4\n\t"
+/* A whole line of every channel of a job: quads while 3 outputs or more are left (the last of 3
+ * left not stored), then a pair for 1 or 2 (its second output stored only if it exists). The
+ * planes are long enough for the outputs not stored to read. No instruction between a flag
+ * setting one and its branch sets the flags (SSUB16 sets only GE). */
+#define RLX_DWP_LINE(NAME, Q, P, ST4, ST2)                                                       \
+    static __attribute__((naked, noinline, noipa, used)) void NAME(const rlx_dwp_job *job __attribute__((unused))) \
+    {                                                                                            \
+        __asm__(".syntax unified\n\t"                                                            \
+                "push {r4-r11, lr}\n\t"                                                          \
+                "sub sp, sp, #4\n\t"                                                             \
+                "str r0, [sp]\n\t"                                                               \
+                "ldr lr, [r0, #8]\n\t"                                                           \
+                "add r0, r0, #12\n\t"                                                            \
+                "ldmia r0, {r8-r12}\n\t"                                                         \
+                "1:\n\t"                                                                         \
+                "subs lr, lr, #3\n\t"                                                            \
+                "blt 3f\n\t"                                                                     \
+                "2:\n\t"                                                                         \
+                "ldmdb r12, {r0-r3}\n\t" Q("r8", "16") Q("r9", "24") Q("r10", "32")               \
+                    RLX_DWP_RQ_LOAD RLX_DWP_RQ("r0") RLX_DWP_RQ("r1") RLX_DWP_RQ("r2")           \
+                        RLX_DWP_RQ("r3") ST4 "beq 6f\n\t"                                        \
+                "strb r3, [r11, r4]\n\t"                                                         \
+                "add r11, r11, r4, lsl #1\n\t"                                                   \
+                "subs lr, lr, #4\n\t"                                                            \
+                "bge 2b\n\t"                                                                     \
+                "3:\n\t"                                                                         \
+                "adds lr, lr, #3\n\t"                                                            \
+                "beq 5f\n\t"                                                                     \
+                "cmp lr, #1\n\t"                                                                 \
+                "ldrd r0, r1, [r12, #-8]\n\t" P("r8", "16") P("r9", "24") P("r10", "32")         \
+                    RLX_DWP_RQ_LOAD RLX_DWP_RQ("r0") RLX_DWP_RQ("r1") ST2 "beq 5f\n\t"          \
+                "strb r1, [r11]\n\t"                                                             \
+                "6:\n\t"                                                                         \
+                "add r11, r11, r4\n\t"                                                           \
+                "5:\n\t"                                                                         \
+                "ldr r1, [r12, #48]\n\t"                                                         \
+                "add r8, r8, r1\n\t"                                                             \
+                "add r9, r9, r1\n\t"                                                             \
+                "add r10, r10, r1\n\t"                                                           \
+                "ldr r0, [sp]\n\t"                                                               \
+                "ldmia r0, {r4, r5, lr}\n\t"                                                     \
+                "add r11, r11, r4\n\t"                                                           \
+                "add r12, r12, #68\n\t"                                                          \
+                "cmp r12, r5\n\t"                                                                \
+                "bne 1b\n\t"                                                                     \
+                "add sp, sp, #4\n\t"                                                             \
+                "pop {r4-r11, pc}\n\t");                                                         \
+    }
+RLX_DWP_LINE(rlx_dwp_s1_sat, RLX_DWP_Q1, RLX_DWP_P1, RLX_DWP_ST4_SAT, RLX_DWP_ST2_SAT)
+RLX_DWP_LINE(rlx_dwp_s2_sat, RLX_DWP_Q2, RLX_DWP_P2, RLX_DWP_ST4_SAT, RLX_DWP_ST2_SAT)
+RLX_DWP_LINE(rlx_dwp_s1_clamp, RLX_DWP_Q1, RLX_DWP_P1, RLX_DWP_ST4_CLAMP, RLX_DWP_ST2_CLAMP)
+RLX_DWP_LINE(rlx_dwp_s2_clamp, RLX_DWP_Q2, RLX_DWP_P2, RLX_DWP_ST4_CLAMP, RLX_DWP_ST2_CLAMP)
+#endif
 
-/* nc channels of image line src (pixel step ps) into the planes at d (channel c's plane at
- * d + c * wq), plane positions [lo, hi): 4 channels x 2 pixels at a time (two words in, 4 out),
- * the rest one by one. */
-static void rlx_dwp_widen(const rlx_dw_conv_params *p, const int8_t *src, int32_t ps, int32_t ch, int16_t *d,
-                          int32_t wq, int32_t lo, int32_t hi)
+/* One line of every channel of a job, one output at a time: any stride and output rule (the
+ * portable build of the DSP path, rq_mode 0, strides above 2). The constants' bias and weights
+ * are doubled with the fast requantization; sums wrap as the asm's. */
+static void rlx_dwp_line_c(const rlx_dw_conv_params *p, const rlx_dwp_job *j, int32_t nc, int32_t c0, int32_t s,
+                           int32_t wq)
 {
-    const int32_t off = p->in_offset;
-    const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
+    const rlx_rq_params rq = {p->rq_mode, p->out_zp, p->act_min, p->act_max, p->mult, p->shift, p->rq_add};
+    for (int32_t c = 0; c < nc; c++) {
+        const uint32_t *const q = j->k - RLX_DWP_E + RLX_DWP_K * c, *const wk = q + RLX_DWP_W;
+        const int32_t os = (int32_t)q[RLX_DWP_OS], pc = rlx_dwp_plane(c, wq);
+        for (int32_t x = 0; x < j->n; x++) {
+            uint32_t a = q[0];
+            for (int32_t r = 0; r < 3; r++) {
+                const int16_t *const xp = j->x[r] + pc;
+                const uint32_t w01 = wk[2 * r], w12 = wk[2 * r + 1];
+                const int32_t w[3] = {(int16_t)(w01 & 0xFFFFu), (int16_t)(w01 >> 16), (int16_t)(w12 >> 16)};
+                for (int32_t t = 0; t < 3; t++) {
+                    const int32_t pos = x * s + t;
+                    a += (uint32_t)(w[t] * xp[(pos >> 1) * 8 + (pos & 1)]);
+                }
+            }
+            const int32_t acc = (int32_t)a;
+            int32_t v;
+            if (rq.mode == 0) {
+                v = rlx_rq_out(&rq, acc, c0 + c);
+            } else {
+                /* the doubled accumulator: rlx_rq_fast without its acc << 1 */
+                const int32_t t = rlx_smmlar(acc, (int32_t)q[RLX_DWP_E + 1], (int32_t)q[RLX_DWP_E + 2]) + (acc >> 31);
+                v = rlx_clamp(t >> q[RLX_DWP_E], rq.act_min, rq.act_max);
+            }
+            j->o[c + x * os] = (int8_t)v;
+        }
+    }
+}
+
+/* One image line of a block into its planes, as the widening asm reads it: per group of 4
+ * channels, a lead word (padding 0, the first pixel) where the pixels start at an odd position,
+ * the pixel pairs (two words in, one STM of 4 out: SXTAB16 adds the input offset, PKHBT / PKHTB put
+ * each channel's two pixels in one word), a trail word (the last pixel, 0) where one is left; what
+ * to add to the source and plane pointers at a group's end to reach the next group's start. */
+typedef struct {
+    const int8_t *s;
+    int32_t ps;
+    int16_t *d;
+    int32_t np16, ng;
+    uint32_t off2;
+    int32_t sadj, dadj, lead, trail;
+} rlx_dwp_wjob;
+
+#if defined(RLX_DWP_ASM)
+/* two pixels of a group (pairs of pixels run two at a time: an odd count starts at the second) */
+#define RLX_DWP_WIDEN2                                                                           \
+    "ldr r0, [r7]\n\t"                                                                           \
+    "ldr r1, [r7, r8]\n\t"                                                                       \
+    "add r7, r7, r8, lsl #1\n\t"                                                                 \
+    "sxtab16 r2, r10, r0\n\t"                                                                    \
+    "sxtab16 r3, r10, r0, ror #8\n\t"                                                            \
+    "sxtab16 r4, r10, r1\n\t"                                                                    \
+    "sxtab16 r5, r10, r1, ror #8\n\t"                                                            \
+    "pkhbt r0, r2, r4, lsl #16\n\t"                                                              \
+    "pkhbt r1, r3, r5, lsl #16\n\t"                                                              \
+    "pkhtb r2, r4, r2, asr #16\n\t"                                                              \
+    "pkhtb r3, r5, r3, asr #16\n\t"                                                              \
+    "stmia r6!, {r0-r3}\n\t"
+static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_widen_asm(
+    const rlx_dwp_wjob *j __attribute__((unused)))
+{
+    /* r7 the source, r6 the group's planes, r8 the pixel step, r9 the pairs' end, r10 the input
+     * offset in both halves, r11 the groups left, r12 the pairs' bytes (16 a pair); [sp] the job */
+    __asm__(".syntax unified\n\t"
+            "push {r4-r11, lr}\n\t"
+            "sub sp, sp, #4\n\t"
+            "str r0, [sp]\n\t"
+            "ldmia r0, {r7, r8}\n\t"
+            "ldrd r6, r12, [r0, #8]\n\t"
+            "ldrd r11, r10, [r0, #16]\n\t"
+            "1:\n\t"
+            "ldr r0, [sp]\n\t"
+            "ldr r1, [r0, #32]\n\t"
+            "cbz r1, 2f\n\t"
+            "ldr r0, [r7]\n\t"
+            "add r7, r7, r8\n\t"
+            "sxtab16 r2, r10, r0\n\t"
+            "sxtab16 r3, r10, r0, ror #8\n\t"
+            "lsl r0, r2, #16\n\t"
+            "lsl r1, r3, #16\n\t"
+            "lsr r2, r2, #16\n\t"
+            "lsl r2, r2, #16\n\t"
+            "lsr r3, r3, #16\n\t"
+            "lsl r3, r3, #16\n\t"
+            "stmia r6!, {r0-r3}\n\t"
+            "2:\n\t"
+            "add r9, r6, r12\n\t"
+            "tst r12, #16\n\t"
+            "bne 5f\n\t"
+            "cmp r6, r9\n\t"
+            "beq 3f\n\t"
+            "4:\n\t" RLX_DWP_WIDEN2 "5:\n\t" RLX_DWP_WIDEN2 "cmp r6, r9\n\t"
+            "bne 4b\n\t"
+            "3:\n\t"
+            "ldr r0, [sp]\n\t"
+            "ldr r1, [r0, #36]\n\t"
+            "cbz r1, 6f\n\t"
+            "ldr r0, [r7]\n\t"
+            "add r7, r7, r8\n\t"
+            "sxtab16 r2, r10, r0\n\t"
+            "sxtab16 r3, r10, r0, ror #8\n\t"
+            "uxth r0, r2\n\t"
+            "uxth r1, r3\n\t"
+            "lsr r2, r2, #16\n\t"
+            "lsr r3, r3, #16\n\t"
+            "stmia r6!, {r0-r3}\n\t"
+            "ldr r0, [sp]\n\t"
+            "6:\n\t"
+            "ldrd r1, r2, [r0, #24]\n\t"
+            "add r7, r7, r1\n\t"
+            "add r6, r6, r2\n\t"
+            "subs r11, r11, #1\n\t"
+            "bne 1b\n\t"
+            "add sp, sp, #4\n\t"
+            "pop {r4-r11, pc}\n\t");
+}
+#endif
+
+/* nc channels of image line src into the ring line at d, plane positions [lo, hi): groups of 4
+ * channels as j says (its other fields set once per block), the rest one by one (pixel step
+ * j->ps, input offset off). */
+static void rlx_dwp_widen(rlx_dwp_wjob *j, const int8_t *src, int16_t *d, int32_t nc, int32_t wq, int32_t lo,
+                          int32_t hi, int32_t off)
+{
+    const int32_t ps = j->ps;
     int32_t c = 0;
-    for (; c + 4 <= ch; c += 4) {
-        const int8_t *s = src + c;
-        int16_t *d0 = d + c * wq;
-        int32_t j = lo;
-        for (; j + 2 <= hi; j += 2, s += 2 * ps) {
-            const uint32_t xa = rlx_rd32(s), xb = rlx_rd32(s + ps);
-            const uint32_t a02 = rlx_sxtab16(off2, xa), a13 = rlx_sxtab16_ror8(off2, xa);
-            const uint32_t b02 = rlx_sxtab16(off2, xb), b13 = rlx_sxtab16_ror8(off2, xb);
-            rlx_wr32(d0 + j, (a02 & 0xFFFFu) | (b02 << 16));
-            rlx_wr32(d0 + wq + j, (a13 & 0xFFFFu) | (b13 << 16));
-            rlx_wr32(d0 + 2 * wq + j, (a02 >> 16) | (b02 & 0xFFFF0000u));
-            rlx_wr32(d0 + 3 * wq + j, (a13 >> 16) | (b13 & 0xFFFF0000u));
-        }
-        if (j < hi) {
-            for (int32_t i = 0; i < 4; i++) {
-                d0[i * wq + j] = (int16_t)(s[i] + off);
-            }
-        }
+#if defined(RLX_DWP_ASM)
+    if (j->ng > 0 && hi > lo) {
+        j->s = src;
+        j->d = d + (lo >> 1) * 8;
+        rlx_dwp_widen_asm(j);
+        c = 4 * j->ng;
     }
-    for (; c < ch; c++) {
-        const int8_t *s = src + c;
-        for (int32_t j = lo; j < hi; j++, s += ps) {
-            d[c * wq + j] = (int16_t)(*s + off);
-        }
-    }
-}
-
-/* Per channel of a block, 12 words of scratch: (w0, w1), (w1, w2) of each window line, then
- * mult, rq_add, the right shift of the fast requantization, and the bias twice. */
-#define RLX_DWP_K 12
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-/* One window line of an output pair: (in[x], in[x+1]) and (in[x+2], in[x+3]) against the
- * line's (w0, w1), (w1, w2); the plane pointer steps to the next pair. */
-#define RLX_DWP_ROW_ASM(R, WOFF)                            \
-    "ldrd    %[wa], %[wb], [%[k], #" WOFF "]\n\t"          \
-    "ldr     %[xa], [%[" R "]], #4\n\t"                    \
-    "ldr     %[xb], [%[" R "]]\n\t"                        \
-    "smlad   %[a0], %[xa], %[wa], %[a0]\n\t"               \
-    "smlabt  %[a0], %[xb], %[wb], %[a0]\n\t"               \
-    "smlatb  %[a1], %[xa], %[wa], %[a1]\n\t"               \
-    "smlad   %[a1], %[xb], %[wb], %[a1]\n\t"
-/* rq_mode 2 of a doubled accumulator: mult in wa, rq_add in wb, the shift in xa */
-#define RLX_DWP_RQ_ASM(A)                                   \
-    "smmlar  %[xb], %[" A "], %[wa], %[wb]\n\t"            \
-    "add     %[" A "], %[xb], %[" A "], asr #31\n\t"       \
-    "asr     %[" A "], %[" A "], %[xa]\n\t"                \
-    "ssat    %[" A "], #8, %[" A "]\n\t"
 #endif
-
-/* One output line of every channel: x0, x1, x2 the planes of channel 0 of the window's 3 lines,
- * steps their plane strides (0 for the zero plane). FAST: rq_mode 1 or 2, SAT: rq_mode 2. */
-RLX_INLINE void rlx_dwp_out_row(const rlx_dw_conv_params *p, const int16_t *x0, const int16_t *x1, const int16_t *x2,
-                                const int32_t steps[3], const uint32_t *wk, int8_t *dst, const rlx_dwp_line *ln,
-                                const int32_t fast, const int32_t sat)
-{
-    const int32_t nc = ln->nc, out_w = ln->n, sw = ln->stride, os = ln->os, lo = p->act_min, hi = p->act_max;
-    const rlx_rq_params rq = RLX_DW_RQ_OF(p);
-    const int32_t s0 = steps[0], s1 = steps[1], s2 = steps[2];
-    for (int32_t c = ln->c0; c < ln->c0 + nc; c++, x0 += s0, x1 += s1, x2 += s2, wk += RLX_DWP_K, dst++) {
-        const int32_t b = (int32_t)wk[9], m = (int32_t)wk[6], add = (int32_t)wk[7], e = (int32_t)wk[8];
-        int8_t *o = dst;
-        int32_t x = 0;
-#define RLX_DWP_OUT(acc)                                                                                   \
-    ((int8_t)(fast ? (sat ? rlx_sat8((rlx_smmlar((acc), m, add) + ((acc) >> 31)) >> e)                  \
-                          : rlx_clamp((rlx_smmlar((acc), m, add) + ((acc) >> 31)) >> e, lo, hi))        \
-                   : rlx_rq_out(&rq, (acc), c)))
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-        if (sat && sw == 1 && out_w >= 2) {
-            /* the pairs of the line: 37 instructions per 18 MACs, the channel's constants read per pair */
-            const int16_t *r0 = x0, *r1 = x1, *r2 = x2;
-            uint32_t n = (uint32_t)out_w >> 1, xa, xb, wa, wb, a0, a1;
-            __asm__ volatile(
-                "1:\n\t"
-                "ldrd    %[a0], %[a1], [%[k], #36]\n\t"
-                RLX_DWP_ROW_ASM("r0", "0") RLX_DWP_ROW_ASM("r1", "8") RLX_DWP_ROW_ASM("r2", "16")
-                "ldrd    %[wa], %[wb], [%[k], #24]\n\t"
-                "ldr     %[xa], [%[k], #32]\n\t"
-                RLX_DWP_RQ_ASM("a0") "strb    %[a0], [%[o]]\n\t"
-                RLX_DWP_RQ_ASM("a1") "strb    %[a1], [%[o], %[os]]\n\t"
-                "add     %[o], %[o], %[os], lsl #1\n\t"
-                "subs    %[n], %[n], #1\n\t"
-                "bne     1b\n\t"
-                : [a0] "=&r"(a0), [a1] "=&r"(a1), [xa] "=&r"(xa), [xb] "=&r"(xb), [wa] "=&r"(wa), [wb] "=&r"(wb),
-                  [r0] "+r"(r0), [r1] "+r"(r1), [r2] "+r"(r2), [o] "+r"(o), [n] "+r"(n)
-                : [k] "r"(wk), [os] "r"(os)
-                : "cc", "memory");
-            x = out_w & ~1;
+    for (; c < nc; c++) {
+        /* position 2 j + b at 8 j + b: pixel pairs, and an odd first and last pixel */
+        const int8_t *s = src + c;
+        int16_t *pp = d + rlx_dwp_plane(c, wq) + (lo >> 1) * 8;
+        int32_t i = lo;
+        if (i & 1 && i < hi) {
+            pp[1] = (int16_t)(*s + off);
+            s += ps, pp += 8, i++;
         }
-#endif
-        if (sw == 1) {
-            for (; x + 2 <= out_w; x += 2, o += 2 * os) {
-                int32_t a = b, bb = b;
-                uint32_t u, v;
-                u = rlx_rd32(x0 + x), v = rlx_rd32(x0 + x + 2);
-                a = rlx_smlad(u, wk[0], a), a = rlx_dwp_smlabt(v, wk[1], a);
-                bb = rlx_dwp_smlatb(u, wk[0], bb), bb = rlx_smlad(v, wk[1], bb);
-                u = rlx_rd32(x1 + x), v = rlx_rd32(x1 + x + 2);
-                a = rlx_smlad(u, wk[2], a), a = rlx_dwp_smlabt(v, wk[3], a);
-                bb = rlx_dwp_smlatb(u, wk[2], bb), bb = rlx_smlad(v, wk[3], bb);
-                u = rlx_rd32(x2 + x), v = rlx_rd32(x2 + x + 2);
-                a = rlx_smlad(u, wk[4], a), a = rlx_dwp_smlabt(v, wk[5], a);
-                bb = rlx_dwp_smlatb(u, wk[4], bb), bb = rlx_smlad(v, wk[5], bb);
-                o[0] = RLX_DWP_OUT(a);
-                o[os] = RLX_DWP_OUT(bb);
-            }
+        for (; i + 2 <= hi; i += 2, s += 2 * ps, pp += 8) {
+            pp[0] = (int16_t)(s[0] + off);
+            pp[1] = (int16_t)(s[ps] + off);
         }
-        /* one output at a time: stride 2 and more, and the last output of an odd line */
-        for (; x < out_w; x++, o += os) {
-            const int32_t i = x * sw;
-            int32_t a = b;
-            a = rlx_smlad(rlx_rd32(x0 + i), wk[0], a), a = rlx_dwp_smlabt(rlx_rd32(x0 + i + 2), wk[1], a);
-            a = rlx_smlad(rlx_rd32(x1 + i), wk[2], a), a = rlx_dwp_smlabt(rlx_rd32(x1 + i + 2), wk[3], a);
-            a = rlx_smlad(rlx_rd32(x2 + i), wk[4], a), a = rlx_dwp_smlabt(rlx_rd32(x2 + i + 2), wk[5], a);
-            o[0] = RLX_DWP_OUT(a);
+        if (i < hi) {
+            pp[0] = (int16_t)(*s + off);
         }
-#undef RLX_DWP_OUT
     }
 }
 
-static RLX_DWP_NOINLINE void rlx_dwp_row_sat(const rlx_dw_conv_params *p, const int16_t *x0, const int16_t *x1,
-                                             const int16_t *x2, const int32_t steps[3], const uint32_t *wk,
-                                             int8_t *dst, const rlx_dwp_line *ln)
+/* words [w, end) zeroed (end - w a multiple of 4): a ring slot for the lines outside the image */
+#if defined(RLX_DWP_ASM)
+static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_zero(uint32_t *w __attribute__((unused)),
+                                                                      const uint32_t *end __attribute__((unused)))
 {
-    rlx_dwp_out_row(p, x0, x1, x2, steps, wk, dst, ln, 1, 1);
+    /* 8 words a store, then 4 where 4 are left */
+    __asm__(".syntax unified\n\t"
+            "push {r4-r7, lr}\n\t"
+            "movs r2, #0\n\t"
+            "movs r3, #0\n\t"
+            "movs r4, #0\n\t"
+            "movs r5, #0\n\t"
+            "movs r6, #0\n\t"
+            "movs r7, #0\n\t"
+            "mov r12, r2\n\t"
+            "mov lr, r2\n\t"
+            "subs r1, r1, r0\n\t"
+            "b 2f\n\t"
+            "1:\n\t"
+            "stmia r0!, {r2-r7, r12, lr}\n\t"
+            "2:\n\t"
+            "subs r1, r1, #32\n\t"
+            "bge 1b\n\t"
+            "adds r1, r1, #32\n\t"
+            "beq 3f\n\t"
+            "stmia r0!, {r2, r3, r12, lr}\n\t"
+            "3:\n\t"
+            "pop {r4-r7, pc}\n\t");
 }
-
-static RLX_DWP_NOINLINE void rlx_dwp_row_any(const rlx_dw_conv_params *p, const int16_t *x0, const int16_t *x1,
-                                             const int16_t *x2, const int32_t steps[3], const uint32_t *wk,
-                                             int8_t *dst, const rlx_dwp_line *ln)
+#else
+static void rlx_dwp_zero(uint32_t *w, const uint32_t *end)
 {
-    rlx_dwp_out_row(p, x0, x1, x2, steps, wk, dst, ln, p->rq_mode != 0, 0);
+    for (; w != end; w += 4) {
+        w[0] = 0u, w[1] = 0u, w[2] = 0u, w[3] = 0u;
+    }
 }
+#endif
 #endif
 
 /* scratch: per channel of a block RLX_DWP_K words (weight pairs, requantization), then 3 ring
- * lines of its planes and a zero plane, (n - 1) stride + 4 halfwords each (n: outputs along
- * the line). */
-void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
-{
+ * lines, each the planes of the block's groups of 4 channels, 4 wq halfwords a group (wq and the
+ * block's channels as rlx_dwp_run computes them; rules.py's _dw_pair_scratch mirrors both). */
 #if RLX_USE_DSP
+/* One output line of a block's channels (rlx_dwp_job): an asm routine per stride. */
+typedef void (*rlx_dwp_line_fn)(const rlx_dwp_job *);
+
+/* The kernel, with the line routines of its output rule (NULL: the C lines, rlx_dwp_line_c, which
+ * every rq_mode but the routines' own runs, and strides above 2). */
+static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
+                                         int32_t rq_mode, rlx_dwp_line_fn s1, rlx_dwp_line_fn s2)
+{
     const int32_t ch = p->in_c, in_h = p->in_h, in_w = p->in_w, out_h = p->out_h, out_w = p->out_w;
     /* L: the axis the line runs along; B: the one the ring steps across */
     const int32_t along_h = out_h > out_w;
-    rlx_dwp_line ln = {along_h ? out_h : out_w, along_h ? p->stride_h : p->stride_w, along_h ? out_w * ch : ch, 0, 0};
+    const int32_t n_l = along_h ? out_h : out_w, s_l = along_h ? p->stride_h : p->stride_w;
     const int32_t in_l = along_h ? in_h : in_w, pad_l = along_h ? p->pad_top : p->pad_left;
     const int32_t in_b = along_h ? in_w : in_h, pad_b = along_h ? p->pad_left : p->pad_top;
     const int32_t out_b = along_h ? out_w : out_h, s_b = along_h ? p->stride_w : p->stride_h;
     const int32_t ps = along_h ? in_w * ch : ch, bs = along_h ? ch : in_w * ch, ob = along_h ? ch : out_w * ch;
-    const int32_t wq = (ln.n - 1) * ln.stride + 4, cb = ch < RLX_DWP_CB ? ch : RLX_DWP_CB;
-    const int32_t scale = p->rq_mode != 0 ? 2 : 1;
+    const int32_t os = along_h ? out_w * ch : ch;
+    /* plane length: the last output's taps and the word past them that a pair's second
+     * output reads (stride 2: one more pair); even, so that planes stay word-aligned */
+    const int32_t wq = ((n_l - 1) * s_l + 2 + 2 * s_l + 1) & ~1;
+    /* channels per block: 4 to 16, the 3 ring lines in about 1 KB, or up to 4 KB as a sixteenth of
+     * the layer's input and output (each line costs its set-up per block; KWS's arena is its dw
+     * layers') */
+    const int32_t io = (in_h * in_w + out_h * out_w) * ch / 16;
+    int32_t cb = (io < 1024 ? 1024 : io > 4096 ? 4096 : io) / (24 * wq) * 4;
+    cb = cb < 4 ? 4 : cb > 16 ? 16 : cb;
+    cb = ch < cb ? ch : cb;
+    const int32_t fast = p->rq_mode != 0, dbl = fast ? 1 : 0;
+    /* the layer's arrays as locals (the scratch's stores may alias the struct) */
+    const int8_t *const wts = p->weights;
+    const int32_t *const bias = p->bias, *const mult = p->mult, *const rq_add = p->rq_add;
+    /* window line r's taps along the line: w[r * rstep + t * tstep] */
+    const int32_t rstep = along_h ? ch : 3 * ch, tstep = along_h ? 3 * ch : ch;
     uint32_t *const wk = (uint32_t *)(void *)scratch;
-    int16_t *const ring = scratch + 2 * RLX_DWP_K * cb, *const zero = ring + 3 * cb * wq;
+    /* a ring line: the planes of the block's groups of 4 channels (the last one's missing channels
+     * unused), 4 wq halfwords each */
+    const int32_t ls = (cb + 3) / 4 * 4 * wq;
+    int16_t *const ring = scratch + 2 * RLX_DWP_K * cb;
     /* the plane positions that hold image pixels: [lo, hi); the others are padding, zeroed once */
     const int32_t lo = pad_l < wq ? pad_l : wq, hi = in_l + pad_l < wq ? in_l + pad_l : wq;
-    for (int32_t i = 0; i < 3 * cb; i++) {
-        for (int32_t j = 0; j < lo; j++) {
-            ring[i * wq + j] = 0;
-        }
-        for (int32_t j = hi; j < wq; j++) {
-            ring[i * wq + j] = 0;
-        }
+    for (int32_t i = 0; i < 3 * ls; i++) {
+        ring[i] = 0;
     }
-    for (int32_t j = 0; j < wq; j++) {
-        zero[j] = 0;
-    }
+    /* the ring's slots all zero (bit s: slot s); the words of a slot that widening writes, within
+     * [z0, z1): from the first group's first pixel pair, lo / 2 (4 words a pair), to the last
+     * group's last, (hi - 1) / 2 (the padding pairs between are 0 already) */
+    uint32_t zs = 7u;
+    const int32_t z0 = 4 * (lo >> 1), z1 = 2 * wq * ((cb - 1) / 4) + 4 * ((hi + 1) >> 1), sb3 = s_b % 3;
+    /* slot s % 3 at sl[s] (s < 5) */
+    int16_t *const sl[5] = {ring, ring + ls, ring + 2 * ls, ring, ring + ls};
+    /* the lines before the image (up to 3) as slot bits from the first window's first slot */
+    const uint32_t pm = (1u << (pad_b < 3 ? pad_b : 3)) - 1u;
+    const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
+    const uint32_t lo2 = ((uint32_t)p->act_min & 0xFFFFu) | ((uint32_t)p->act_min << 16);
+    const uint32_t hi2 = ((uint32_t)p->act_max & 0xFFFFu) | ((uint32_t)p->act_max << 16);
+    /* the bytes a plane pointer of the asm advances along a line: its quads (one more for 3 left),
+     * then a pair for 1 or 2 left */
+    const int32_t rem = n_l % 4, adv = 16 * s_l * (2 * (n_l / 4 + (rem == 3)) + (rem == 1 || rem == 2));
     for (int32_t c0 = 0; c0 < ch; c0 += cb) {
         const int32_t nc = ch - c0 < cb ? ch - c0 : cb;
-        ln.c0 = c0;
-        ln.nc = nc;
-        /* per channel and window line r: (w0, w1), (w1, w2) of its taps t along the line, as int16 */
-        for (int32_t c = c0; c < c0 + nc; c++) {
-            uint32_t *const q = wk + RLX_DWP_K * (c - c0);
+        /* per channel and window line r: (w0, w1), (w1, w2) of its taps along the line, as int16;
+         * 4 channels at a time from one word per tap (SXTB16 gives channels 0 and 2, ROR 8 1 and
+         * 3; doubling a pair by a shift carries the low half's sign into bit 16, cleared) */
+        const uint32_t dmask = fast ? 0xFFFEFFFFu : 0xFFFFFFFFu;
+        int32_t c = c0;
+        for (; c + 4 <= c0 + nc; c += 4) {
+            uint32_t *const q = wk + RLX_DWP_K * (c - c0) + RLX_DWP_W;
             for (int32_t r = 0; r < 3; r++) {
-                uint32_t w[3];
-                for (int32_t t = 0; t < 3; t++) {
-                    w[t] = (uint16_t)(scale * p->weights[(along_h ? 3 * t + r : 3 * r + t) * ch + c]);
-                }
-                q[2 * r] = w[0] | (w[1] << 16);
-                q[2 * r + 1] = w[1] | (w[2] << 16);
+                const int8_t *const w = wts + r * rstep + c;
+                const uint32_t t0 = rlx_rd32(w), t1 = rlx_rd32(w + tstep), t2 = rlx_rd32(w + 2 * tstep);
+                const uint32_t e0 = (rlx_sxtb16(t0) << dbl) & dmask, o0 = (rlx_sxtb16_ror8(t0) << dbl) & dmask;
+                const uint32_t e1 = (rlx_sxtb16(t1) << dbl) & dmask, o1 = (rlx_sxtb16_ror8(t1) << dbl) & dmask;
+                const uint32_t e2 = (rlx_sxtb16(t2) << dbl) & dmask, o2 = (rlx_sxtb16_ror8(t2) << dbl) & dmask;
+                q[2 * r] = rlx_dwp_pack(e0, e1), q[2 * r + 1] = rlx_dwp_pack(e1, e2);
+                q[RLX_DWP_K + 2 * r] = rlx_dwp_pack(o0, o1), q[RLX_DWP_K + 2 * r + 1] = rlx_dwp_pack(o1, o2);
+                q[2 * RLX_DWP_K + 2 * r] = rlx_dwp_packt(e1, e0);
+                q[2 * RLX_DWP_K + 2 * r + 1] = rlx_dwp_packt(e2, e1);
+                q[3 * RLX_DWP_K + 2 * r] = rlx_dwp_packt(o1, o0);
+                q[3 * RLX_DWP_K + 2 * r + 1] = rlx_dwp_packt(o2, o1);
             }
-            const int32_t add = p->rq_mode != 0 ? p->rq_add[c] : 1;
-            q[6] = p->rq_mode != 0 ? (uint32_t)p->mult[c] : 0u;
-            q[7] = (uint32_t)add;
-            q[8] = (uint32_t)rlx_rq_e(add);
-            q[9] = q[10] = (uint32_t)p->bias[c] * (uint32_t)scale;
         }
+        for (; c < c0 + nc; c++) {
+            uint32_t *const q = wk + RLX_DWP_K * (c - c0) + RLX_DWP_W;
+            for (int32_t r = 0; r < 3; r++) {
+                const int8_t *const w = wts + r * rstep + c;
+                const uint32_t w0 = (uint32_t)(int32_t)w[0] << dbl, w1 = (uint32_t)(int32_t)w[tstep] << dbl;
+                const uint32_t w2 = (uint32_t)(int32_t)w[2 * tstep] << dbl;
+                q[2 * r] = rlx_dwp_pack(w0, w1), q[2 * r + 1] = rlx_dwp_pack(w1, w2);
+            }
+        }
+        for (c = c0; c < c0 + nc; c++) {
+            uint32_t *const q = wk + RLX_DWP_K * (c - c0);
+            const int32_t add = fast ? rq_add[c] : 1;
+            q[0] = q[1] = q[2] = q[3] = (uint32_t)bias[c] << dbl;
+            q[RLX_DWP_E] = (uint32_t)rlx_rq_e(add);
+            q[RLX_DWP_E + 1] = fast ? (uint32_t)mult[c] : 0u;
+            q[RLX_DWP_E + 2] = (uint32_t)add;
+            q[RLX_DWP_OS] = (uint32_t)os;
+            q[RLX_DWP_LH] = lo2;
+            q[RLX_DWP_LH + 1] = hi2;
+            /* the next channel's planes: the next word of the group, or the next group's first */
+            q[RLX_DWP_PADJ] = (uint32_t)(((c - c0) & 3) < 3 ? 4 - adv : 8 * wq - 12 - adv);
+        }
+        rlx_dwp_job job;
+        job.kend = wk + RLX_DWP_K * nc + RLX_DWP_E;
+        job.k = wk + RLX_DWP_E;
+        job.n = n_l;
+        job.oadj = 1 - n_l * os;
+        const int32_t npix = hi - lo;
+        /* per group of a line: a lead word where the pixels start at an odd position, pairs, a
+         * trail word where one pixel is left */
+        const int32_t lead = lo & 1 && npix > 0, np = (npix - lead) / 2, trail = (npix - lead) & 1;
+        rlx_dwp_wjob wj = {NULL, ps, NULL, 16 * np, nc / 4, off2, 4 - npix * ps, 8 * wq - 16 * (lead + np + trail),
+                           lead, trail};
         for (int32_t n = 0; n < p->batches; n++) {
             const int8_t *img = in + n * in_h * in_w * ch + (lo - pad_l) * ps + c0;
             int8_t *o = out + n * out_h * out_w * ch + c0;
-            /* tag[s]: the image line ring slot s holds (-1: none yet) */
-            int32_t tag[3] = {-1, -1, -1};
-            for (int32_t k = 0; k < out_b; k++, o += ob) {
-                const int16_t *x[3];
-                int32_t steps[3];
-                for (int32_t i = 0; i < 3; i++) {
-                    const int32_t ib = k * s_b - pad_b + i;
-                    if (ib < 0 || ib >= in_b) {
-                        x[i] = zero;
-                        steps[i] = 0;
-                        continue;
+            /* image lines are widened in order into consecutive ring slots (mod 3): the ring holds
+             * the last 3, the window's (strides up to 3). A line outside the image reads the slot
+             * its index maps to, which no line of its window holds (3 lines, 3 slots), zeroed if it
+             * is not. The first window's first line (s0: its slot) goes to a zero slot where there
+             * is one (the last pass's bottom padding left one), sparing a zeroing per block. The
+             * lines before the image get zero slots here, for every window that reads them (no
+             * line is widened into those before); the windows check the lines after it. */
+            int32_t s0 = zs & 1u ? 0 : zs & 2u ? 1 : 2;
+            int32_t nxt = 0, ns = (s0 + pad_b) % 3;
+            const uint32_t need = ((pm << s0 | pm >> (3 - s0)) & 7u) & ~zs;
+            if (need != 0u) {
+                for (int32_t z = 0; z < 3; z++) {
+                    if (need >> z & 1u) {
+                        rlx_dwp_zero((uint32_t *)(void *)sl[z] + z0, (uint32_t *)(void *)sl[z] + z1);
                     }
-                    const int32_t s = ib % 3;
-                    int16_t *const slot = ring + s * cb * wq;
-                    if (tag[s] != ib) {
-                        rlx_dwp_widen(p, img + ib * bs, ps, nc, slot, wq, lo, hi);
-                        tag[s] = ib;
-                    }
-                    x[i] = slot;
-                    steps[i] = wq;
                 }
-                if (p->rq_mode == 2) {
-                    rlx_dwp_row_sat(p, x[0], x[1], x[2], steps, wk, o, &ln);
+                zs |= need;
+            }
+            for (int32_t k = 0, ib0 = -pad_b; k < out_b; k++, ib0 += s_b, o += ob) {
+                for (const int32_t last = ib0 + 2 < in_b ? ib0 + 2 : in_b - 1; nxt <= last; nxt++) {
+                    rlx_dwp_widen(&wj, img + nxt * bs, sl[ns], nc, wq, lo, hi, p->in_offset);
+                    zs &= ~(1u << ns);
+                    ns = ns == 2 ? 0 : ns + 1;
+                }
+                if (ib0 + 2 >= in_b) {
+                    for (int32_t i = 0; i < 3; i++) {
+                        /* line ib0 + i outside the image, and its slot not zero */
+                        const int32_t z = s0 + i < 3 ? s0 + i : s0 + i - 3;
+                        if ((uint32_t)(ib0 + i) >= (uint32_t)in_b && !(zs >> z & 1u)) {
+                            rlx_dwp_zero((uint32_t *)(void *)sl[z] + z0, (uint32_t *)(void *)sl[z] + z1);
+                            zs |= 1u << z;
+                        }
+                    }
+                }
+                job.x[0] = sl[s0], job.x[1] = sl[s0 + 1], job.x[2] = sl[s0 + 2];
+                job.o = o;
+                if (s1 != NULL && p->rq_mode == rq_mode && s_l <= 2) {
+                    (s_l == 1 ? s1 : s2)(&job);
                 } else {
-                    rlx_dwp_row_any(p, x[0], x[1], x[2], steps, wk, o, &ln);
+                    rlx_dwp_line_c(p, &job, nc, c0, s_l, wq);
                 }
+                s0 = s0 + sb3 < 3 ? s0 + sb3 : s0 + sb3 - 3;
             }
         }
     }
+}
+#endif
+
+/* rq_mode 2 (saturating) on the asm lines; any other layer on the C lines */
+void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+#if RLX_USE_DSP && defined(RLX_DWP_ASM)
+    rlx_dwp_run(p, in, out, scratch, 2, rlx_dwp_s1_sat, rlx_dwp_s2_sat);
+#elif RLX_USE_DSP
+    rlx_dwp_run(p, in, out, scratch, 2, NULL, NULL);
+#else
+    rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
+#endif
+}
+
+/* rq_mode 1 (a clamp) on the asm lines: a kernel of its own, so that a model without such a layer
+ * links neither of its routines (flash) */
+void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out,
+                                          int16_t *scratch)
+{
+#if RLX_USE_DSP && defined(RLX_DWP_ASM)
+    rlx_dwp_run(p, in, out, scratch, 1, rlx_dwp_s1_clamp, rlx_dwp_s2_clamp);
+#elif RLX_USE_DSP
+    rlx_dwp_run(p, in, out, scratch, 1, NULL, NULL);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
 #endif

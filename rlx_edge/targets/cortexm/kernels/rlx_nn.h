@@ -23,10 +23,11 @@
  *  - the reduction buffer (im2col / expanded input) is int16 and, per quad,
  *    ordered x0, x2, x1, x3: the halves SXTB16 gives for a word of input;
  *  - the GEMM's per-channel constants are one array, 12 words per block of
- *    4 rows, read by both builds: the folded biases, then per row the
- *    multiplier and either the shift (rq_mode 0) or rq_add (modes 1, 2; its
- *    shift e is read off it, see rlx_rq_e); other kernels keep one array
- *    per constant.
+ *    4 rows, read by both builds: the folded biases (an even row's word
+ *    + 256 x the next row's, which SMLAD of a raw weight word sums too),
+ *    then per row the multiplier and either the shift (rq_mode 0) or rq_add
+ *    (modes 1, 2; its shift e is read off it, see rlx_rq_e); other kernels
+ *    keep one array per constant.
  */
 #ifndef RLX_NN_H
 #define RLX_NN_H
@@ -81,7 +82,8 @@ struct rlx_gemm_params {
     int32_t act_max;
     int32_t rq_mode;         /* 0: reference requantization; 1, 2: the fast exact form (rlx_rq_fast) */
     const int8_t *weights;   /* [ceil(out_c/4)][k_quads][16], the order above */
-    /* [ceil(out_c/4)][12] per block of 4 rows: the 4 biases (zero point folded in), then per row
+    /* [ceil(out_c/4)][12] per block of 4 rows: the 4 biases (zero point folded in; rows 0 and 2
+     * + 256 x rows 1 and 3's, rlx_even_start), then per row
      * its Q31 multiplier and, mode 0, its shift (positive: left) or, modes 1, 2, its rq_add
      * 2**(e-1) + out_zp * 2**e (right shift e = rlx_rq_e) */
     const int32_t *chan;
@@ -221,9 +223,12 @@ void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t
 /* scratch: a ring of 3 int16 rows of one group of 4 channels and a zero row, 32 ((out_w - 1) stride_w + 3) bytes */
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
-/* DSP cores (rlx_depthwise_conv_3x3_s8 elsewhere): channel-planar int16 lines, SMLAD on tap pairs;
- * scratch: the larger of that kernel's and its own (rules.py: blocks of 4 channels' constants and planes) */
+/* DSP cores (rlx_depthwise_conv_3x3_s8 elsewhere), strides 1 and 2: channel-planar int16 lines, SMLAD on
+ * tap pairs; rq_mode 2 and 0 (pair_s8), rq_mode 1 (pair_clamp_s8); scratch: the larger of that
+ * kernel's and its own (rules.py: blocks of 4 to 16 channels' constants and planes) */
 void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out,
+                                          int16_t *scratch);
 /* any other window (balanced, speed); scratch: widened weights, a ring of widened rows and a zero row (rules.py) */
 void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 /* 1-D windows (Kx1, 1xK) on DSP cores, the ring elsewhere; scratch: the larger of its planes and the ring (rules.py) */

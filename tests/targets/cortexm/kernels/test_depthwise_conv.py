@@ -1,6 +1,6 @@
-"""rlx_depthwise_conv_3x3_s8 (int8 layouts), rlx_depthwise_conv_3x3_wide_s8 (--optimize speed's int16
-layouts), rlx_depthwise_conv_ring_s8 (every other window) and rlx_depthwise_conv_s8 (--optimize size)
-against the integer reference."""
+"""rlx_depthwise_conv_3x3_pair_s8 and rlx_depthwise_conv_3x3_s8 (int8 layouts), rlx_depthwise_conv_3x3_wide_s8
+(--optimize speed's int16 layouts), rlx_depthwise_conv_ring_s8 (every other window) and rlx_depthwise_conv_s8
+(--optimize size) against the integer reference."""
 
 from __future__ import annotations
 
@@ -17,16 +17,20 @@ from rlx_edge.targets.reference.compare import make_inputs
 from ..conftest import rand_q, wq
 
 _KERNEL_3X3 = {"balanced": "rlx_depthwise_conv_3x3_s8(", "speed": "rlx_depthwise_conv_3x3_wide_s8("}
+_PAIR = "rlx_depthwise_conv_3x3_pair_"  # pair_s8( and pair_clamp_s8(
 
 
 def _dw_layer(g: Graph, rng, k: int, h: int, w: int, c: int, *, m: int = 1, kh: int = 3, kw: int = 3, s: int = 1,
-              d: int = 1, pad: str = "same", act: str = "none") -> None:  # fmt: skip
-    """Depthwise layer k of g (its own input and output): random int8 weights and bias."""
+              d: int = 1, pad: str | tuple[int, int, int, int] = "same", act: str = "none") -> None:  # fmt: skip
+    """Depthwise layer k of g (its own input and output): random int8 weights and bias; pad "same",
+    "valid" or explicit (top, bottom, left, right)."""
+    pads = pad if isinstance(pad, tuple) else (0, 0, 0, 0)
     x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
     wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, c * m)).astype(np.int8), quant=wq(rng, c * m, 3))
     b = g.param(f"b{k}", rng.integers(-3000, 3000, c * m).astype(np.int32))
     y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), strides=(s, s),
-                           dilations=(d, d), padding=pad, activation=act, depth_multiplier=m)  # fmt: skip
+                           dilations=(d, d), padding="explicit" if isinstance(pad, tuple) else pad, pads=pads,
+                           activation=act, depth_multiplier=m)  # fmt: skip
     g.output(y)
 
 
@@ -67,7 +71,8 @@ def test_depthwise_random(check, fast, optimize):
     model_c = emit(g, optimize).files["model.c"]
     generic = "rlx_depthwise_conv_s8(" if optimize == "size" else "rlx_depthwise_conv_ring_s8("
     want = _KERNEL_3X3[optimize] if fast else generic
-    assert model_c.count(want) == 8
+    # balanced: the pair kernel takes strides 1 and 2 but single output pixels
+    assert model_c.count(want) + (model_c.count(_PAIR) if fast and optimize == "balanced" else 0) == 8
     assert check(g, n_inputs=5, optimize=optimize) == 8
 
 
@@ -90,7 +95,7 @@ def test_size_runs_3x3_on_the_generic_kernel():
     g.output(y)
     calls = {lv: emit(g, lv).files["model.c"] for lv in ("size", "balanced", "speed")}
     assert "rlx_depthwise_conv_s8(" in calls["size"] and "3x3" not in calls["size"]
-    assert "rlx_depthwise_conv_3x3_s8(" in calls["balanced"]
+    assert _PAIR in calls["balanced"]
     assert "rlx_depthwise_conv_3x3_wide_s8(" in calls["speed"]
 
 
@@ -114,7 +119,8 @@ def test_depthwise_3x3_thin_inputs(check, optimize):
         wt = g.param(f"w{k}", rng.integers(-127, 128, (1, 3, 3, c)).astype(np.int8), quant=wq(rng, c, 3))
         b = g.param(f"b{k}", rng.integers(-3000, 3000, c).astype(np.int32))
         g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
-    assert emit(g, optimize).files["model.c"].count(_KERNEL_3X3[optimize]) == len(shapes)
+    model_c = emit(g, optimize).files["model.c"]
+    assert model_c.count(_KERNEL_3X3[optimize]) + (model_c.count(_PAIR) if optimize == "balanced" else 0) == len(shapes)
     assert check(g, n_inputs=5, optimize=optimize) >= 5  # inputs compared, bit-exact on both builds
 
 
@@ -144,21 +150,50 @@ def test_depth_multiplier_on_one_channel_runs_as_a_convolution(check):
 
 
 def test_depthwise_3x3_int8_dsp_path_on_m4_bit_exact(tmp_path):
-    """The balanced 3x3 kernel's Cortex-M4 asm (a group of 4 channels over a ring of widened
-    input rows): channels with and without a remainder past the groups of 4, strides 1 and 2
-    (rows kept in the ring) and 3 (none kept), same and valid padding, inputs one or two pixels
-    wide, both output rules (saturating rq_mode 2; a relu whose zero point is not -128 clamps),
-    under QEMU against the reference."""
+    """The balanced 3x3 group ring's Cortex-M4 asm (a group of 4 channels over a ring of widened
+    input rows), which keeps stride 3 and single output pixels on DSP cores (the pair kernel takes
+    the rest): channels with and without a remainder past the groups of 4, strides 1, 2 and 3, same
+    and valid padding, inputs one or two pixels wide, both output rules (saturating rq_mode 2; a
+    relu whose zero point is not -128 clamps), under QEMU against the reference."""
     rng = np.random.default_rng(17)
     g = Graph("dw_m4")
-    cases = [(6, 5, 8, 1, "same"), (7, 6, 6, 2, "same"), (5, 7, 13, 1, "valid"), (2, 1, 4, 1, "same"),
-             (4, 4, 3, 2, "valid"), (3, 2, 12, 2, "same"), (8, 7, 8, 3, "same")]  # fmt: skip
+    cases = [(8, 7, 8, 3, "same"), (4, 4, 3, 2, "valid"), (2, 1, 4, 2, "same"), (1, 1, 12, 1, "same"),
+             (5, 5, 6, 3, "valid"), (7, 9, 7, 3, "valid"), (9, 8, 13, 3, "same"), (6, 5, 8, 1, "same")]  # fmt: skip
     for k, (h, w, c, s, pad) in enumerate(cases):
         _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=["none", "relu", "relu6"][k % 3])
-    assert emit(g).files["model.c"].count("rlx_depthwise_conv_3x3_s8(") == len(cases)
-    modes = {emit(g).files["model.c"].count(f".rq_mode = {m},") for m in (1, 2)}
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_3x3_s8(") == 7 and model_c.count(_PAIR) == 1
+    modes = {model_c.count(f".rq_mode = {m},") for m in (1, 2)}
     assert 0 not in modes  # both output rules run
     _bit_exact_on_m4(g, tmp_path, seed=4)
+
+
+def test_depthwise_3x3_group_ring_speed_on_m4_bit_exact(tmp_path):
+    """--optimize speed with channels not a multiple of 4 (no int16 layouts) runs the group ring on M4
+    over several rows (balanced gives those layers to the pair kernel): strides 1 and 2 (rows kept
+    in the ring), same and valid padding, both output rules, three layers in a chain under QEMU
+    against the reference."""
+    from rlx_edge.hil.qemu import run_qemu
+    from rlx_edge.targets.cortexm import build_model_firmware
+
+    rng = np.random.default_rng(19)
+    g = Graph("dw_ring_speed")
+    y = g.input("x", (1, 9, 8, 6), "i8", quant=rand_q(rng, 0.01, 0.1))
+    for k, (s, pad, act) in enumerate([(1, "same", "none"), (2, "same", "relu6"), (1, "valid", "relu")]):
+        wt = g.param(f"w{k}", rng.integers(-127, 128, (1, 3, 3, 6)).astype(np.int8), quant=wq(rng, 6, 3))
+        b = g.param(f"b{k}", rng.integers(-3000, 3000, 6).astype(np.int32))
+        y = g.depthwise_conv2d(y, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), strides=(s, s),
+                               dilations=(1, 1), padding=pad, activation=act, depth_multiplier=1)  # fmt: skip
+    g.output(y)
+    model_c = emit(g, "speed").files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_3x3_wide_s8(") == 3 and ".weights16 = NULL" in model_c
+    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (1, 2)} == {True}  # both output rules run
+    elf, _ = build_model_firmware(g, "qemu-m4", tmp_path, optimize="speed")
+    samples, name = make_inputs(g, 3, seed=8), g.outputs[0]
+    t = g.types[name]
+    got = run_qemu(elf, "qemu-m4", [x["x"] for x in samples], output_dtype=t.dtype.numpy, output_shape=t.shape)
+    for k, (out, x) in enumerate(zip(got, samples)):
+        assert np.array_equal(out, run(g, x)[name]), f"input {k}"
 
 
 def test_depthwise_ring_every_window_bit_exact(check, tmp_path):
@@ -224,29 +259,51 @@ def test_depthwise_few_pixels_take_the_generic_kernel(check):
 
 
 def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
-    """rlx_depthwise_conv_3x3_pair_s8 (balanced, stride 1, lines of 16 outputs or more and at most 8
-    across: channel planes, SMLAD on tap pairs), on both host builds (the portable one runs the group
-    ring inside it) and under QEMU on M4 (its pair asm): lines along H (tall) and along W (wide), odd
-    and even lengths (the single-pixel tail), channels in blocks of 8 with odd remainders (5, 13, 3:
-    the widening's single channels), same and valid padding, rq_mode 2, 1 (relu, relu6 clamps) and 0
-    (a multiplier above 1); a stride-2 and a short layer keep rlx_depthwise_conv_3x3_s8."""
+    """rlx_depthwise_conv_3x3_pair_s8 and _pair_clamp_s8 (balanced, strides 1 and 2: channel planes, SMLAD
+    on tap pairs), on both host builds (the portable one runs the group ring inside them) and under QEMU
+    on M4 (their line asm, 4 routines: strides 1 and 2, saturating in pair_s8, clamped in
+    pair_clamp_s8; the widening asm): lines along H (tall) and along W (wide); line lengths leaving 0,
+    1, 2 and 3 outputs after the quads (a pair, a quad storing 3), at both strides; lines of 2 and 3
+    outputs (one image line: zeros on both sides); pixels from an odd or even plane position, odd or
+    even in number (the widening's lead and trail words); blocks of 4 to 16 channels with odd
+    remainders (5, 13, 3, 17: the widening's single channels), and of 12 on a layer whose input and
+    output set a larger block (12x12x64: the scratch rules.py reserves for it); lines outside the
+    image read a ring slot zeroed in place, over several blocks (the next block's top padding on the
+    slot the last one's bottom left zero): padding on both sides, after the image only (stride 2 on
+    10 columns), on both sides of one image line (2x1x20, two blocks), and explicit pads (a third
+    image, on M4) before the image only (2 lines at stride 1, 1 at stride 2: the block's first slots
+    zeroed at its start, the last block having left none) and 2 lines on both sides of 2 lines;
+    same and valid padding; rq_mode 2, 1 (relu, relu6 clamps) and 0 (a multiplier above 1, the C
+    lines); a single output pixel keeps rlx_depthwise_conv_3x3_s8."""
     rng = np.random.default_rng(43)
-    g = Graph("dw_pair")
-    # (h, w, c, stride, padding, activation)
-    cases = [(17, 3, 8, 1, "same", "none"), (18, 5, 13, 1, "same", "relu6"), (4, 20, 6, 1, "same", "relu"),
-             (20, 7, 3, 1, "valid", "none"), (16, 2, 5, 1, "same", "relu6"), (33, 5, 4, 2, "same", "none"),
-             (6, 6, 4, 1, "same", "none")]  # fmt: skip
-    for k, (h, w, c, s, pad, act) in enumerate(cases):
-        _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=act)
-    # rq_mode 0: weights in -1..1 and a small output scale (multipliers above 1), as the GEMM's test
-    x = g.input("xr", (1, 17, 4, 5), "i8", quant=QuantParams(np.float32(0.1), 5))
-    wt = g.param("wr", rng.integers(-1, 2, (1, 3, 3, 5)).astype(np.int8), quant=wq(rng, 5, 3))
-    y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3), strides=(1, 1),
-                           dilations=(1, 1), padding="same", activation="none", depth_multiplier=1)  # fmt: skip
-    g.output(y)
-    model_c = emit(g).files["model.c"]
-    assert model_c.count("rlx_depthwise_conv_3x3_pair_s8(") == 6
-    assert model_c.count("rlx_depthwise_conv_3x3_s8(") == 2
-    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (0, 1, 2)} == {True}  # every output rule runs
-    assert check(g, n_inputs=5) >= 5
-    _bit_exact_on_m4(g, tmp_path, seed=6)
+    # (h, w, c, stride, padding, activation), two images (the runner takes 8 inputs)
+    images = [[(17, 3, 8, 1, "same", "none"), (18, 5, 13, 1, "same", "relu6"), (4, 20, 6, 1, "same", "relu"),
+               (20, 7, 3, 1, "valid", "none"), (17, 2, 5, 1, "same", "relu6"), (33, 5, 4, 2, "same", "none"),
+               (12, 12, 64, 1, "same", "none"), (2, 1, 20, 1, "same", "none")],
+              [(11, 4, 8, 1, "same", "relu6"), (14, 10, 17, 2, "same", "none"), (9, 12, 8, 2, "valid", "relu6"),
+               (3, 3, 20, 1, "same", "none"), (5, 6, 12, 2, "same", "relu"), (1, 2, 12, 1, "same", "relu6"),
+               (2, 2, 8, 2, "same", "none")],
+              [(20, 6, 12, 1, (0, 1, 2, 0), "none"), (5, 18, 8, 2, (1, 0, 0, 1), "relu6"),
+               (2, 19, 20, 1, (2, 2, 1, 0), "none")]]  # fmt: skip
+    modes, kernels = set(), set()
+    for n, cases in enumerate(images):
+        g = Graph(f"dw_pair{n}")
+        for k, (h, w, c, s, pad, act) in enumerate(cases):
+            _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=act)
+        if n == 1:
+            # rq_mode 0: weights in -1..1 and a small output scale (multipliers above 1), as the GEMM's test
+            x = g.input("xr", (1, 17, 4, 5), "i8", quant=QuantParams(np.float32(0.1), 5))
+            wt = g.param("wr", rng.integers(-1, 2, (1, 3, 3, 5)).astype(np.int8), quant=wq(rng, 5, 3))
+            y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3),
+                                   strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
+                                   depth_multiplier=1)  # fmt: skip
+            g.output(y)
+        model_c = emit(g).files["model.c"]
+        assert model_c.count(_PAIR) == len(cases)  # image 1: the rq_mode 0 layer too, less the 1x1 one
+        assert model_c.count("rlx_depthwise_conv_3x3_s8(") == (n == 1)
+        modes |= {m for m in (0, 1, 2) if f".rq_mode = {m}," in model_c}
+        kernels |= {k for k in ("pair_s8(", "pair_clamp_s8(") if k in model_c}
+        if n < 2:  # the third image on M4 only: its ring is the same C on the host's DSP build (time)
+            assert check(g, n_inputs=5) >= 5
+        _bit_exact_on_m4(g, tmp_path / g.name, seed=6)
+    assert modes == {0, 1, 2} and len(kernels) == 2  # every output rule runs, the clamp on its own kernel
