@@ -760,7 +760,7 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
 /* 4 output channels x 1 row of int8 input read in place (fully connected):
  * no scratch. On DSP cores each input word is widened in registers
  * (SXTB16, SXTB16 ROR 8) once for 4 channels. The last, partial quad is
- * read byte by byte (never past the row) and zero-filled. */
+ * one zero-filled word, read without reading past the row. */
 #if RLX_GEMM_ASM
 /* rlx_mac4_quad of the next input word (px) against the block's next 4 weight words (pw): 1 + 4
  * loads, 2 + 4 SXTB16, 8 SMLAD for 16 MACs. */
@@ -785,6 +785,19 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
     "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
     "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
 #endif
+#if RLX_GEMM_ASM
+/* One row's accumulator A to its int8 output in A, rq_mode 1 and 2 (rlx_chan_out's mode 2; the
+ * clamp of mode 1 follows on the packed word), its multiplier and rq_add at [qp, #OFF]. */
+#define RLX_RQ_ROW1_ASM(A, OFF)                                                                                      \
+    "ldrd   %[xe], %[wv], [%[qp], #" OFF "]\n\t"                                                                   \
+    "lsl    %[px], %[" A "], #1\n\t"                                                                               \
+    "smmlar %[px], %[px], %[xe], %[wv]\n\t"                                                                        \
+    "add    %[px], %[px], %[" A "], asr #31\n\t"                                                                   \
+    "rbit   %[wv], %[wv]\n\t"                                                                                      \
+    "clz    %[wv], %[wv]\n\t"                                                                                      \
+    "asr    %[px], %[px], %[wv]\n\t"                                                                               \
+    "ssat   %[" A "], #8, %[px], asr #1\n\t"
+#endif
 /* acc + the 4 bytes of w + 128 each (their sign bits flipped): USADA8 against 0. */
 RLX_INLINE uint32_t rlx_sum4_u8(uint32_t w, uint32_t acc)
 {
@@ -798,48 +811,184 @@ RLX_INLINE uint32_t rlx_sum4_u8(uint32_t w, uint32_t acc)
 #endif
 }
 
-static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n, int8_t *out)
+#if RLX_GEMM_ASM
+/* rq_mode 1 and 2 (2 is 1 with int8's bounds) of one row of input: every block of 4 rows in one
+ * asm block, its accumulators' start, its MAC loop over the whole quads, the partial last quad (its
+ * two SXTB16 pairs t02, t13 ready), and its 4 outputs requantized as RLX_RQ_ROW2_ASM does (one
+ * pixel), packed (BFI), clamped 4 lanes at a time (SSUB8, SEL) and stored as one word, or a
+ * byte at a time for the rows that exist of a partial last block. What has no register lives in a
+ * 24-byte frame below sp: [0] out_end, [4] and [8] the bounds (a byte each in every lane), [12]
+ * t02, [16] t13, [20] where a block goes after its whole quads (the partial quad, or past it).
+ * Inlined only into rlx_gemm_row_s8, which is out of line: inlined into the batch loop of
+ * rlx_fully_connected_s8, GCC finds no 14 registers for it. */
+RLX_INLINE void rlx_gemm_row_asm(const int32_t *q, const int8_t *w, const int8_t *x, const int8_t *x_end,
+                                 uint32_t c128, int8_t *out, int8_t *out_end, uint32_t lo4, uint32_t hi4, uint32_t t02,
+                                 uint32_t t13, uint32_t partial)
 {
-    const int32_t kq = g->k_quads;
-    const int32_t full = n >> 2;
+    uint32_t a0 = (uint32_t)out_end, a1 = lo4, a2 = hi4, a3 = t02, xv = t13, xe = partial, wv = 0;
+    uint32_t px = 0, pw = (uint32_t)w, qp = (uint32_t)q, po = (uint32_t)out, x0 = (uint32_t)x, xend = (uint32_t)x_end;
+    uint32_t c = c128;
+    __asm__ volatile(
+        "sub    sp, sp, #24\n\t"
+        "strd   %[a0], %[a1], [sp, #0]\n\t"
+        "strd   %[a2], %[a3], [sp, #8]\n\t"
+        /* where a block goes after its whole quads: the partial quad, or past it (bit 0 set: Thumb) */
+        "adr    %[wv], 7f + 1\n\t"
+        "cmp    %[xe], #0\n\t"
+        "it     eq\n\t"
+        "adreq  %[wv], 4f + 1\n\t"
+        "strd   %[xv], %[wv], [sp, #16]\n\t"
+        "2:\n\t"
+        /* the accumulators' start (rlx_even_start) */
+        "ldrd   %[a0], %[a1], [%[qp]]\n\t"
+        "ldrd   %[a2], %[a3], [%[qp], #8]\n\t"
+        "sub    %[a0], %[a0], %[c]\n\t"
+        "sub    %[a2], %[a2], %[c]\n\t"
+        "mov    %[px], %[x0]\n\t"
+        "cmp    %[px], %[xend]\n\t"
+        "beq    3f\n\t"
+        "1:\n\t" RLX_ROW_QUAD_ASM
+        "cmp    %[px], %[xend]\n\t"
+        "bne    1b\n\t"
+        "3:\n\t"
+        "ldr    pc, [sp, #20]\n\t"
+        "7:\n\t"
+        "ldrd   %[xe], %[xv], [sp, #12]\n\t"
+        "ldr    %[wv], [%[pw]], #16\n\t"
+        "smlad  %[a0], %[xe], %[wv], %[a0]\n\t"
+        "sxtb16 %[wv], %[wv], ror #8\n\t"
+        "smlad  %[a1], %[xe], %[wv], %[a1]\n\t"
+        "ldr    %[wv], [%[pw], #-12]\n\t"
+        "smlad  %[a2], %[xe], %[wv], %[a2]\n\t"
+        "sxtb16 %[wv], %[wv], ror #8\n\t"
+        "smlad  %[a3], %[xe], %[wv], %[a3]\n\t"
+        "ldr    %[wv], [%[pw], #-8]\n\t"
+        "smlad  %[a0], %[xv], %[wv], %[a0]\n\t"
+        "sxtb16 %[wv], %[wv], ror #8\n\t"
+        "smlad  %[a1], %[xv], %[wv], %[a1]\n\t"
+        "ldr    %[wv], [%[pw], #-4]\n\t"
+        "smlad  %[a2], %[xv], %[wv], %[a2]\n\t"
+        "sxtb16 %[wv], %[wv], ror #8\n\t"
+        "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
+        "4:\n\t"
+        /* the even rows less 256 x the odd rows (rlx_even_end), then each row's output */
+        "sub    %[a0], %[a0], %[a1], lsl #8\n\t"
+        "sub    %[a2], %[a2], %[a3], lsl #8\n\t"
+        RLX_RQ_ROW1_ASM("a0", "16") RLX_RQ_ROW1_ASM("a1", "24") RLX_RQ_ROW1_ASM("a2", "32")
+        RLX_RQ_ROW1_ASM("a3", "40")
+        "bfi    %[a0], %[a1], #8, #8\n\t"
+        "bfi    %[a0], %[a2], #16, #8\n\t"
+        "bfi    %[a0], %[a3], #24, #8\n\t"
+        "ldrd   %[xe], %[wv], [sp, #4]\n\t"
+        "ssub8  %[px], %[a0], %[xe]\n\t"
+        "sel    %[a0], %[a0], %[xe]\n\t"
+        "ssub8  %[px], %[wv], %[a0]\n\t"
+        "sel    %[a0], %[a0], %[wv]\n\t"
+        "add    %[qp], %[qp], #48\n\t"
+        "ldr    %[px], [sp, #0]\n\t"
+        "sub    %[xv], %[px], %[po]\n\t"
+        "cmp    %[xv], #4\n\t"
+        "blt    5f\n\t"
+        "str    %[a0], [%[po]], #4\n\t"
+        "cmp    %[po], %[px]\n\t"
+        "bne    2b\n\t"
+        "b      6f\n\t"
+        "5:\n\t"
+        "strb   %[a0], [%[po]], #1\n\t"
+        "lsr    %[a0], %[a0], #8\n\t"
+        "subs   %[xv], %[xv], #1\n\t"
+        "bne    5b\n\t"
+        "6:\n\t"
+        "add    sp, sp, #24"
+        : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xv] "+r"(xv), [xe] "+r"(xe), [wv] "+r"(wv),
+          [px] "+r"(px), [pw] "+r"(pw), [qp] "+r"(qp), [po] "+r"(po), [x0] "+r"(x0), [xend] "+r"(xend), [c] "+r"(c)
+        :
+        : "cc", "memory");
+}
+#endif
+
+/* out of line: see rlx_gemm_row_asm */
+static RLX_NOINLINE void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n, int8_t *out)
+{
+    const int32_t full = n >> 2, rem = n & 3;
+    /* the last, partial quad as one word, zero-filled: with a whole quad before it, the word
+     * ending at the row's end shifted down (nothing read past the row), else byte by byte */
     uint32_t tail = 0;
-    /* the row's sum: a word at a time on DSP cores (USADA8 of the biased bytes), less the bias */
-    int32_t sum = 0, k = 0;
+    if (rem != 0) {
+        if (full > 0) {
+            tail = rlx_rd32(x + n - 4) >> (8 * (4 - rem));
+        } else {
+            for (int32_t k = 0; k < rem; k++) {
+                tail |= ((uint32_t)(uint8_t)x[k]) << (8 * k);
+            }
+        }
+    }
+    /* the row's sum: a word at a time on DSP cores (USADA8 of the biased bytes, the tail word's
+     * zero bytes biased to 128 like the rest), less the bias */
 #if RLX_USE_DSP
-    uint32_t biased = 0;
-    for (; k < 4 * full; k += 4) {
+    uint32_t biased = rem != 0 ? rlx_sum4_u8(tail, 0) : 0;
+#if RLX_GEMM_ASM
+    if (full > 0) {
+        /* 5 instructions a word (GCC's loop takes 6: it rematerializes the 0 in the loop) */
+        const int8_t *px = x;
+        uint32_t v;
+        __asm__("1:\n\t"
+                "ldr    %[v], [%[px]], #4\n\t"
+                "eor    %[v], %[v], #0x80808080\n\t"
+                "usada8 %[s], %[v], %[z], %[s]\n\t"
+                "cmp    %[px], %[end]\n\t"
+                "bne    1b"
+                : [s] "+r"(biased), [px] "+r"(px), [v] "=&r"(v)
+                : [z] "r"(0u), [end] "r"(x + 4 * full), "m"(*(const int8_t(*)[])x)
+                : "cc");
+    }
+#else
+    for (int32_t k = 0; k < 4 * full; k += 4) {
         biased = rlx_sum4_u8(rlx_rd32(x + k), biased);
     }
-    sum = (int32_t)(biased - 128u * (uint32_t)k);
 #endif
-    for (; k < n; k++) {
+    const int32_t sum = (int32_t)(biased - 512u * (uint32_t)g->k_quads); /* k_quads: full + (rem != 0) */
+#else
+    int32_t sum = 0;
+    for (int32_t k = 0; k < n; k++) {
         sum += x[k];
     }
-    for (int32_t k = 4 * full; k < n; k++) {
-        tail |= ((uint32_t)(uint8_t)x[k]) << (8 * (k - 4 * full));
-    }
+#endif
     const uint32_t c128 = (uint32_t)sum << 7;
     const int8_t *w = g->weights;
-    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        const int32_t *bias = g->chan + 3 * ob;
-        int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
-        int32_t q = 0;
 #if RLX_GEMM_ASM
+    if (g->rq_mode != 0) {
+        rlx_gemm_row_asm(g->chan, w, x, x + 4 * full, c128, out, out + g->out_c,
+                         (uint32_t)(uint8_t)g->act_min * 0x01010101u, (uint32_t)(uint8_t)g->act_max * 0x01010101u,
+                         rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), (uint32_t)rem);
+        return;
+    }
+    /* rq_mode 0 (rare): the MAC loop of RLX_ROW_QUAD_ASM, the reference requantization in C */
+    int8_t *const out_end = out + g->out_c;
+    const int8_t *const x_end = x + 4 * full;
+    for (const int32_t *bias = g->chan; out < out_end; bias += RLX_CHAN_WORDS, out += 4) {
+        int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
         if (full > 0) {
-            /* the whole quads, one per pass (two would cost 84 bytes of flash, which VWW's 256 KB
-             * link lacks); C compilers spill here */
-            const int8_t *px = x, *const end = x + 4 * full;
+            const int8_t *px = x;
             uint32_t xv, xe, wv;
             __asm__ volatile("1:\n\t" RLX_ROW_QUAD_ASM "cmp    %[px], %[end]\n\t"
                                                          "bne    1b\n\t"
                              : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [px] "+r"(px),
                                [pw] "+r"(w), [xv] "=&r"(xv), [xe] "=&r"(xe), [wv] "=&r"(wv)
-                             : [end] "r"(end)
+                             : [end] "r"(x_end)
                              : "cc", "memory");
-            q = full;
         }
-#endif
-        for (; q < kq; q++) {
+        if (rem != 0) {
+            rlx_mac4_quad(rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), w, &a0, &a1, &a2, &a3);
+            w += 16;
+        }
+        rlx_store4_ref(g, bias, out_end - out, a0, a1, a2, a3, out);
+    }
+#else
+    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
+        const int32_t *bias = g->chan + 3 * ob;
+        int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
+        for (int32_t q = 0; q < g->k_quads; q++) {
             const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
 #if RLX_USE_DSP
             rlx_mac4_quad(rlx_sxtb16(xv), rlx_sxtb16_ror8(xv), w, &a0, &a1, &a2, &a3);
@@ -850,6 +999,7 @@ static void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n
         }
         rlx_store4(g, bias, g->out_c - ob, a0, a1, a2, a3, out + ob);
     }
+#endif
 }
 
 typedef void (*rlx_gather_fn)(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, int16_t *dst,

@@ -31,22 +31,28 @@ def test_fully_connected_random(check):
 
 def test_fully_connected_dsp_asm_on_m4_odd_quads(tmp_path):
     """The M4's asm loop over the whole quads (odd and even counts, a single one), then a partial last
-    quad, under QEMU (the host builds run the C schedule, not the asm)."""
+    quad (the word ending at the row's end, or bytes for a row shorter than a quad), and the packed
+    requantization (rq_mode 2, 1 with both bounds, and 0's reference path), under QEMU (the host
+    builds run the C schedule, not the asm)."""
     rng = np.random.default_rng(5)
     g = Graph("fc_chain")
     h = g.input("x", (1, 20), "i8", quant=QuantParams(np.float32(0.05), 3))
-    # in_features 20 (5 whole quads), 17 (4 + a partial one), 9 (2 + 1), 6 (1 + 1)
-    for k, (i, o) in enumerate([(20, 17), (17, 9), (9, 6), (6, 12)]):
+    # in_features 20 (5 whole quads), 17 (4 + a partial one), 9 (2 + 1), 6 (1 + 1), 12 (3 + 0),
+    # 3 (0 + 1), 7 (1 + 1 of 3 values); out_c whole blocks and partial ones of 1, 2 and 3 rows
+    acts = ["none", "relu", "none", "relu", "relu6", "none", "relu6"]
+    # the sixth layer's output scale makes its multiplier > 1 (a left shift): rq_mode 0
+    scales = [0.08, 0.1, 0.12, 0.14, 0.05, 0.0004, 0.003]
+    for k, (i, o) in enumerate([(20, 17), (17, 9), (9, 6), (6, 12), (12, 3), (3, 7), (7, 5)]):
         w = g.param(f"w{k}", rng.integers(-127, 128, (o, i)).astype(np.int8), quant=wq(rng, o, 0))
         b = g.param(f"b{k}", rng.integers(-3000, 3000, o).astype(np.int32))
         h = g.fully_connected(
-            h,
-            w,
-            b,
-            activation="relu" if k % 2 else "none",
-            name=f"fc{k}",
-            out_quant=QuantParams(np.float32(0.08 + 0.02 * k), -4 + k),
+            h, w, b, activation=acts[k], name=f"fc{k}", out_quant=QuantParams(np.float32(scales[k]), -4 + k)
         )
+    # a multiplier of exactly 1/4 (e = 1): a quarter of the accumulators end in a rounding tie, half
+    # of them negative, which round away from zero only with the fast form's sign correction
+    w = g.param("w_tie", rng.integers(-1, 2, (6, 5)).astype(np.int8), quant=QuantParams(np.float32(0.25), 0))
+    b = g.param("b_tie", rng.integers(-300, 300, 6).astype(np.int32))
+    h = g.fully_connected(h, w, b, name="fc_tie", out_quant=QuantParams(np.float32(scales[-1]), 5))
     g.output(h)
     board = "qemu-mps2-an386"
     elf, _info = build_model_firmware(g, board, tmp_path / "fw")
