@@ -224,18 +224,27 @@ def test_depthwise_line_bit_exact(check, tmp_path):
     and 1xK over several rows; every unrolled instance (2 to 9 taps, even and odd); lines whose
     length is not a multiple of 4 (the single-output tail); stride 2 (single outputs only); odd
     channel counts (a last group of 1 to 3, the per-lane widening and output); depth multiplier
-    2; same and valid padding; both output rules (saturating, and a clamp)."""
+    2; same and valid padding; both output rules (saturating, and a clamp), and the reference
+    requantization (rq_mode 0), which the DSP build hands to the ring kernel in the same scratch."""
     rng = np.random.default_rng(31)
     g = Graph("dw_line")
     # (h, w, c, multiplier, kh, kw, stride, padding)
     cases = [(12, 3, 8, 1, 5, 1, 1, "same"), (2, 13, 5, 1, 1, 7, 1, "same"), (12, 2, 4, 2, 4, 1, 1, "valid"),
              (17, 1, 16, 1, 3, 1, 2, "same"), (9, 1, 8, 1, 9, 1, 1, "same"), (1, 11, 12, 1, 1, 2, 1, "valid"),
-             (10, 1, 7, 1, 6, 1, 1, "same"), (1, 9, 4, 1, 1, 8, 1, "same")]  # fmt: skip
+             (1, 9, 4, 1, 1, 8, 1, "same")]  # fmt: skip
     for k, (h, w, c, m, kh, kw, s, pad) in enumerate(cases):
         _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=["none", "relu6"][k % 2])
+    # 10x1x7 under a 6x1 window in rq_mode 0: weights in -1..1 and a small output scale (multipliers
+    # above 1), as the GEMM's test (the runner takes 8 layers: this is the eighth)
+    x = g.input("xr", (1, 10, 1, 7), "i8", quant=QuantParams(np.float32(0.1), 5))
+    wt = g.param("wr", rng.integers(-1, 2, (1, 6, 1, 7)).astype(np.int8), quant=wq(rng, 7, 3))
+    y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3),
+                           strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
+                           depth_multiplier=1)  # fmt: skip
+    g.output(y)
     model_c = emit(g).files["model.c"]
-    assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases)
-    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (1, 2)} == {True}  # both output rules run
+    assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases) + 1
+    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (0, 1, 2)} == {True}  # every output rule runs
     assert check(g, n_inputs=5) >= 5
     _bit_exact_on_m4(g, tmp_path, seed=5)
 
