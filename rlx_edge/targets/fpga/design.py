@@ -393,7 +393,7 @@ def _softmax_rule(g: Graph, node: Node, p: int, explicit, params: Prepared) -> L
     def build(ins, out):
         return hw.Softmax(rows, length, table, lo=-128, hi=127, inp=ins[0], out=out)
 
-    steps = rows * (3 * length + 17)  # three passes and nine control states per row (Softmax.steps)
+    steps = rows * hw.Softmax.row_steps(length)
     return Layer(node, "softmax", [node.inputs[0]], node.outputs[0], 1, 1, 0, [1], 1, build, steps)
 
 
