@@ -45,7 +45,6 @@ from rlx_edge.targets.fpga.arith import (
     saturating_rounding_multiply_by_pot,
     share,
     sharing,
-    srdhm,
     srdhm_finish,
     srdhm_product,
     tree_stages,
@@ -1191,7 +1190,8 @@ class Softmax(LayerComponent):
     differences, looked up in a 256-entry ROM computed from the reference's
     integer math (differences below ``diff_min`` hold 0, which the reference
     masks the same way); the reciprocal of the sum by gemmlowp's three
-    Newton-Raphson steps on one shared 32x32 multiplier; a pass writing
+    Newton-Raphson steps on one shared 32x32 multiplier (its exact product
+    registered, rounded in the next state); a pass writing
     ``exp * reciprocal`` rounded to the 1/256 output grid, in three stages
     (the table's word, the exact product, the rounding, shift and clamp): in
     one cycle they were KWS's critical path on ECP5 (72 ns, 13.8 MHz).
@@ -1210,8 +1210,9 @@ class Softmax(LayerComponent):
     @staticmethod
     def row_steps(length: int) -> int:
         # passes of length + 2 (max), + 3 (sum) and + 5 (output, two of them pipeline stages)
-        # cycles, and nine control states (normalize, seed, three Newton-Raphson steps of two, scale)
-        return 3 * length + 19
+        # cycles, and 16 control states (normalize, seed, three Newton-Raphson steps of two, scale;
+        # each of the 7 multiplies one state more)
+        return 3 * length + 26
 
     def steps(self) -> int:
         return self.rows * self.row_steps(self.length)
@@ -1261,7 +1262,9 @@ class Softmax(LayerComponent):
             m.d.sync += [e_q.eq(eport.data.as_signed()), ab_q.eq(srdhm_product(scale, e_q))]
             mul_a = Signal(signed(32))
             mul_b = Signal(signed(32))
-            prod = srdhm(mul_a, mul_b)
+            ab_nr = Signal(signed(64))  # the shared multiplier's exact product, registered
+            m.d.sync += ab_nr.eq(srdhm_product(mul_a, mul_b))
+            prod = srdhm_finish(ab_nr)  # of the operands of the state before
             headroom = count_leading_zeros32(total)
             with m.FSM():
                 with m.State("IDLE"):
@@ -1297,14 +1300,20 @@ class Softmax(LayerComponent):
                     m.next = "SEED"
                 with m.State("SEED"):
                     m.d.comb += [mul_a.eq(hd), mul_b.eq(-1010580540)]
+                    m.next = "SEED_P"
+                with m.State("SEED_P"):
                     m.d.sync += [xr.eq(wrap32(1515870810 + prod)), it.eq(0)]
                     m.next = "NR_A"
                 with m.State("NR_A"):
                     m.d.comb += [mul_a.eq(hd), mul_b.eq(xr)]
+                    m.next = "NR_A_P"
+                with m.State("NR_A_P"):
                     m.d.sync += t.eq(wrap32((1 << 29) - prod))
                     m.next = "NR_B"
                 with m.State("NR_B"):
                     m.d.comb += [mul_a.eq(xr), mul_b.eq(t)]
+                    m.next = "NR_B_P"
+                with m.State("NR_B_P"):
                     m.d.sync += [xr.eq(wrap32(xr + saturating_rounding_multiply_by_pot(prod, 2))), it.eq(it + 1)]
                     with m.If(it == 2):
                         m.next = "SCALE"
