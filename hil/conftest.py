@@ -419,15 +419,6 @@ def _place_scheduler(config: pytest.Config, log: Any, farm: _Farm) -> Any:
 
 
 @dataclass(frozen=True)
-class _Link:
-    """How a held place is reached: its UART's URL, and how it is flashed and powered off."""
-
-    url: str
-    flash: Any
-    power_off: Any
-
-
-@dataclass(frozen=True)
 class HilPlace:
     """A labgrid place this process holds: the test flashes it, then talks to its UART.
 
@@ -472,7 +463,7 @@ class _Acquisition:
         self.farm = farm
         self.session: Any = None
         self.acquired: list[str] = []
-        self.links: dict[str, _Link] = {}
+        self.links: dict[str, Any] = {}  # place -> its _labgrid.PlaceLink (url, flash, power_off)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._acquire, name="hil-acquire", daemon=True)
 
@@ -496,8 +487,7 @@ class _Acquisition:
             for name in self.farm.mine:
                 self.session.acquire(name)
                 self.acquired.append(name)
-                link = _labgrid.resolve(self.session, name)
-                self.links[name] = _Link(link.url, link.flash, link.power_off)
+                self.links[name] = _labgrid.resolve(self.session, name)
         except BaseException as e:  # pytest.fail's Failed too: the tests that need a place report it
             self.error = e
 
@@ -505,7 +495,7 @@ class _Acquisition:
         """The place of ``board`` this process holds (the first, if several): known before they are acquired."""
         return next((name for name in self.farm.mine if self.farm.places[name] == board), None)
 
-    def link(self, name: str) -> _Link:
+    def link(self, name: str) -> Any:
         """How to reach place ``name``, once the places are acquired (raises what acquiring raised)."""
         self.start()  # a test run without collection_finish (never, with pytest as it is)
         self._thread.join()

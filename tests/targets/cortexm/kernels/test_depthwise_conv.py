@@ -34,6 +34,17 @@ def _dw_layer(g: Graph, rng, k: int, h: int, w: int, c: int, *, m: int = 1, kh: 
     g.output(y)
 
 
+def _dw_rq0_layer(g: Graph, rng, h: int, w: int, c: int, kh: int, kw: int) -> None:
+    """A depthwise layer of g in rq_mode 0 (its own input "xr" and output): weights in -1..1 and a
+    small output scale, so that its multipliers are above 1, as the GEMM's test does."""
+    x = g.input("xr", (1, h, w, c), "i8", quant=QuantParams(np.float32(0.1), 5))
+    wt = g.param("wr", rng.integers(-1, 2, (1, kh, kw, c)).astype(np.int8), quant=wq(rng, c, 3))
+    y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3),
+                           strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
+                           depth_multiplier=1)  # fmt: skip
+    g.output(y)
+
+
 def _bit_exact_on_m4(g: Graph, tmp_path, seed: int) -> None:
     """g's firmware under QEMU on M4 against the reference: 2 random inputs, then all-min, all-max and
     all-zero-point."""
@@ -234,14 +245,7 @@ def test_depthwise_line_bit_exact(check, tmp_path):
              (1, 9, 4, 1, 1, 8, 1, "same")]  # fmt: skip
     for k, (h, w, c, m, kh, kw, s, pad) in enumerate(cases):
         _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=["none", "relu6"][k % 2])
-    # 10x1x7 under a 6x1 window in rq_mode 0: weights in -1..1 and a small output scale (multipliers
-    # above 1), as the GEMM's test (the runner takes 8 layers: this is the eighth)
-    x = g.input("xr", (1, 10, 1, 7), "i8", quant=QuantParams(np.float32(0.1), 5))
-    wt = g.param("wr", rng.integers(-1, 2, (1, 6, 1, 7)).astype(np.int8), quant=wq(rng, 7, 3))
-    y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3),
-                           strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
-                           depth_multiplier=1)  # fmt: skip
-    g.output(y)
+    _dw_rq0_layer(g, rng, 10, 1, 7, 6, 1)  # the runner takes 8 layers: this is the eighth
     model_c = emit(g).files["model.c"]
     assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases) + 1
     assert {model_c.count(f".rq_mode = {m},") > 0 for m in (0, 1, 2)} == {True}  # every output rule runs
@@ -300,13 +304,7 @@ def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
         for k, (h, w, c, s, pad, act) in enumerate(cases):
             _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=act)
         if n == 1:
-            # rq_mode 0: weights in -1..1 and a small output scale (multipliers above 1), as the GEMM's test
-            x = g.input("xr", (1, 17, 4, 5), "i8", quant=QuantParams(np.float32(0.1), 5))
-            wt = g.param("wr", rng.integers(-1, 2, (1, 3, 3, 5)).astype(np.int8), quant=wq(rng, 5, 3))
-            y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3),
-                                   strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
-                                   depth_multiplier=1)  # fmt: skip
-            g.output(y)
+            _dw_rq0_layer(g, rng, 17, 4, 5, 3, 3)
         model_c = emit(g).files["model.c"]
         assert model_c.count(_PAIR) == len(cases)  # image 1: the rq_mode 0 layer too, less the 1x1 one
         assert model_c.count("rlx_depthwise_conv_3x3_s8(") == (n == 1)
