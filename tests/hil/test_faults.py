@@ -44,7 +44,10 @@ def elf(tmp_path_factory):
 
 
 def test_thousand_injected_faults(elf):
-    weights = {"bitflip": 3, "drop": 2, "duplicate": 2, "truncate": 2, "garbage": 2, "reset": 1.5, "silence": 0.3}
+    # Chunk boundaries depend on timing, so the counts vary from run to run:
+    # silence (a sixth of a second each) is weighted so that its expected
+    # count (about 45) stays well above the minimum of 20 asserted below.
+    weights = {"bitflip": 3, "drop": 2, "duplicate": 2, "truncate": 2, "garbage": 2, "reset": 1.5, "silence": 0.6}
     rng = np.random.default_rng(7)
     ok = failed = 0
     reasons: list[str] = []
