@@ -457,6 +457,32 @@ def _dw_line_scratch(f: dict) -> int:
     return max(8 * ((wp + 3) & ~1) + 16 * f[f"out_{b}"], _dw_ring_scratch(f))
 
 
+def _dw_px(f: dict, pads: tuple, fast: bool) -> bool:
+    """Whether the balanced build runs rlx_depthwise_conv_px_s8 (a pixel at a time, 4 channels at once,
+    the input read in place): depth multipliers 1 and 2 and at least 4 output channels (fewer take its
+    per-channel loop); more than 4 output pixels of a window the 1-D line kernel does not take (on
+    fewer, whose windows are mostly clipped, the generic kernel costs less: 5x5 s2 4x4x32, M4
+    4.21 vs 3.89 instructions/MAC); a 3x3 window (fast: the pair kernel's) only on at most 4 output
+    pixels with no padding (6x6x128 s2 valid: 7.19 vs 8.25; 2x2x64 same: 7.20 vs 6.63). M4 sweep,
+    instructions/MAC: 5x5 12x12x24 s2 3.62 -> 2.98, 7x7 14x14x12 s2 2.82 -> 2.45, 1x9 24x4x16 4.50
+    -> 3.86, 3x3 d2 12x12x64 4.67 -> 4.08, 3x3 10x10x7 x2 s2 7.96 -> 5.38; the pair kernel stays ahead
+    on larger 3x3 images (16x16x16: 2.63 vs 3.92), the line kernel on 9x1 24x4x16 (3.56 vs 4.02)."""
+    if f["ch_mult"] > 2 or f["out_c"] < 4:
+        return False
+    pixels = f["out_h"] * f["out_w"]
+    if fast:
+        return pixels <= 4 and not any(pads)
+    return pixels > 4 and not _dw_line(f, pads)
+
+
+def _dw_px_scratch(f: dict) -> int:
+    """rlx_depthwise_conv_px_s8's scratch bytes: a row run's 4 words and the group's 4 biases, 12 bytes a
+    window tap (widened weights, input offset), the requantization (rlx_dwp_rq, 60 bytes), then 4 a
+    window's bounds per output row and column; or the ring's, which cores without DSP run."""
+    own = 32 + 12 * f["k_h"] * f["k_w"] + 60 + 4 * (f["out_h"] + f["out_w"])
+    return max(own, _dw_ring_scratch(f))
+
+
 def _dw_pair(f: dict) -> bool:
     """Whether the balanced 3x3 runs rlx_depthwise_conv_3x3_pair_s8: strides 1 and 2 (its asm lines),
     at least 2 output pixels (on one, its per-channel set-up costs more than the group ring's per
@@ -574,6 +600,11 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
                 consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
                 consts["pad3"] = np.full(3 * c, zp_x, np.int8)
                 guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
+    # balanced, small images and windows other than 3x3 (rules: _dw_px): a pixel at a time
+    if optimize == "balanced" and _dw_px(fields, params.pads, fast):
+        args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+        return Layer("rlx_depthwise_conv_px_s8", "rlx_dw_conv_params", fields, consts, args, _dw_px_scratch(fields),
+                     guards)  # fmt: skip
     # balanced, at most 4 output pixels of a 2-D window the ring would take (depth multiplier 1):
     # the generic kernel, which reads each pixel's taps from the image and widens them in
     # registers; the ring's set-up per group (widened weights, rows) costs more than such layers'
@@ -612,7 +643,45 @@ def _fc(graph: Graph, node: Node, params: Prepared) -> Layer:
     # registers) directly: no scratch
     del scratch
     args = [("in", 0), ("out", 0)]
+    k, o, mode = xs[-1], gemm["out_c"], gemm["rq_mode"]
+    if 4 <= k <= 8 and o >= 2 and mode != 0:
+        # the whole row in 4 registers, 2 rows at a time: the block kernel's call, per-block and
+        # partial-quad set-up would be most of such a layer's instructions
+        gemm.update(weights=None, chan=Const("chan"))
+        consts = {"chan": fc_small_stream(wv, consts["chan"], gemm["act_min"], gemm["act_max"])}
+        kernel = "rlx_fc_small_clamp_s8" if mode == 1 else "rlx_fc_small_s8"
+        return Layer(kernel, "rlx_fc_params", fields, consts, args, 0)
     return Layer("rlx_fully_connected_s8", "rlx_fc_params", fields, consts, args, 0)
+
+
+def fc_small_stream(w2: np.ndarray, chan: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """rlx_fc_small_s8's one array (kernels/rlx_convolve_s8.c) for weights [O, K], 4 <= K <= 8, and
+    _gemm's per-block constants ``chan``: a header, then per pair of rows their biases (the even
+    row's + 256 x the odd row's, as ``chan``), their 4 weight words and per row (mult, rq_add,
+    ctz(rq_add)); an odd last row alone. The second quad is the last 4 inputs: the ones the
+    first quad already holds get weight 0 there."""
+    o, k = w2.shape
+    w8 = np.zeros((o, 8), np.int64)
+    w8[:, :4] = w2[:, :4]
+    w8[:, 8 - (k - 4) :] = w2[:, 4:]
+    # [block][quad][word]: words 0 and 2 of a quad are rows 0-1's (k0, k2) and (k1, k3), 1 and 3 rows 2-3's
+    words = np.frombuffer(gemm_weight_layout(w8).tobytes(), "<i4").reshape(-1, 2, 4).astype(np.int64)
+    ch = chan.astype(np.int64).reshape(-1, 12)
+
+    def lanes(v: int) -> int:  # the byte v in all 4 lanes of an int32
+        u = (v & 0xFF) * 0x01010101
+        return u - (1 << 32) if u >= 1 << 31 else u
+
+    out = [k - 4, lanes(lo), lanes(hi), o - 1, 0x01000100]
+    for r in range(0, o, 2):
+        b, j = divmod(r, 4)
+        rows = range(r, min(r + 2, o))
+        out += [int(ch[b, j + i]) for i in range(len(rows))]
+        out += [int(words[b, q, 2 * h + j // 2]) for q in range(2) for h in range(2)]
+        for t in rows:
+            m, add = int(ch[t // 4, 4 + 2 * (t % 4)]), int(ch[t // 4, 5 + 2 * (t % 4)])
+            out += [m, add, (add & -add).bit_length() - 1]
+    return np.asarray(out, np.int32)
 
 
 # pooling -----------------------------------------------------------------------------------

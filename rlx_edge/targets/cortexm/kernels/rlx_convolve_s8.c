@@ -786,17 +786,38 @@ static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out
     "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
 #endif
 #if RLX_GEMM_ASM
+/* rlx_mac4_quad of the next input word (at r6) against the block's next 4 weight words (at r12):
+ * 1 + 1 loads (LDM), 2 + 4 SXTB16, 8 SMLAD for 16 MACs; accumulators r0-r3, the weights r8-r11,
+ * the input's pairs r4 (0, 2) and r5 (1, 3) */
+#define RLX_ROW_LDM_MACS                                                                         \
+    "ldm    r12!, {r8, r9, r10, r11}\n\t"                                                        \
+    "smlad  r0, r4, r8, r0\n\t"                                                                  \
+    "sxtb16 r8, r8, ror #8\n\t"                                                                  \
+    "smlad  r1, r4, r8, r1\n\t"                                                                  \
+    "smlad  r2, r4, r9, r2\n\t"                                                                  \
+    "sxtb16 r9, r9, ror #8\n\t"                                                                  \
+    "smlad  r3, r4, r9, r3\n\t"                                                                  \
+    "smlad  r0, r5, r10, r0\n\t"                                                                 \
+    "sxtb16 r10, r10, ror #8\n\t"                                                                \
+    "smlad  r1, r5, r10, r1\n\t"                                                                 \
+    "smlad  r2, r5, r11, r2\n\t"                                                                 \
+    "sxtb16 r11, r11, ror #8\n\t"                                                                \
+    "smlad  r3, r5, r11, r3\n\t"
+#define RLX_ROW_LDM_QUAD                                                                         \
+    "ldr    r5, [r6], #4\n\t"                                                                    \
+    "sxtb16 r4, r5\n\t"                                                                          \
+    "sxtb16 r5, r5, ror #8\n\t" RLX_ROW_LDM_MACS
 /* One row's accumulator A to its int8 output in A, rq_mode 1 and 2 (rlx_chan_out's mode 2; the
- * clamp of mode 1 follows on the packed word), its multiplier and rq_add at [qp, #OFF]. */
-#define RLX_RQ_ROW1_ASM(A, OFF)                                                                                      \
-    "ldrd   %[xe], %[wv], [%[qp], #" OFF "]\n\t"                                                                   \
-    "lsl    %[px], %[" A "], #1\n\t"                                                                               \
-    "smmlar %[px], %[px], %[xe], %[wv]\n\t"                                                                        \
-    "add    %[px], %[px], %[" A "], asr #31\n\t"                                                                   \
-    "rbit   %[wv], %[wv]\n\t"                                                                                      \
-    "clz    %[wv], %[wv]\n\t"                                                                                      \
-    "asr    %[px], %[px], %[wv]\n\t"                                                                               \
-    "ssat   %[" A "], #8, %[px], asr #1\n\t"
+ * clamp of mode 1 follows on the packed word), its multiplier and rq_add at [r6, #OFF] */
+#define RLX_RQ_ROW1_ASM(A, OFF)                                                                  \
+    "ldrd   r8, r9, [r6, #" OFF "]\n\t"                                                          \
+    "lsl    r10, " A ", #1\n\t"                                                                  \
+    "smmlar r10, r10, r8, r9\n\t"                                                                \
+    "add    r10, r10, " A ", asr #31\n\t"                                                        \
+    "rbit   r9, r9\n\t"                                                                          \
+    "clz    r9, r9\n\t"                                                                          \
+    "asr    r10, r10, r9\n\t"                                                                    \
+    "ssat   " A ", #8, r10, asr #1\n\t"
 #endif
 /* acc + the 4 bytes of w + 128 each (their sign bits flipped): USADA8 against 0. */
 RLX_INLINE uint32_t rlx_sum4_u8(uint32_t w, uint32_t acc)
@@ -813,102 +834,120 @@ RLX_INLINE uint32_t rlx_sum4_u8(uint32_t w, uint32_t acc)
 
 #if RLX_GEMM_ASM
 /* rq_mode 1 and 2 (2 is 1 with int8's bounds) of one row of input: every block of 4 rows in one
- * asm block, its accumulators' start, its MAC loop over the whole quads, the partial last quad (its
- * two SXTB16 pairs t02, t13 ready), and its 4 outputs requantized as RLX_RQ_ROW2_ASM does (one
- * pixel), packed (BFI), clamped 4 lanes at a time (SSUB8, SEL) and stored as one word, or a
- * byte at a time for the rows that exist of a partial last block. What has no register lives in a
- * 24-byte frame below sp: [0] out_end, [4] and [8] the bounds (a byte each in every lane), [12]
- * t02, [16] t13, [20] where a block goes after its whole quads (the partial quad, or past it).
- * Inlined only into rlx_gemm_row_s8, which is out of line: inlined into the batch loop of
- * rlx_fully_connected_s8, GCC finds no 14 registers for it. */
+ * asm block, its accumulators' start, its MAC loop over the whole quads (two a pass, entered at
+ * the second for an odd count), the partial last quad (its two SXTB16 pairs t02, t13 ready), and
+ * its 4 outputs requantized as RLX_RQ_ROW2_ASM does (one pixel), packed (BFI), clamped 4 lanes at
+ * a time (SSUB8, SEL) and stored as one word, or a byte at a time for the rows that exist of a
+ * partial last block. The registers are named (LDM fills them in ascending order): r0-r3 the
+ * accumulators, r4 r5 the input's pairs, r6 the input, r8-r11 the weights, r12 the weights'
+ * pointer, lr the whole quads' end (r7 stays GCC's: its frame pointer where it keeps one); the
+ * rest lives in a 44-byte frame below sp: [0] the block's constants q, [4] 128 sum(x), [8] the
+ * input row, [12] where the MAC loop starts (its first or second quad, or past it), [16] where a
+ * block goes after its whole quads (the partial quad, or past it), [20] t02, [24] t13, [28] and
+ * [32] the bounds (a byte each in every lane), [36] the output, [40] its end. Inlined only into
+ * rlx_gemm_row_s8, which is out of line. */
 RLX_INLINE void rlx_gemm_row_asm(const int32_t *q, const int8_t *w, const int8_t *x, const int8_t *x_end,
                                  uint32_t c128, int8_t *out, int8_t *out_end, uint32_t lo4, uint32_t hi4, uint32_t t02,
-                                 uint32_t t13, uint32_t partial)
+                                 uint32_t t13, uint32_t partial, uint32_t full)
 {
-    uint32_t a0 = (uint32_t)out_end, a1 = lo4, a2 = hi4, a3 = t02, xv = t13, xe = partial, wv = 0;
-    uint32_t px = 0, pw = (uint32_t)w, qp = (uint32_t)q, po = (uint32_t)out, x0 = (uint32_t)x, xend = (uint32_t)x_end;
-    uint32_t c = c128;
+    register uint32_t r0 __asm__("r0") = (uint32_t)q;
+    register uint32_t r1 __asm__("r1") = c128;
+    register uint32_t r2 __asm__("r2") = (uint32_t)x;
+    register uint32_t r3 __asm__("r3") = t02;
+    register uint32_t r4 __asm__("r4") = t13;
+    register uint32_t r5 __asm__("r5") = lo4;
+    register uint32_t r6 __asm__("r6") = hi4;
+    register uint32_t r8 __asm__("r8") = (uint32_t)out;
+    register uint32_t r9 __asm__("r9") = (uint32_t)out_end;
+    register uint32_t r10 __asm__("r10") = partial;
+    register uint32_t r11 __asm__("r11") = full;
+    register uint32_t r12 __asm__("r12") = (uint32_t)w;
+    register uint32_t lr __asm__("lr") = (uint32_t)x_end;
     __asm__ volatile(
-        "sub    sp, sp, #24\n\t"
-        "strd   %[a0], %[a1], [sp, #0]\n\t"
-        "strd   %[a2], %[a3], [sp, #8]\n\t"
-        /* where a block goes after its whole quads: the partial quad, or past it (bit 0 set: Thumb) */
-        "adr    %[wv], 7f + 1\n\t"
-        "cmp    %[xe], #0\n\t"
+        "sub    sp, sp, #44\n\t"
+        "stm    sp, {r0, r1, r2}\n\t"
+        "strd   r3, r4, [sp, #20]\n\t"
+        "strd   r5, r6, [sp, #28]\n\t"
+        "strd   r8, r9, [sp, #36]\n\t"
+        /* after the whole quads: the partial quad, or past it (bit 0 set: Thumb) */
+        "adr    r3, 7f + 1\n\t"
+        "cmp    r10, #0\n\t"
         "it     eq\n\t"
-        "adreq  %[wv], 4f + 1\n\t"
-        "strd   %[xv], %[wv], [sp, #16]\n\t"
+        "adreq  r3, 4f + 1\n\t"
+        "str    r3, [sp, #16]\n\t"
+        /* the MAC loop's entry: its first quad, its second (an odd count), or none */
+        "adr    r3, 8f + 1\n\t"
+        "tst    r11, #1\n\t"
+        "it     ne\n\t"
+        "adrne  r3, 9f + 1\n\t"
+        "cmp    r11, #0\n\t"
+        "it     eq\n\t"
+        "adreq  r3, 3f + 1\n\t"
+        "str    r3, [sp, #12]\n\t"
         "2:\n\t"
         /* the accumulators' start (rlx_even_start) */
-        "ldrd   %[a0], %[a1], [%[qp]]\n\t"
-        "ldrd   %[a2], %[a3], [%[qp], #8]\n\t"
-        "sub    %[a0], %[a0], %[c]\n\t"
-        "sub    %[a2], %[a2], %[c]\n\t"
-        "mov    %[px], %[x0]\n\t"
-        "cmp    %[px], %[xend]\n\t"
-        "beq    3f\n\t"
-        "1:\n\t" RLX_ROW_QUAD_ASM
-        "cmp    %[px], %[xend]\n\t"
-        "bne    1b\n\t"
+        "ldm    sp, {r4, r5, r6}\n\t"
+        "ldm    r4, {r0, r1, r2, r3}\n\t"
+        "sub    r0, r0, r5\n\t"
+        "sub    r2, r2, r5\n\t"
+        "ldr    pc, [sp, #12]\n\t"
+        "8:\n\t" RLX_ROW_LDM_QUAD "9:\n\t" RLX_ROW_LDM_QUAD
+        "cmp    r6, lr\n\t"
+        "bne    8b\n\t"
         "3:\n\t"
-        "ldr    pc, [sp, #20]\n\t"
+        "ldr    pc, [sp, #16]\n\t"
         "7:\n\t"
-        "ldrd   %[xe], %[xv], [sp, #12]\n\t"
-        "ldr    %[wv], [%[pw]], #16\n\t"
-        "smlad  %[a0], %[xe], %[wv], %[a0]\n\t"
-        "sxtb16 %[wv], %[wv], ror #8\n\t"
-        "smlad  %[a1], %[xe], %[wv], %[a1]\n\t"
-        "ldr    %[wv], [%[pw], #-12]\n\t"
-        "smlad  %[a2], %[xe], %[wv], %[a2]\n\t"
-        "sxtb16 %[wv], %[wv], ror #8\n\t"
-        "smlad  %[a3], %[xe], %[wv], %[a3]\n\t"
-        "ldr    %[wv], [%[pw], #-8]\n\t"
-        "smlad  %[a0], %[xv], %[wv], %[a0]\n\t"
-        "sxtb16 %[wv], %[wv], ror #8\n\t"
-        "smlad  %[a1], %[xv], %[wv], %[a1]\n\t"
-        "ldr    %[wv], [%[pw], #-4]\n\t"
-        "smlad  %[a2], %[xv], %[wv], %[a2]\n\t"
-        "sxtb16 %[wv], %[wv], ror #8\n\t"
-        "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
+        "ldrd   r4, r5, [sp, #20]\n\t" RLX_ROW_LDM_MACS
         "4:\n\t"
         /* the even rows less 256 x the odd rows (rlx_even_end), then each row's output */
-        "sub    %[a0], %[a0], %[a1], lsl #8\n\t"
-        "sub    %[a2], %[a2], %[a3], lsl #8\n\t"
-        RLX_RQ_ROW1_ASM("a0", "16") RLX_RQ_ROW1_ASM("a1", "24") RLX_RQ_ROW1_ASM("a2", "32")
-        RLX_RQ_ROW1_ASM("a3", "40")
-        "bfi    %[a0], %[a1], #8, #8\n\t"
-        "bfi    %[a0], %[a2], #16, #8\n\t"
-        "bfi    %[a0], %[a3], #24, #8\n\t"
-        "ldrd   %[xe], %[wv], [sp, #4]\n\t"
-        "ssub8  %[px], %[a0], %[xe]\n\t"
-        "sel    %[a0], %[a0], %[xe]\n\t"
-        "ssub8  %[px], %[wv], %[a0]\n\t"
-        "sel    %[a0], %[a0], %[wv]\n\t"
-        "add    %[qp], %[qp], #48\n\t"
-        "ldr    %[px], [sp, #0]\n\t"
-        "sub    %[xv], %[px], %[po]\n\t"
-        "cmp    %[xv], #4\n\t"
+        "sub    r0, r0, r1, lsl #8\n\t"
+        "sub    r2, r2, r3, lsl #8\n\t"
+        "ldr    r6, [sp]\n\t"
+        RLX_RQ_ROW1_ASM("r0", "16") RLX_RQ_ROW1_ASM("r1", "24") RLX_RQ_ROW1_ASM("r2", "32")
+        RLX_RQ_ROW1_ASM("r3", "40")
+        "add    r6, r6, #48\n\t"
+        "str    r6, [sp]\n\t"
+        "bfi    r0, r1, #8, #8\n\t"
+        "bfi    r0, r2, #16, #8\n\t"
+        "bfi    r0, r3, #24, #8\n\t"
+        "ldrd   r4, r5, [sp, #28]\n\t"
+        "ssub8  r6, r0, r4\n\t"
+        "sel    r0, r0, r4\n\t"
+        "ssub8  r6, r5, r0\n\t"
+        "sel    r0, r0, r5\n\t"
+        "ldrd   r8, r9, [sp, #36]\n\t"
+        "sub    r10, r9, r8\n\t"
+        "cmp    r10, #4\n\t"
         "blt    5f\n\t"
-        "str    %[a0], [%[po]], #4\n\t"
-        "cmp    %[po], %[px]\n\t"
+        "str    r0, [r8], #4\n\t"
+        "str    r8, [sp, #36]\n\t"
+        "cmp    r8, r9\n\t"
         "bne    2b\n\t"
         "b      6f\n\t"
         "5:\n\t"
-        "strb   %[a0], [%[po]], #1\n\t"
-        "lsr    %[a0], %[a0], #8\n\t"
-        "subs   %[xv], %[xv], #1\n\t"
+        "strb   r0, [r8], #1\n\t"
+        "lsr    r0, r0, #8\n\t"
+        "subs   r10, r10, #1\n\t"
         "bne    5b\n\t"
         "6:\n\t"
-        "add    sp, sp, #24"
-        : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xv] "+r"(xv), [xe] "+r"(xe), [wv] "+r"(wv),
-          [px] "+r"(px), [pw] "+r"(pw), [qp] "+r"(qp), [po] "+r"(po), [x0] "+r"(x0), [xend] "+r"(xend), [c] "+r"(c)
+        "add    sp, sp, #44"
+        : "+r"(r0), "+r"(r1), "+r"(r2), "+r"(r3), "+r"(r4), "+r"(r5), "+r"(r6), "+r"(r8), "+r"(r9), "+r"(r10),
+          "+r"(r11), "+r"(r12), "+r"(lr)
         :
         : "cc", "memory");
 }
 #endif
 
-/* out of line: see rlx_gemm_row_asm */
-static RLX_NOINLINE void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n, int8_t *out)
+/* out of line: see rlx_gemm_row_asm. 4-byte aligned: the asm's ADR offsets are fixed when it is
+ * assembled, against PC rounded down to a word, so its section must start on one (at -Os, -O1
+ * and -Og GCC aligns functions to 2 bytes only, and a jump lands mid-instruction) */
+#if RLX_GEMM_ASM
+#define RLX_ROW_ALIGN __attribute__((aligned(4)))
+#else
+#define RLX_ROW_ALIGN
+#endif
+static RLX_NOINLINE RLX_ROW_ALIGN void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t *x, int32_t n,
+                                                        int8_t *out)
 {
     const int32_t full = n >> 2, rem = n & 3;
     /* the last, partial quad as one word, zero-filled: with a whole quad before it, the word
@@ -928,17 +967,24 @@ static RLX_NOINLINE void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t 
 #if RLX_USE_DSP
     uint32_t biased = rem != 0 ? rlx_sum4_u8(tail, 0) : 0;
 #if RLX_GEMM_ASM
-    if (full > 0) {
-        /* 5 instructions a word (GCC's loop takes 6: it rematerializes the 0 in the loop) */
-        const int8_t *px = x;
-        uint32_t v;
+    /* an odd word first, then 4 instructions a word, two a pass (GCC's loop takes 6 a word: it
+     * rematerializes the 0 in the loop) */
+    if (full & 1) {
+        biased = rlx_sum4_u8(rlx_rd32(x), biased);
+    }
+    if (full > 1) {
+        const int8_t *px = x + 4 * (full & 1);
+        uint32_t v, u;
         __asm__("1:\n\t"
-                "ldr    %[v], [%[px]], #4\n\t"
+                "ldr    %[v], [%[px]], #8\n\t"
+                "ldr    %[u], [%[px], #-4]\n\t"
                 "eor    %[v], %[v], #0x80808080\n\t"
+                "eor    %[u], %[u], #0x80808080\n\t"
                 "usada8 %[s], %[v], %[z], %[s]\n\t"
+                "usada8 %[s], %[u], %[z], %[s]\n\t"
                 "cmp    %[px], %[end]\n\t"
                 "bne    1b"
-                : [s] "+r"(biased), [px] "+r"(px), [v] "=&r"(v)
+                : [s] "+r"(biased), [px] "+r"(px), [v] "=&r"(v), [u] "=&r"(u)
                 : [z] "r"(0u), [end] "r"(x + 4 * full), "m"(*(const int8_t(*)[])x)
                 : "cc");
     }
@@ -960,7 +1006,7 @@ static RLX_NOINLINE void rlx_gemm_row_s8(const rlx_gemm_params *g, const int8_t 
     if (g->rq_mode != 0) {
         rlx_gemm_row_asm(g->chan, w, x, x + 4 * full, c128, out, out + g->out_c,
                          (uint32_t)(uint8_t)g->act_min * 0x01010101u, (uint32_t)(uint8_t)g->act_max * 0x01010101u,
-                         rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), (uint32_t)rem);
+                         rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), (uint32_t)rem, (uint32_t)full);
         return;
     }
     /* rq_mode 0 (rare): the MAC loop of RLX_ROW_QUAD_ASM, the reference requantization in C */
@@ -1011,23 +1057,28 @@ RLX_INLINE void rlx_widen_pair_quads(const int8_t *sa, const int8_t *sb, int32_t
                                      int32_t *sumb)
 {
     int32_t ta = *suma, tb = *sumb;
-    for (int32_t k = 0; k < n; k += 4, d += 8) {
+    for (int32_t k = 0; k < n; k += 4) {
 #if RLX_USE_DSP
         const uint32_t wa = rlx_rd32(sa + k), wb = rlx_rd32(sb + k);
         const uint32_t a02 = rlx_sxtb16(wa), a13 = rlx_sxtb16_ror8(wa);
         const uint32_t b02 = rlx_sxtb16(wb), b13 = rlx_sxtb16_ror8(wb);
 #if RLX_GEMM_ASM
-        /* a quad's two word pairs, one STRD each (the slots are word aligned) */
+        /* a quad's two word pairs, one STRD each (the slots are word aligned), the second
+         * stepping d to the next quad */
         typedef struct {
-            int16_t v[4];
-        } rlx_slots4;
-        __asm__("strd %[x], %[y], [%[d]]" : "=m"(*(rlx_slots4 *)d) : [x] "r"(a02), [y] "r"(b02), [d] "r"(d));
-        __asm__("strd %[x], %[y], [%[d], #8]" : "=m"(*(rlx_slots4 *)(d + 4)) : [x] "r"(a13), [y] "r"(b13), [d] "r"(d));
+            int16_t v[8];
+        } rlx_slots8;
+        rlx_slots8 *const slots = (rlx_slots8 *)d;
+        __asm__("strd %[x1], %[y1], [%[d], #8]\n\t"
+                "strd %[x0], %[y0], [%[d]], #16"
+                : "=m"(*slots), [d] "+r"(d)
+                : [x0] "r"(a02), [y0] "r"(b02), [x1] "r"(a13), [y1] "r"(b13));
 #else
         rlx_wr32(d, a02);
         rlx_wr32(d + 2, b02);
         rlx_wr32(d + 4, a13);
         rlx_wr32(d + 6, b13);
+        d += 8;
 #endif
         ta = rlx_smlad(a02, 0x00010001u, rlx_smlad(a13, 0x00010001u, ta));
         tb = rlx_smlad(b02, 0x00010001u, rlx_smlad(b13, 0x00010001u, tb));
@@ -1044,6 +1095,7 @@ RLX_INLINE void rlx_widen_pair_quads(const int8_t *sa, const int8_t *sb, int32_t
         d[7] = (int16_t)b3;
         ta += a0 + a1 + a2 + a3;
         tb += b0 + b1 + b2 + b3;
+        d += 8;
 #endif
     }
     *suma = ta;
@@ -1135,15 +1187,62 @@ static void rlx_im2col_pair_quads(const rlx_conv_params *p, const int8_t *img, i
     c128[1] = (uint32_t)sumb << 7;
 }
 
-/* The input pixel at the top left of output pixel (oy, ox)'s receptive field when the whole
- * field lies inside the image (no padded tap), else NULL. */
-RLX_INLINE const int8_t *rlx_whole_field(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox)
+/* The output pixels of one image in order, each with the input pixel at the top left of its
+ * receptive field where the whole field lies inside the image (no padded tap), else NULL. The
+ * output rows and columns whose fields lie inside are worked out once per image, so that a step
+ * is one unsigned compare against the current row's inside columns (none outside along h), not
+ * four bounds tests on the layer's fields. */
+typedef struct {
+    const int8_t *img;
+    int32_t oy, ox, row_off;         /* the current pixel; input offset of its row's column 0 */
+    int32_t row_n;                   /* the current row's inside columns: ox_n, or 0 outside along h */
+    int32_t out_w, step, row_step;   /* input bytes per output pixel, per output row */
+    int32_t ox_lo, ox_n, oy_lo, oy_n; /* the inside columns [ox_lo, ox_lo + ox_n), rows likewise */
+} rlx_px_walk;
+
+/* The first output index whose window (span input pixels, stride s, padding pad) starts inside
+ * an axis of n pixels, and how many windows from there lie wholly inside, of out in all. */
+RLX_INLINE void rlx_inside_range(int32_t n, int32_t span, int32_t s, int32_t pad, int32_t out, int32_t *lo,
+                                 int32_t *cnt)
 {
-    const int32_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
-    if (iy0 < 0 || iy0 + (p->k_h - 1) * p->dil_h >= p->in_h || ix0 < 0 || ix0 + p->k_w > p->in_w) {
-        return 0;
+    const int32_t first = (pad + s - 1) / s, room = n - span + pad;
+    int32_t end = room >= 0 ? room / s + 1 : 0;
+    end = end < out ? end : out;
+    *lo = first;
+    *cnt = end > first ? end - first : 0;
+}
+
+static void rlx_walk_init(rlx_px_walk *w, const rlx_conv_params *p, const int8_t *img)
+{
+    const int32_t c = p->in_c;
+    w->img = img;
+    w->oy = 0;
+    w->ox = 0;
+    w->out_w = p->out_w;
+    w->step = p->stride_w * c;
+    w->row_step = p->stride_h * p->in_w * c;
+    w->row_off = (-p->pad_top * p->in_w - p->pad_left) * c;
+    rlx_inside_range(p->in_w, (p->k_w - 1) * p->dil_w + 1, p->stride_w, p->pad_left, p->out_w, &w->ox_lo, &w->ox_n);
+    rlx_inside_range(p->in_h, (p->k_h - 1) * p->dil_h + 1, p->stride_h, p->pad_top, p->out_h, &w->oy_lo, &w->oy_n);
+    w->row_n = (uint32_t)(0 - w->oy_lo) < (uint32_t)w->oy_n ? w->ox_n : 0;
+}
+
+/* The current pixel's field (NULL where it has a padded tap) and position; then the next pixel. */
+RLX_INLINE const int8_t *rlx_walk_next(rlx_px_walk *w, int32_t *oy, int32_t *ox)
+{
+    const int32_t x = w->ox;
+    const int8_t *at = (uint32_t)(x - w->ox_lo) < (uint32_t)w->row_n ? w->img + w->row_off + x * w->step : 0;
+    *oy = w->oy;
+    *ox = x;
+    if (x + 1 == w->out_w) {
+        w->ox = 0;
+        w->oy++;
+        w->row_off += w->row_step;
+        w->row_n = (uint32_t)(w->oy - w->oy_lo) < (uint32_t)w->oy_n ? w->ox_n : 0;
+    } else {
+        w->ox = x + 1;
     }
-    return img + (iy0 * p->in_w + ix0) * p->in_c;
+    return at;
 }
 
 /* The receptive field at src (inside the image, no dilation along w: rows runs of seg bytes,
@@ -1169,6 +1268,20 @@ RLX_INLINE void rlx_gather_runs2(const int8_t *sa, const int8_t *sb, int32_t row
     const int32_t last = seg - 4;
     wa[kq - 1] = 0;
     wb[kq - 1] = 0;
+    if (seg <= 12) {
+        /* runs of 4 to 12 bytes (e.g. 3x3 on 3 channels): three word copies a run, at 0, 4 and
+         * seg - 4, with no inner loop (below 9 bytes the second is the third's word again) */
+        const int32_t mid = last < 4 ? last : 4;
+        for (int32_t i = 0; i < rows; i++, sa += row_step, sb += row_step, da += seg, db += seg) {
+            rlx_wr32(da, rlx_rd32(sa));
+            rlx_wr32(da + mid, rlx_rd32(sa + mid));
+            rlx_wr32(da + last, rlx_rd32(sa + last));
+            rlx_wr32(db, rlx_rd32(sb));
+            rlx_wr32(db + mid, rlx_rd32(sb + mid));
+            rlx_wr32(db + last, rlx_rd32(sb + last));
+        }
+        return;
+    }
     for (int32_t i = 0; i < rows; i++, sa += row_step, sb += row_step, da += seg, db += seg) {
         for (int32_t t = 0; t < last; t += 4) {
             rlx_wr32(da + t, rlx_rd32(sa + t));
@@ -1196,22 +1309,14 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
     for (int32_t n = 0; n < p->batches; n++) {
         const int8_t *img = in + n * p->in_h * p->in_w * p->in_c;
         int8_t *dst = out + n * pixels * out_c;
-        int32_t oy = 0, ox = 0; /* position of pixel px */
+        rlx_px_walk walk;
+        rlx_walk_init(&walk, p, img);
         int32_t px = 0;
         for (; px + 2 <= pixels; px += 2) {
-            const int32_t oya = oy, oxa = ox;
-            if (++ox == p->out_w) {
-                ox = 0;
-                oy++;
-            }
-            const int32_t oyb = oy, oxb = ox;
-            if (++ox == p->out_w) {
-                ox = 0;
-                oy++;
-            }
+            int32_t oya, oxa, oyb, oxb;
             uint32_t c128[2];
-            const int8_t *ra = rows_fuse || small ? rlx_whole_field(p, img, oya, oxa) : 0;
-            const int8_t *rb = ra || small ? rlx_whole_field(p, img, oyb, oxb) : 0;
+            const int8_t *ra = rlx_walk_next(&walk, &oya, &oxa);
+            const int8_t *rb = rlx_walk_next(&walk, &oyb, &oxb);
             if (rows_fuse && ra && rb) {
                 int32_t suma = 0, sumb = 0;
                 for (int32_t i = 0; i < rows; i++, ra += row_step, rb += row_step) {
@@ -1250,7 +1355,7 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
             p->gemm.gemm2(&p->gemm, scratch, dst + px * out_c, dst + (px + 1) * out_c, c128);
         }
         if (px < pixels) {
-            gather(p, img, oy, ox, scratch, 0);
+            gather(p, img, walk.oy, walk.ox, scratch, 0);
             rlx_gemm_1px(&p->gemm, scratch, dst + px * out_c);
         }
     }
@@ -1284,6 +1389,7 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
     const int32_t out_c = p->gemm.out_c, c = p->in_c, kq = p->gemm.k_quads;
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w;
     const int32_t step = p->stride_w * c, row = p->stride_h * p->in_w * c; /* input bytes per pixel, row */
+    const int32_t dense = step == c && row == out_w * c; /* stride 1: the pixels are consecutive */
     for (int32_t n = 0; n < p->batches; n++) {
         const int8_t *img = in + n * p->in_h * p->in_w * c;
         int8_t *dst = out + n * pixels * out_c;
@@ -1291,8 +1397,13 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
         int32_t ox = 0;
         int32_t px = 0;
         for (; px + 2 <= pixels; px += 2, dst += 2 * out_c) {
-            const int8_t *const sa = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
-            const int8_t *const sb = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
+            const int8_t *sa = src, *sb = src + c;
+            if (dense) {
+                src += 2 * c;
+            } else {
+                sa = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
+                sb = rlx_pixel_then_next(&src, &line, &ox, out_w, step, row);
+            }
             uint32_t c128[2];
             rlx_widen_pair(sa, sb, c, scratch, &c128[0], &c128[1]);
             p->gemm.gemm2(&p->gemm, scratch, dst, dst + out_c, c128);
@@ -1306,7 +1417,157 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
 
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out)
 {
+    if (p->batches == 1) { /* the usual case: a tail call */
+        rlx_gemm_row_s8(&p->gemm, in, p->in_features, out);
+        return;
+    }
     for (int32_t r = 0; r < p->batches; r++) {
         rlx_gemm_row_s8(&p->gemm, in + r * p->in_features, p->in_features, out + r * p->gemm.out_c);
     }
 }
+
+/* 4 to 8 inputs (rules.fc_small_stream): the row's two quads, the first 4 bytes and the last 4 (their
+ * overlap has weight 0), widened once into 4 registers, then 2 rows at a time straight through.
+ * gemm.chan is one stream of words: a header [K - 4, lo4, hi4, out_c - 1, 0x01000100] (lo4, hi4
+ * the bounds in every byte), per pair of rows [bias_e + 256 bias_o, bias_o, wA0, wB0, wA1, wB1,
+ * (mult, rq_add, ctz(rq_add)) of each row] (wA, wB: gemm_weight_layout's words 0 and 2 of
+ * the pair), then for an odd out_c the last row alone as [bias, wA0, wB0, wA1, wB1, mult,
+ * rq_add, ctz(rq_add)] (odd bytes 0). Accumulators are doubled at the end as rlx_rq_fast does
+ * (2 acc_e = 2 a_e - 256 sum(x) - 512 a_o, the sum over the two quads as read). */
+#if RLX_GEMM_ASM
+/* the stores after both rows' SSAT: rq_mode 2 as they are; rq_mode 1 packed (BFI) and clamped
+ * to the header's bounds 2 lanes at a time (SSUB8, SEL) */
+#define RLX_FCS_ST2_SAT "strb r0, [r2], #1\n\tstrb r1, [r2], #1\n\t"
+#define RLX_FCS_ST1_SAT "strb r0, [r2], #1\n\t"
+#define RLX_FCS_CLAMP                                                                            \
+    "ldr r3, [sp, #40]\n\t"                                                                      \
+    "ldrd r4, r5, [r3, #4]\n\t"                                                                  \
+    "ssub8 r3, r0, r4\n\t"                                                                       \
+    "sel r0, r0, r4\n\t"                                                                         \
+    "ssub8 r3, r5, r0\n\t"                                                                       \
+    "sel r0, r0, r5\n\t"
+#define RLX_FCS_ST2_CLAMP "bfi r0, r1, #8, #8\n\t" RLX_FCS_CLAMP "strh r0, [r2], #2\n\t"
+#define RLX_FCS_ST1_CLAMP RLX_FCS_CLAMP "strb r0, [r2], #1\n\t"
+/* row A's doubled accumulator to its output in A, its (mult, rq_add, shift) next in the stream */
+#define RLX_FCS_RQ(A)                                                                            \
+    "ldm r12!, {r3, r4, r5}\n\t"                                                                 \
+    "smmlar r3, " A ", r3, r4\n\t"                                                               \
+    "add r3, r3, " A ", asr #31\n\t"                                                             \
+    "asr r3, r3, r5\n\t"                                                                         \
+    "ssat " A ", #8, r3, asr #1\n\t"
+/* r2 the output, r8-r11 the input's pairs (quad 0: 0 2, 1 3; quad 1 the same), r12 the stream,
+ * lr 256 sum(x), r7 the rows left - 1; [sp] the input row, [sp, #4] the rows of input left,
+ * [sp, #40] the stream's start (the pushed r12) */
+#define RLX_FC_SMALL(NAME, ST2, ST1)                                                             \
+    __attribute__((naked, noinline, noipa, used)) void NAME(                                     \
+        const rlx_fc_params *p __attribute__((unused)), const int8_t *in __attribute__((unused)), \
+        int8_t *out __attribute__((unused)))                                                     \
+    {                                                                                            \
+        __asm__(".syntax unified\n\t"                                                            \
+                "ldr r3, [r0, #36]\n\t"                                                          \
+                "ldr r12, [r0, #28]\n\t"                                                         \
+                "push {r1, r3-r12, lr}\n\t"                                                      \
+                "1:\n\t"                                                                         \
+                "ldm r12!, {r3, r4, r5, r7, lr}\n\t"                                             \
+                "ldr r8, [r1]\n\t"                                                               \
+                "ldr r10, [r1, r3]\n\t"                                                          \
+                "sxtb16 r9, r8, ror #8\n\t"                                                      \
+                "sxtb16 r8, r8\n\t"                                                              \
+                "sxtb16 r11, r10, ror #8\n\t"                                                    \
+                "sxtb16 r10, r10\n\t"                                                            \
+                "smuad r3, r8, lr\n\t"                                                           \
+                "smlad r3, r9, lr, r3\n\t"                                                       \
+                "smlad r3, r10, lr, r3\n\t"                                                      \
+                "smlad lr, r11, lr, r3\n\t"                                                      \
+                "2:\n\t"                                                                         \
+                "ldm r12!, {r0, r1, r3, r4, r5, r6}\n\t"                                         \
+                "smlad r0, r8, r3, r0\n\t"                                                       \
+                "sxtb16 r3, r3, ror #8\n\t"                                                      \
+                "smlad r1, r8, r3, r1\n\t"                                                       \
+                "smlad r0, r9, r4, r0\n\t"                                                       \
+                "sxtb16 r4, r4, ror #8\n\t"                                                      \
+                "smlad r1, r9, r4, r1\n\t"                                                       \
+                "smlad r0, r10, r5, r0\n\t"                                                      \
+                "sxtb16 r5, r5, ror #8\n\t"                                                      \
+                "smlad r1, r10, r5, r1\n\t"                                                      \
+                "smlad r0, r11, r6, r0\n\t"                                                      \
+                "sxtb16 r6, r6, ror #8\n\t"                                                      \
+                "smlad r1, r11, r6, r1\n\t"                                                      \
+                "rsb r0, lr, r0, lsl #1\n\t"                                                     \
+                "sub r0, r0, r1, lsl #9\n\t"                                                     \
+                "lsl r1, r1, #1\n\t" RLX_FCS_RQ("r0") RLX_FCS_RQ("r1") ST2                     \
+                "subs r7, r7, #2\n\t"                                                            \
+                "bgt 2b\n\t"                                                                     \
+                "bne 3f\n\t"                                                                     \
+                "ldm r12!, {r0, r3, r4, r5, r6}\n\t"                                             \
+                "smlad r0, r8, r3, r0\n\t"                                                       \
+                "smlad r0, r9, r4, r0\n\t"                                                       \
+                "smlad r0, r10, r5, r0\n\t"                                                      \
+                "smlad r0, r11, r6, r0\n\t"                                                      \
+                "rsb r0, lr, r0, lsl #1\n\t" RLX_FCS_RQ("r0") ST1                                \
+                "3:\n\t"                                                                         \
+                "ldr r3, [sp, #4]\n\t"                                                           \
+                "subs r3, r3, #1\n\t"                                                            \
+                "beq 4f\n\t"                                                                     \
+                "str r3, [sp, #4]\n\t"                                                           \
+                "ldr r12, [sp, #40]\n\t"                                                         \
+                "ldr r1, [sp]\n\t"                                                               \
+                "ldr r3, [r12]\n\t"                                                              \
+                "add r1, r1, r3\n\t"                                                             \
+                "add r1, r1, #4\n\t"                                                             \
+                "str r1, [sp]\n\t"                                                               \
+                "b 1b\n\t"                                                                       \
+                "4:\n\t"                                                                         \
+                "pop {r1, r3-r12, pc}\n\t");                                                     \
+    }
+RLX_FC_SMALL(rlx_fc_small_s8, RLX_FCS_ST2_SAT, RLX_FCS_ST1_SAT)
+RLX_FC_SMALL(rlx_fc_small_clamp_s8, RLX_FCS_ST2_CLAMP, RLX_FCS_ST1_CLAMP)
+#else
+/* the portable build: the stream's arithmetic in C */
+/* one row's doubled accumulator to its output, its (mult, rq_add, shift) at q */
+RLX_INLINE int8_t rlx_fcs_out(int32_t acc2, const int32_t *q, int32_t clamp, int32_t lo, int32_t hi)
+{
+    const int32_t v = rlx_sat8(((rlx_smmlar(acc2, q[0], q[1]) + (acc2 >> 31)) >> q[2]) >> 1);
+    return (int8_t)(clamp ? rlx_clamp(v, lo, hi) : v);
+}
+
+static void rlx_fc_small_c(const rlx_fc_params *p, const int8_t *in, int8_t *out, int32_t clamp)
+{
+    const int32_t *const h = p->gemm.chan;
+    const int32_t k = h[0] + 4, rows = h[3] + 1;
+    const int32_t lo = (int8_t)h[1], hi = (int8_t)h[2];
+    for (int32_t b = 0; b < p->batches; b++, in += k) {
+        /* the 8 values as read (the last quad ends at the row's end) and their sum */
+        const int8_t *const e = in + k - 4;
+        const int32_t x0 = in[0], x1 = in[1], x2 = in[2], x3 = in[3], x4 = e[0], x5 = e[1], x6 = e[2], x7 = e[3];
+        const uint32_t c2 = 256u * (uint32_t)(x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7);
+        const int32_t *s = h + 5;
+        /* element j of quad q is in word 2 q + (j & 1), at byte 2 (j >> 1) (the even row's, + 128)
+         * and 2 (j >> 1) + 1 (the odd row's); the even row's bias holds 256 x the odd row's */
+#define RLX_FCS_ROW(A, U)                                                                           \
+    A += (uint32_t)(x0 * U[0] + x1 * U[4] + x2 * U[2] + x3 * U[6] + x4 * U[8] + x5 * U[12] + x6 * U[10] + \
+                    x7 * U[14]);
+        int32_t r = rows;
+        for (; r > 1; r -= 2, s += 12, out += 2) {
+            const uint8_t *const wu = (const uint8_t *)(s + 2);
+            const int8_t *const ws = (const int8_t *)(s + 2) + 1;
+            uint32_t ae = (uint32_t)s[0] - 256u * (uint32_t)s[1], ao = (uint32_t)s[1];
+            RLX_FCS_ROW(ae, wu)
+            RLX_FCS_ROW(ao, ws)
+            out[0] = rlx_fcs_out((int32_t)(2u * ae - c2), s + 6, clamp, lo, hi);
+            out[1] = rlx_fcs_out((int32_t)(2u * ao), s + 9, clamp, lo, hi);
+        }
+        if (r == 1) { /* the odd last row alone: [bias, 4 words, its constants] */
+            const uint8_t *const wu = (const uint8_t *)(s + 1);
+            uint32_t ae = (uint32_t)s[0];
+            RLX_FCS_ROW(ae, wu)
+            *out++ = rlx_fcs_out((int32_t)(2u * ae - c2), s + 5, clamp, lo, hi);
+        }
+#undef RLX_FCS_ROW
+    }
+}
+
+void rlx_fc_small_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out) { rlx_fc_small_c(p, in, out, 0); }
+
+void rlx_fc_small_clamp_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out) { rlx_fc_small_c(p, in, out, 1); }
+#endif

@@ -8,8 +8,10 @@
  * channels in the instruction that sign-extends them. The 3x3 kernel of the
  * int8 layouts (balanced) runs a group of 4 channels at a time over a ring of
  * widened input rows in its scratch (rlx_dw_group), on both builds; every other window runs
- * the same idea generalized (rlx_depthwise_conv_ring_s8, at the end); --optimize size keeps the
- * general kernel.
+ * the same idea generalized (rlx_depthwise_conv_ring_s8), long 1-D lines the line kernel, and
+ * the balanced build gives most windows with multipliers 1 and 2 to a kernel that reads the
+ * image in place a pixel at a time (rlx_depthwise_conv_px_s8, at the end); --optimize size
+ * keeps the general kernel.
  */
 #include <stddef.h>
 
@@ -573,18 +575,25 @@ typedef struct {
  * saturated to int8 and packed into one word; CLAMP (after it loads the act_min and act_max
  * bytes into t1, t2): a byte-wise max and min (SSUB8 sets GE, SEL picks); one store. */
 typedef char rlx_dw_rq4_at[offsetof(rlx_dw_rq4, ma) == 16 && offsetof(rlx_dw_rq4, e) == 48 ? 1 : -1];
-#define RLX_DWR_RQ1(A, MA, E)                             \
-    "ldrd    %[t0], %[t1], [%[q], #" MA "]\n\t"           \
-    "ldr     %[t2], [%[q], #" E "]\n\t"                   \
-    "smmlar  %[t0], %[" A "], %[t0], %[t1]\n\t"           \
-    "add     %[" A "], %[t0], %[" A "], asr #31\n\t"      \
-    "asr     %[" A "], %[" A "], %[t2]\n\t"               \
+/* one output of the doubled accumulator A (rlx_rq_fast without its shift of acc): its multiplier and
+ * add at MA, its shift at E (byte offsets from the operand Q), through the temporaries T0-T2 */
+#define RLX_DW_RQ1(A, Q, T0, T1, T2, MA, E)                       \
+    "ldrd    %[" T0 "], %[" T1 "], [%[" Q "], #" MA "]\n\t"       \
+    "ldr     %[" T2 "], [%[" Q "], #" E "]\n\t"                  \
+    "smmlar  %[" T0 "], %[" A "], %[" T0 "], %[" T1 "]\n\t"       \
+    "add     %[" A "], %[" T0 "], %[" A "], asr #31\n\t"         \
+    "asr     %[" A "], %[" A "], %[" T2 "]\n\t"                  \
     "ssat    %[" A "], #8, %[" A "]\n\t"
-#define RLX_DWR_RQ4_ASM(CLAMP)                                                                                 \
-    RLX_DWR_RQ1("a0", "16", "48") RLX_DWR_RQ1("a1", "24", "52") RLX_DWR_RQ1("a2", "32", "56")                  \
-        RLX_DWR_RQ1("a3", "40", "60") "bfi     %[a0], %[a1], #8, #8\n\t"                                       \
-                                      "bfi     %[a0], %[a2], #16, #8\n\t"                                      \
-                                      "bfi     %[a0], %[a3], #24, #8\n\t" CLAMP "str     %[a0], [%[dst]]\n\t"
+/* a0-a3 requantized with RQ1(A, MA, E) from the multipliers at M, the shifts at E (4 bytes apart) and
+ * packed into one word, then CLAMP, then one store */
+#define RLX_DW_RQ4(RQ1, CLAMP, M0, M1, M2, M3, E0, E1, E2, E3)                                                   \
+    RQ1("a0", M0, E0) RQ1("a1", M1, E1) RQ1("a2", M2, E2) RQ1("a3", M3, E3) "bfi     %[a0], %[a1], #8, #8\n\t"   \
+                                                                           "bfi     %[a0], %[a2], #16, #8\n\t"  \
+                                                                           "bfi     %[a0], %[a3], #24, #8\n\t"  \
+        CLAMP "str     %[a0], [%[dst]]\n\t"
+#define RLX_DWR_RQ1(A, MA, E) RLX_DW_RQ1(A, "q", "t0", "t1", "t2", MA, E)
+#define RLX_DWR_RQ4_ASM(CLAMP) \
+    RLX_DW_RQ4(RLX_DWR_RQ1, CLAMP, "16", "24", "32", "40", "48", "52", "56", "60")
 #define RLX_DWR_RQ4_OUT                                                                                        \
     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0_), [t1] "=&r"(t1_), [t2] "=&r"(t2_)
 #define RLX_DWR_CLAMP                                     \
@@ -1382,12 +1391,387 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
     rlx_depthwise_conv_ring_s8(p, in, out, scratch);
 #endif
 }
+/* ---- one output pixel at a time, 4 channels of it at once (balanced, DSP cores) ----
+ * The ring pays per group and output row (widened rows, a header per window row and pixel),
+ * the pair kernel per channel and line; on small images and strided windows that is much of a
+ * layer. Here nothing is widened ahead but the group's weights: a tap reads the input word of 4
+ * channels straight from the HWC image (SXTAB16 adds the input offset as it widens two of
+ * them), an LDM takes the tap's widened weights and its input's byte offset from a table in the
+ * scratch, and 4 SMLABB/SMLATT accumulate: 8 instructions a tap of 4 channels. The pixels whose
+ * windows lie inside the image run a row at a time in one asm block (per pixel: the bias, the
+ * window's taps in one run whatever its rows, the requantization and one store of the 4
+ * outputs); at the borders a run per window row (padded taps skipped). Any window, stride,
+ * dilation and padding; depth multiplier 2 reads a halfword of 2 input channels a tap; a last
+ * partial group runs as the group ending at the last channel; multipliers above 2 and fewer
+ * than 4 channels take the per-channel loop, cores without DSP the ring (the general kernel on
+ * at most 4 pixels). Weights and bias are doubled with the fast requantization, as on the ring. */
+#if RLX_USE_DSP
+/* The scratch, in words (rules.py's _dw_px_scratch): a row run's input and output bytes between
+ * pixels, output end and k, the group's 4 biases, then per tap of the window (in the walk's
+ * order, rlx_dwp_axes) its weights (c0 c2), (c1 c3) and its input's byte offset from the
+ * window's first pixel, then the group's requantization (rlx_dwp_rq), then per output along
+ * the walk's b axis, then along a, the window taps [lo, hi) inside the image (2 int16 each). */
+typedef struct {
+    int32_t ma[8]; /* (mult, rq_add) of c0..c3 */
+    int32_t e[4];  /* right shifts */
+    uint32_t lohi[2]; /* act_min and act_max in every byte */
+    uint32_t tab; /* the table's address (the row run's asm reads it: 32-bit targets) */
+} rlx_dwp_rq;
+typedef char rlx_dwp_rq_at[offsetof(rlx_dwp_rq, e) == 32 && offsetof(rlx_dwp_rq, tab) == 56 ? 1 : -1];
+#define RLX_DWP_TAB 8 /* the table's first word: the steps, the run's end, k and the bias before it */
+
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+/* LDM fills registers in number order: the table's words (w02, w13, byte offset) are pinned */
+#define RLX_DWP_TAP1                                      \
+    "ldm     %[w]!, {%[wa], %[wb], %[xv]}\n\t"           \
+    "ldr     %[xv], [%[x], %[xv]]\n\t"                    \
+    "sxtab16 %[xt], %[o2], %[xv]\n\t"                     \
+    "sxtab16 %[xv], %[o2], %[xv], ror #8\n\t"             \
+    "smlabb  %[a0], %[xt], %[wa], %[a0]\n\t"              \
+    "smlatt  %[a2], %[xt], %[wa], %[a2]\n\t"              \
+    "smlabb  %[a1], %[xv], %[wb], %[a1]\n\t"              \
+    "smlatt  %[a3], %[xv], %[wb], %[a3]\n\t"
+/* depth multiplier 2: outputs c0, c1 read input channel c0 / 2 and c2, c3 the next, one
+ * halfword h; SXTAB16 widens bytes 0 and 2 of h | h << 8 (as rlx_dw_row_m2) */
+#define RLX_DWP_TAP2                                      \
+    "ldm     %[w]!, {%[wa], %[wb], %[xv]}\n\t"           \
+    "ldrh    %[xv], [%[x], %[xv]]\n\t"                    \
+    "orr     %[xv], %[xv], %[xv], lsl #8\n\t"             \
+    "sxtab16 %[xt], %[o2], %[xv]\n\t"                     \
+    "smlabb  %[a0], %[xt], %[wa], %[a0]\n\t"              \
+    "smlatt  %[a2], %[xt], %[wa], %[a2]\n\t"              \
+    "smlabb  %[a1], %[xt], %[wb], %[a1]\n\t"              \
+    "smlatt  %[a3], %[xt], %[wb], %[a3]\n\t"
+/* n taps: an odd one first, then two an iteration (the taps keep the flags of LSRS) */
+#define RLX_DWP_RUN(TAP)                                  \
+    "lsrs    %[n], %[n], #1\n\t"                          \
+    "bcc     2f\n\t" TAP "2:\n\t"                         \
+    "beq     3f\n\t"                                      \
+    "1:\n\t" TAP TAP                                      \
+    "subs    %[n], %[n], #1\n\t"                          \
+    "bne     1b\n\t"                                      \
+    "3:\n\t"
+/* the 4 outputs, rlx_dwp_rq at w (RLX_DW_RQ4); CLAMP: a byte-wise max and min (SSUB8 sets GE, SEL picks) */
+#define RLX_DWP_RQ1(A, MA, E) RLX_DW_RQ1(A, "w", "wa", "wb", "xv", MA, E)
+#define RLX_DWP_RQ4(CLAMP) RLX_DW_RQ4(RLX_DWP_RQ1, CLAMP, "0", "8", "16", "24", "32", "36", "40", "44")
+#define RLX_DWP_CLAMP                                     \
+    "ldrd    %[wa], %[wb], [%[w], #48]\n\t"               \
+    "ssub8   %[xv], %[a0], %[wa]\n\t"                     \
+    "sel     %[a0], %[a0], %[wa]\n\t"                     \
+    "ssub8   %[xv], %[wb], %[a0]\n\t"                     \
+    "sel     %[a0], %[a0], %[wb]\n\t"
+#define RLX_DWP_REGS register uint32_t wa_ __asm__("r8"), wb_ __asm__("r9"), xv_ __asm__("r10")
+/* Whole windows along an output row, from the window at X and the output at D on (both
+ * advanced): per pixel k and the bias (the 5 words before the table), the k taps, then (at the
+ * table's end: the requantization) the 4 outputs; the input and output bytes between pixels and
+ * the output's end are the 3 words before k, the table's address the word after the
+ * requantization. */
+#define RLX_DWP_ROW(X, D, CLAMP, TAP)                                                                         \
+    do {                                                                                                      \
+        RLX_DWP_REGS;                                                                                         \
+        /* LDMDB: k and the 4 biases, in number order */                                                      \
+        register uint32_t n_ __asm__("r2");                                                                   \
+        register int32_t a0 __asm__("r3"), a1 __asm__("r4"), a2 __asm__("r5"), a3 __asm__("r6");              \
+        uint32_t xt_;                                                                                         \
+        const uint32_t *w_ = tab;                                                                             \
+        __asm__ volatile("0:\n\t"                                                                             \
+                         "ldmdb   %[w], {%[n], %[a0], %[a1], %[a2], %[a3]}\n\t" RLX_DWP_RUN(TAP)              \
+                             RLX_DWP_RQ4(CLAMP)                                                               \
+                         "ldr     %[w], [%[w], #56]\n\t"                                                      \
+                         "ldrd    %[wa], %[wb], [%[w], #-32]\n\t"                                             \
+                         "add     %[x], %[x], %[wa]\n\t"                                                      \
+                         "add     %[dst], %[dst], %[wb]\n\t"                                                  \
+                         "ldr     %[xv], [%[w], #-24]\n\t"                                                    \
+                         "cmp     %[dst], %[xv]\n\t"                                                          \
+                         "bne     0b\n\t"                                                                     \
+                         : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w] "+r"(w_),      \
+                           [n] "=&r"(n_), [wa] "=&r"(wa_), [wb] "=&r"(wb_), [xv] "=&r"(xv_), [xt] "=&r"(xt_), \
+                           [x] "+r"(X), [dst] "+r"(D)                                                         \
+                         : [o2] "r"(off2)                                                                     \
+                         : "memory", "cc");                                                                   \
+    } while (0)
+/* the 4 outputs of a0..a3 to D, the requantization at Q */
+#define RLX_DWP_OUT(Q, D, CLAMP)                                                                              \
+    do {                                                                                                      \
+        uint32_t wa_, wb_, xv_;                                                                               \
+        __asm__ volatile(RLX_DWP_RQ4(CLAMP)                                                                   \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [wa] "=&r"(wa_),       \
+                           [wb] "=&r"(wb_), [xv] "=&r"(xv_)                                                   \
+                         : [w] "r"(Q), [dst] "r"(D)                                                           \
+                         : "memory");                                                                         \
+    } while (0)
+/* N taps from the table at W, the window at X */
+#define RLX_DWP_TAPS(X, W, N, TAP)                                                                            \
+    do {                                                                                                      \
+        RLX_DWP_REGS;                                                                                         \
+        uint32_t xt_, n_ = (uint32_t)(N);                                                                     \
+        const uint32_t *w_ = (W);                                                                             \
+        __asm__ volatile(RLX_DWP_RUN(TAP)                                                                     \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w_),          \
+                           [n] "+r"(n_), [wa] "=&r"(wa_), [wb] "=&r"(wb_), [xv] "=&r"(xv_), [xt] "=&r"(xt_)   \
+                         : [x] "r"(X), [o2] "r"(off2)                                                         \
+                         : "memory", "cc");                                                                   \
+    } while (0)
+#else
+#define RLX_DWP_TAP1 1
+#define RLX_DWP_TAP2 2
+#define RLX_DWP_TAPS(X, W, N, TAP)                                                                            \
+    do {                                                                                                      \
+        const uint32_t *w_ = (W);                                                                             \
+        for (int32_t n_ = (N); n_ > 0; n_--, w_ += 3) {                                                       \
+            const int8_t *xp_ = (const int8_t *)(X) + (int32_t)w_[2];                                         \
+            const uint32_t h_ = (uint32_t)(uint8_t)xp_[0] * 0x101u | (uint32_t)(uint8_t)xp_[1] << 16;         \
+            const uint32_t xv_ = (TAP) == 1 ? rlx_rd32(xp_) : h_;                                             \
+            const uint32_t x02_ = rlx_sxtab16(off2, xv_);                                                     \
+            const uint32_t x13_ = (TAP) == 1 ? rlx_sxtab16_ror8(off2, xv_) : x02_;                            \
+            a0 = rlx_smlabb(x02_, w_[0], a0);                                                                 \
+            a2 = rlx_smlatt(x02_, w_[0], a2);                                                                 \
+            a1 = rlx_smlabb(x13_, w_[1], a1);                                                                 \
+            a3 = rlx_smlatt(x13_, w_[1], a3);                                                                 \
+        }                                                                                                     \
+    } while (0)
+#endif
+
+/* The walk: pixels run along axis b (the output's longer one), rows of them along a; tap
+ * (ia, ib) of the window is entry ia * b.k + ib of the table. */
+typedef struct {
+    rlx_dw_axis a, b;
+    int32_t swap;           /* a is W, b is H */
+    int32_t run_lo, run_hi; /* the pixels whose windows are whole along b */
+} rlx_dwp_axes;
+
+/* the window taps [lo, hi) inside the image of output i along axis x (int16 pairs, rlx_dw_taps) */
+RLX_INLINE void rlx_dwp_bounds(const rlx_dw_axis *x, int16_t *d)
+{
+    for (int32_t i = 0; i < x->n_out; i++) {
+        int32_t lo, hi;
+        rlx_dw_taps(i, x->stride, x->pad, x->dil, x->k, x->n_in, &lo, &hi);
+        d[2 * i] = (int16_t)lo;
+        d[2 * i + 1] = (int16_t)hi;
+    }
+}
+
+/* All pixels of the group of channels [c0, c0 + 4) of one image; s: the scratch; M2: depth multiplier 2. */
+RLX_INLINE void rlx_dwp_group(const rlx_dw_conv_params *p, const rlx_dwp_axes *g, uint32_t *s, const int8_t *img,
+                              int8_t *out, int32_t c0, const int32_t m2)
+{
+    const rlx_dw_axis a = g->a, b = g->b;
+    const int32_t oc = p->out_c, k = p->k_h * p->k_w, bk = b.k;
+    const int32_t fast = p->rq_mode != 0, sat = p->rq_mode == 2, lo = p->act_min, hi = p->act_max;
+    const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
+    uint32_t *const tab = s + RLX_DWP_TAB;
+    rlx_dwp_rq *const gk = (rlx_dwp_rq *)(void *)(tab + 3 * k);
+    /* the table's weights: tap (ia, ib) is weight row ia * sa + ib * sb */
+    {
+        const int32_t sb = g->swap ? p->k_w * oc : oc, sa = g->swap ? oc : p->k_w * oc;
+        const uint32_t dbl = fast ? 0xFFFEFFFFu : 0xFFFFFFFFu;
+        const int8_t *wr = p->weights + c0;
+        uint32_t *e = tab;
+        for (int32_t ia = 0; ia < a.k; ia++, wr += sa) {
+            const int8_t *wp = wr;
+            for (int32_t ib = 0; ib < bk; ib++, wp += sb, e += 3) {
+                const uint32_t wv = rlx_rd32(wp);
+                e[0] = (rlx_sxtb16(wv) << fast) & dbl;
+                e[1] = (rlx_sxtb16_ror8(wv) << fast) & dbl;
+            }
+        }
+    }
+    for (int32_t i = 0; i < 4; i++) {
+        s[4 + i] = (uint32_t)p->bias[c0 + i] << fast;
+        gk->ma[2 * i] = fast ? p->mult[c0 + i] : 0;
+        gk->ma[2 * i + 1] = fast ? p->rq_add[c0 + i] : 1;
+        gk->e[i] = rlx_rq_e(gk->ma[2 * i + 1]);
+    }
+    const int16_t *const cols = (const int16_t *)(const void *)(gk + 1), *const rows = cols + 2 * b.n_out;
+    const uintptr_t xstep = (uintptr_t)(b.stride * b.in_step);
+    const uintptr_t x00 = (uintptr_t)(img + (m2 ? c0 / 2 : c0)) - (uintptr_t)(b.pad * b.in_step + a.pad * a.in_step);
+    const rlx_rq_params rq = RLX_DW_RQ(p);
+    const int32_t run_lo = g->run_lo, run_hi = g->run_hi;
+    for (int32_t oa = 0; oa < a.n_out; oa++) {
+        const int32_t ka0 = rows[2 * oa], ka1 = rows[2 * oa + 1];
+        /* the window's first pixel, as an address: it may lie in the padding */
+        uintptr_t x = x00 + (uintptr_t)(oa * a.stride * a.in_step);
+        int8_t *dst = out + c0 + oa * a.out_step;
+        const int32_t run = fast && ka1 - ka0 == a.k && run_hi > run_lo ? run_lo : b.n_out;
+        for (int32_t ob = 0; ob < b.n_out; ob++, x += xstep, dst += b.out_step) {
+#if defined(RLX_DWP_ROW)
+            if (ob == run) {
+                s[2] = (uint32_t)(uintptr_t)(dst + (run_hi - run_lo) * b.out_step); /* the run's end */
+                if (m2) {
+                    if (sat) {
+                        RLX_DWP_ROW(x, dst, "", RLX_DWP_TAP2);
+                    } else {
+                        RLX_DWP_ROW(x, dst, RLX_DWP_CLAMP, RLX_DWP_TAP2);
+                    }
+                } else if (sat) {
+                    RLX_DWP_ROW(x, dst, "", RLX_DWP_TAP1);
+                } else {
+                    RLX_DWP_ROW(x, dst, RLX_DWP_CLAMP, RLX_DWP_TAP1);
+                }
+                /* the loop's step follows */
+                ob = run_hi - 1;
+                x -= xstep;
+                dst -= b.out_step;
+                continue;
+            }
+#else
+            (void)run;
+#endif
+            const int32_t kb0 = cols[2 * ob], nb = cols[2 * ob + 1] - kb0;
+            int32_t a0 = (int32_t)s[4], a1 = (int32_t)s[5], a2 = (int32_t)s[6], a3 = (int32_t)s[7];
+            const uint32_t *w = tab + 3 * (ka0 * bk + kb0);
+            for (int32_t r = ka0; r < ka1; r++, w += 3 * bk) {
+                if (m2) {
+                    RLX_DWP_TAPS(x, w, nb, RLX_DWP_TAP2);
+                } else {
+                    RLX_DWP_TAPS(x, w, nb, RLX_DWP_TAP1);
+                }
+            }
+#if defined(RLX_DWP_OUT)
+            if (fast) {
+                if (sat) {
+                    RLX_DWP_OUT(gk, dst, "");
+                } else {
+                    RLX_DWP_OUT(gk, dst, RLX_DWP_CLAMP);
+                }
+                continue;
+            }
+#endif
+            const int32_t acc[4] = {a0, a1, a2, a3};
+            for (int32_t i = 0; i < 4; i++) {
+                const int32_t a = acc[i], v = (rlx_smmlar(a, gk->ma[2 * i], gk->ma[2 * i + 1]) + (a >> 31)) >> gk->e[i];
+                dst[i] = (int8_t)(!fast ? rlx_rq_out(&rq, a, c0 + i) : sat ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
+            }
+        }
+    }
+}
+
+/* one instance per multiplier, so that each keeps its registers */
+static RLX_NOINLINE_DW void rlx_dwp_group1(const rlx_dw_conv_params *p, const rlx_dwp_axes *g, uint32_t *s,
+                                           const int8_t *img, int8_t *out, int32_t c0)
+{
+    rlx_dwp_group(p, g, s, img, out, c0, 0);
+}
+
+static RLX_NOINLINE_DW void rlx_dwp_group2(const rlx_dw_conv_params *p, const rlx_dwp_axes *g, uint32_t *s,
+                                           const int8_t *img, int8_t *out, int32_t c0)
+{
+    rlx_dwp_group(p, g, s, img, out, c0, 1);
+}
+
+/* Channels [c0, out_c) of one image one at a time (any depth multiplier); s: the scratch. */
+static void rlx_dwp_channels(const rlx_dw_conv_params *p, const rlx_dwp_axes *g, const uint32_t *s,
+                             const int8_t *img, int8_t *out, int32_t c0)
+{
+    const rlx_dw_axis a = g->a, b = g->b;
+    const int32_t oc = p->out_c, m = p->ch_mult, kw = p->k_w, k = p->k_h * kw, off = p->in_offset;
+    const int32_t swap = g->swap;
+    const rlx_rq_params rq = RLX_DW_RQ(p);
+    const uint32_t *const tab = s + RLX_DWP_TAB;
+    const int16_t *const cols = (const int16_t *)(const void *)((const rlx_dwp_rq *)(const void *)(tab + 3 * k) + 1);
+    const int16_t *const rows = cols + 2 * b.n_out;
+    for (int32_t oa = 0; oa < a.n_out; oa++) {
+        for (int32_t ob = 0; ob < b.n_out; ob++) {
+            const int32_t x0 = (oa * a.stride - a.pad) * a.in_step + (ob * b.stride - b.pad) * b.in_step;
+            int8_t *const dst = out + oa * a.out_step + ob * b.out_step;
+            for (int32_t c = c0; c < oc; c++) {
+                int32_t acc = p->bias[c];
+                for (int32_t ia = rows[2 * oa]; ia < rows[2 * oa + 1]; ia++) {
+                    for (int32_t ib = cols[2 * ob]; ib < cols[2 * ob + 1]; ib++) {
+                        const int32_t t = ia * b.k + ib, ky = swap ? ib : ia, kx = swap ? ia : ib;
+                        acc += (img[x0 + (int32_t)tab[3 * t + 2] + c / m] + off) * p->weights[(ky * kw + kx) * oc + c];
+                    }
+                }
+                dst[c] = (int8_t)rlx_rq_out(&rq, acc, c);
+            }
+        }
+    }
+}
+#endif
+
+void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+#if RLX_USE_DSP
+    const int32_t ic = p->in_c, oc = p->out_c, k = p->k_h * p->k_w;
+    const rlx_dw_axis h = {p->out_h, p->in_h, p->k_h, p->stride_h, p->dil_h, p->pad_top, p->in_w * ic, p->out_w * oc};
+    const rlx_dw_axis w = {p->out_w, p->in_w, p->k_w, p->stride_w, p->dil_w, p->pad_left, ic, oc};
+    /* pixels run along the output's longer axis (a tall image such as KWS's 25x5 by columns), a
+     * 1-D window's along the window: a clipped window is then one run of taps */
+    const int32_t swap = (p->k_w == 1 && p->k_h > 1) || (p->k_h > 1 && p->out_w < p->out_h);
+    rlx_dwp_axes g = {swap ? w : h, swap ? h : w, swap, 0, 0};
+    uint32_t *const s = (uint32_t *)(void *)scratch, *const tab = s + RLX_DWP_TAB;
+    rlx_dwp_rq *const gk = (rlx_dwp_rq *)(void *)(tab + 3 * k);
+    int16_t *const cols = (int16_t *)(void *)(gk + 1);
+    rlx_dwp_bounds(&g.b, cols);
+    rlx_dwp_bounds(&g.a, cols + 2 * g.b.n_out);
+    int32_t lo = 0, hi = g.b.n_out;
+    while (lo < hi && cols[2 * lo + 1] - cols[2 * lo] != g.b.k) {
+        lo++;
+    }
+    while (hi > lo && cols[2 * hi - 1] - cols[2 * hi - 2] != g.b.k) {
+        hi--;
+    }
+    g.run_lo = lo;
+    g.run_hi = hi;
+    /* a row run's constants and the requantization's that every group shares */
+    s[0] = (uint32_t)(g.b.stride * g.b.in_step);
+    s[1] = (uint32_t)g.b.out_step;
+    s[3] = (uint32_t)k;
+    gk->lohi[0] = 0x01010101u * (uint8_t)p->act_min;
+    gk->lohi[1] = 0x01010101u * (uint8_t)p->act_max;
+    gk->tab = (uint32_t)(uintptr_t)tab;
+    for (int32_t t = 0; t < k; t++) {
+        tab[3 * t + 2] = (uint32_t)((t / g.b.k) * g.a.dil * g.a.in_step + (t % g.b.k) * g.b.dil * g.b.in_step);
+    }
+    /* groups of 4 with depth multiplier 1 or 2; the channels past the last whole group as the
+     * group ending at the last channel, which writes its first ones again with the same values
+     * (a partial group's word would read past the image and store past the pixel) */
+    const int32_t groups = p->ch_mult <= 2 && oc >= 4 ? (oc + 3) / 4 : 0;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *const img = in + n * p->in_h * p->in_w * ic;
+        int8_t *const o = out + n * p->out_h * p->out_w * oc;
+        for (int32_t i = 0; i < groups; i++) {
+            const int32_t c0 = 4 * i + 4 <= oc ? 4 * i : oc - 4;
+            if (p->ch_mult == 2) {
+                rlx_dwp_group2(p, &g, s, img, o, c0);
+            } else {
+                rlx_dwp_group1(p, &g, s, img, o, c0);
+            }
+        }
+        if (groups == 0) {
+            rlx_dwp_channels(p, &g, s, img, o, 0);
+        }
+    }
+#else
+    /* the kernels the rule takes for such layers otherwise (its scratch is the larger of the two) */
+    if (p->out_h * p->out_w <= 4) {
+        rlx_depthwise_conv_s8(p, in, out);
+    } else {
+        rlx_depthwise_conv_ring_s8(p, in, out, scratch);
+    }
+#endif
+}
+#undef RLX_DWP_TAPS
+#undef RLX_DWP_TAB
+#undef RLX_DWP_TAP1
+#undef RLX_DWP_TAP2
+#ifdef RLX_DWP_RUN
+#undef RLX_DWP_RUN
+#undef RLX_DWP_RQ1
+#undef RLX_DWP_RQ4
+#undef RLX_DWP_CLAMP
+#undef RLX_DWP_REGS
+#undef RLX_DWP_ROW
+#undef RLX_DWP_OUT
+#endif
 #ifdef RLX_DWR_MAC
 #undef RLX_DWR_MAC
 #undef RLX_DWR_ROWS
 #undef RLX_DWR_OPS
 #undef RLX_DWR_RQ1
 #undef RLX_DWR_RQ4_ASM
+#undef RLX_DW_RQ1
+#undef RLX_DW_RQ4
 #undef RLX_DWR_RQ4_OUT
 #undef RLX_DWR_CLAMP
 #else

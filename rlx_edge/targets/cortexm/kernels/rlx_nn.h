@@ -219,6 +219,10 @@ typedef struct {
 void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
+/* 4 to 8 inputs, 2 outputs or more, rq_mode 2 (small_s8) or 1 (small_clamp_s8): gemm.chan is one
+ * stream (rules.fc_small_stream), the input held widened in registers; gemm.weights is NULL */
+void rlx_fc_small_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
+void rlx_fc_small_clamp_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
 void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out);
 /* scratch: a ring of 3 int16 rows of one group of 4 channels and a zero row, 32 ((out_w - 1) stride_w + 3) bytes */
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
@@ -233,6 +237,10 @@ void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int
 void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 /* 1-D windows (Kx1, 1xK) on DSP cores, the ring elsewhere; scratch: the larger of its planes and the ring (rules.py) */
 void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* balanced, most windows but 3x3 and long 1-D lines (rules._dw_px): a pixel at a time, 4 channels at once,
+ * on DSP cores (the ring elsewhere, or the general kernel on at most 4 pixels); scratch: the larger of the
+ * ring's and its own (92 bytes, 12 a window tap, 4 an output row and column; rules.py) */
+void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);
 void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);

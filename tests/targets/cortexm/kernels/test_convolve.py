@@ -61,6 +61,8 @@ def test_convolve_small_field_clipped_columns(check):
         ((5, 4, 2), (2, 3), (1, 2), (1, 1), (0, 1, 2, 2)),
         ((9, 8, 5), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),  # 125 bytes: still gathered on the stack
         ((7, 9, 6), (3, 3), (1, 2), (1, 2), (1, 1, 2, 2)),  # dilated along w: tap by tap
+        ((6, 8, 2), (3, 3), (1, 1), (1, 1), (0, 0, 0, 0)),  # runs of 6 bytes, 2 of the last quad's past the field
+        ((9, 11, 3), (3, 3), (2, 2), (1, 1), (3, 0, 3, 1)),  # odd out_w (pairs across rows), inside from ox 2
         ((5, 5, 33), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),  # 297 bytes: the generic gather
     ]
     for k, ((h, w, c), (kh, kw), strides, dil, pads) in enumerate(cases):

@@ -1,6 +1,7 @@
 """rlx_depthwise_conv_3x3_pair_s8 and rlx_depthwise_conv_3x3_s8 (int8 layouts), rlx_depthwise_conv_3x3_wide_s8
-(--optimize speed's int16 layouts), rlx_depthwise_conv_ring_s8 (every other window) and rlx_depthwise_conv_s8
-(--optimize size) against the integer reference."""
+(--optimize speed's int16 layouts), rlx_depthwise_conv_px_s8 (balanced: most other windows, a pixel at a
+time), rlx_depthwise_conv_ring_s8 (the rest), rlx_depthwise_conv_line_s8 (long 1-D lines) and
+rlx_depthwise_conv_s8 (--optimize size, few pixels) against the integer reference."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from rlx_edge.ir.graph import Graph
 from rlx_edge.ir.types import QuantParams
 from rlx_edge.runners import prepare
-from rlx_edge.targets.cortexm import emit
+from rlx_edge.targets.cortexm import emit, rules
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
 
@@ -82,8 +83,10 @@ def test_depthwise_random(check, fast, optimize):
     model_c = emit(g, optimize).files["model.c"]
     generic = "rlx_depthwise_conv_s8(" if optimize == "size" else "rlx_depthwise_conv_ring_s8("
     want = _KERNEL_3X3[optimize] if fast else generic
-    # balanced: the pair kernel takes strides 1 and 2 but single output pixels
-    assert model_c.count(want) + (model_c.count(_PAIR) if fast and optimize == "balanced" else 0) == 8
+    # balanced: the pair kernel takes strides 1 and 2 but single output pixels; the pixel kernel
+    # takes other windows with multipliers 1 and 2 (rules._dw_px), the ring the others
+    also = _PAIR if fast else "rlx_depthwise_conv_px_s8("
+    assert model_c.count(want) + (model_c.count(also) if optimize == "balanced" else 0) == 8
     assert check(g, n_inputs=5, optimize=optimize) == 8
 
 
@@ -168,8 +171,9 @@ def test_depthwise_3x3_int8_dsp_path_on_m4_bit_exact(tmp_path):
     relu whose zero point is not -128 clamps), under QEMU against the reference."""
     rng = np.random.default_rng(17)
     g = Graph("dw_m4")
+    # (5x5x6 s3 pads: on no padding, 4 output pixels or fewer of 4 channels or more go to the pixel kernel)
     cases = [(8, 7, 8, 3, "same"), (4, 4, 3, 2, "valid"), (2, 1, 4, 2, "same"), (1, 1, 12, 1, "same"),
-             (5, 5, 6, 3, "valid"), (7, 9, 7, 3, "valid"), (9, 8, 13, 3, "same"), (6, 5, 8, 1, "same")]  # fmt: skip
+             (5, 5, 6, 3, "same"), (7, 9, 7, 3, "valid"), (9, 8, 13, 3, "same"), (6, 5, 8, 1, "same")]  # fmt: skip
     for k, (h, w, c, s, pad) in enumerate(cases):
         _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=["none", "relu", "relu6"][k % 3])
     model_c = emit(g).files["model.c"]
@@ -207,13 +211,16 @@ def test_depthwise_3x3_group_ring_speed_on_m4_bit_exact(tmp_path):
         assert np.array_equal(out, run(g, x)[name]), f"input {k}"
 
 
-def test_depthwise_ring_every_window_bit_exact(check, tmp_path):
+def test_depthwise_ring_every_window_bit_exact(check, tmp_path, monkeypatch):
     """rlx_depthwise_conv_ring_s8 (every window but the plain 3x3 and the long 1-D lines of
-    rlx_depthwise_conv_line_s8), on both host builds and under QEMU on M4 (its tap and output
+    rlx_depthwise_conv_line_s8; the balanced build gives most of them to rlx_depthwise_conv_px_s8,
+    turned off here, and keeps the ring for multipliers above 2, fewer than 4 channels and cores
+    without DSP), on both host builds and under QEMU on M4 (its tap and output
     asm): 2-D windows; Kx1 windows, which run along H, on a one-column image; 1xK on a one-row
     image; odd channel counts (a last group of 1 to 3); depth multipliers 2 (the halfword
     widening) and 3; dilation 2 (taps not adjacent in the ring); same and valid padding; both
     fast output rules (saturating, and a clamp)."""
+    monkeypatch.setattr(rules, "_dw_px", lambda f, pads, fast: False)
     rng = np.random.default_rng(29)
     g = Graph("dw_ring")
     # (h, w, c, multiplier, kh, kw, stride, dilation, padding)
@@ -251,6 +258,39 @@ def test_depthwise_line_bit_exact(check, tmp_path):
     assert {model_c.count(f".rq_mode = {m},") > 0 for m in (0, 1, 2)} == {True}  # every output rule runs
     assert check(g, n_inputs=5) >= 5
     _bit_exact_on_m4(g, tmp_path, seed=5)
+
+
+def test_depthwise_px_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_px_s8 (balanced; a pixel at a time, 4 channels at once, the input read in place),
+    on both host builds (the portable one runs the ring or, on at most 4 pixels, the generic kernel in
+    its place) and under QEMU on M4 (its tap, row-run and output asm): windows whole along a row (the
+    row run) and clipped at every border (a run per window row); pixels walked along W, and along H on
+    a tall output or a Kx1 window (the table's taps transposed); odd channel counts (the last group
+    ends at the last channel and writes the previous group's channels again); depth multiplier 2
+    (the halfword taps), with a last group of 2 input channels; dilation 2; strides 1 to 3; same,
+    valid and explicit padding; a 3x3 window on 4 pixels with no padding (the pair kernel's
+    otherwise); both fast output rules (saturating, and a clamp) and the reference requantization
+    (rq_mode 0, the C output)."""
+    rng = np.random.default_rng(41)
+    # (h, w, c, multiplier, kh, kw, stride, dilation, padding), two images (the runner takes 8 inputs)
+    images = [[(8, 9, 8, 1, 5, 5, 1, 1, "same"), (11, 10, 13, 1, 7, 7, 2, 1, "same"), (9, 8, 8, 1, 3, 3, 1, 2, "same"),
+               (7, 6, 4, 2, 3, 3, 1, 1, "same"), (9, 8, 5, 2, 3, 3, 2, 1, "valid"), (6, 4, 8, 1, 1, 9, 1, 1, "same"),
+               (7, 3, 6, 1, 9, 1, 1, 1, "same"), (12, 5, 8, 1, 5, 3, 1, 1, "same")],
+              [(6, 6, 12, 1, 3, 3, 2, 1, "valid"), (10, 7, 7, 1, 2, 4, 3, 1, (1, 0, 2, 1)),
+               (9, 9, 6, 1, 5, 5, 2, 1, "same")]]  # fmt: skip
+    modes = set()
+    for n, cases in enumerate(images):
+        g = Graph(f"dw_px{n}")
+        for k, (h, w, c, m, kh, kw, s, d, pad) in enumerate(cases):
+            _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, d=d, pad=pad, act=["none", "relu6"][k % 2])
+        if n == 1:
+            _dw_rq0_layer(g, rng, 6, 7, 8, 3, 5)
+        model_c = emit(g).files["model.c"]
+        assert model_c.count("rlx_depthwise_conv_px_s8(") == len(cases) + (n == 1)
+        modes |= {m for m in (0, 1, 2) if f".rq_mode = {m}," in model_c}
+        assert check(g, n_inputs=5) >= 5
+        _bit_exact_on_m4(g, tmp_path / g.name, seed=7)
+    assert modes == {0, 1, 2}  # every output rule runs
 
 
 def test_depthwise_few_pixels_take_the_generic_kernel(check):
