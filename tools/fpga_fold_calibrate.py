@@ -100,9 +100,10 @@ def softmax(rng) -> Graph:
 
 # design -> (graph builder, layer kind in the estimate, the PE x SIMD (or lanes) it is synthesized at)
 DESIGNS: dict[str, tuple[Callable, str, list[tuple[int, int]]]] = {
-    "fc": (fc, "mac", [(1, 1), (2, 2), (4, 4), (8, 4)]),
-    "conv": (conv, "mac", [(1, 1), (4, 2), (8, 4)]),
-    "depthwise": (depthwise, "depthwise", [(1, 1), (4, 1), (16, 1)]),
+    # (16, 16) and (8, 16): 4 taps a group, so 4 and 2 requantizer lanes; (16, 8) on the conv: 9 taps, 2 lanes
+    "fc": (fc, "mac", [(1, 1), (2, 2), (4, 4), (8, 4), (8, 16), (16, 16)]),
+    "conv": (conv, "mac", [(1, 1), (4, 2), (8, 4), (16, 8)]),
+    "depthwise": (depthwise, "depthwise", [(1, 1), (4, 1), (16, 1), (8, 1)]),
     "avg_pool": (avg_pool, "lanes", [(1, 1), (8, 1)]),
     "add": (add, "add", [(1, 1), (8, 1)]),
     "softmax": (softmax, "softmax", [(1, 1)]),
@@ -181,7 +182,10 @@ def fit(family: str) -> dict:
         for res, attr in (("lut", "logic"), ("ff", "logic"), ("dsp", "dsp")):
             a = np.array([getattr(f, attr) for _, f in pairs], dtype=float)
             b = np.array([float(r[res]) for r, _ in pairs])
-            x, *_ = np.linalg.lstsq(a, b, rcond=None)
+            # relative errors: each design's row divided by its count, so that the large designs do not
+            # swamp the small ones (the tolerance is relative)
+            w = 1.0 / np.maximum(b, 1.0)
+            x, *_ = np.linalg.lstsq(a * w[:, None], b * w, rcond=None)
             coef[kind][res] = [round(float(v), 4) for v in x]
     table[family]["coef"] = coef
     TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")

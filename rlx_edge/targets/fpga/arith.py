@@ -88,41 +88,42 @@ SRDHM_STAGES = 3
 
 
 def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm") -> Value:
-    """:func:`srdhm` of an int32 ``a`` and a non-negative Q31 ``mult`` (a constant, or a signal in step
-    with ``a``), :data:`SRDHM_STAGES` cycles later, at most one multiplier or one carry chain a stage.
+    """:func:`srdhm` of two int32 values (``mult`` a constant, or a signal in step with ``a``; a Q31
+    multiplier or any signed one), :data:`SRDHM_STAGES` cycles later, at most one multiplier or one
+    carry chain a stage.
 
-    With ``u`` the bits of ``a`` as unsigned (``a + sign * 2**32``) split in 16-bit halves,
-    ``a * mult = (uh * mh - sign * mult) * 2**32 + (uh * ml + ul * mh) * 2**16 + ul * ml``: four
-    unsigned 16 x 16 partial products (one DSP each on ECP5 and iCE40, registered), then the
-    middle ones summed with the high half of the low one and the rounding constant, and the sign
-    correction taken off the top one, then one add gives the rounded high word (``(ab + 2**30) >> 31``,
-    :func:`srdhm_round`).
+    With each operand split in a signed high and an unsigned low 16-bit half,
+    ``a * b = ah * bh * 2**32 + (ah * bl + al * bh) * 2**16 + al * bl``: four 16 x 16 partial products
+    (at most 17 x 17 bits signed: one DSP each on ECP5 and iCE40, registered), then the middle ones
+    summed with the high half of the low one and the rounding constant, then one add gives the
+    rounded high word (``(ab + 2**30) >> 31``, :func:`srdhm_round`). The saturating case (both
+    operands INT32_MIN) is not handled: no caller reaches it.
     """
     a = Value.cast(a)
-    mult = Const(mult, 31) if isinstance(mult, int) else Value.cast(mult)
-    u = a.as_unsigned()
-    ul, uh, ml, mh = u[:16], u[16:32], mult[:16], mult[16:31]
+    b = Const(mult, signed(32)) if isinstance(mult, int) else Value.cast(mult)
+    if not b.shape().signed:
+        if len(b) > 31:
+            raise ValueError(f"an unsigned multiplier of {len(b)} bits does not fit int32")
+        b = Cat(b, Const(0, 32 - len(b))).as_signed()
+    if len(b) < 32:
+        b = Cat(b, b[len(b) - 1].replicate(32 - len(b))).as_signed()
+    al, ah, bl, bh = a[:16], a[16:32].as_signed(), b[:16], b[16:32].as_signed()
     # data registers: no reset (see :func:`delay`)
-    pp = {k: Signal(32, name=f"{name}_pp_{k}", reset_less=True) for k in ("ll", "lh", "hl", "hh")}
-    corr = Signal(31, name=f"{name}_corr", reset_less=True)
-    m.d.sync += [
-        pp["ll"].eq(ul * ml),
-        pp["lh"].eq(ul * mh),
-        pp["hl"].eq(uh * ml),
-        pp["hh"].eq(uh * mh),
-        corr.eq(Mux(a[31], mult, 0)),
-    ]
-    # srdhm_round's 2**30 goes in here, a stage early: ``ab + 2**30 = (top * 2**16 + mid + (ll >> 16)
+    pp = {k: Signal(signed(33), name=f"{name}_pp_{k}", reset_less=True) for k in ("lh", "hl")}
+    pp["ll"] = Signal(32, name=f"{name}_pp_ll", reset_less=True)
+    pp["hh"] = Signal(signed(32), name=f"{name}_pp_hh", reset_less=True)
+    m.d.sync += [pp["ll"].eq(al * bl), pp["lh"].eq(al * bh), pp["hl"].eq(ah * bl), pp["hh"].eq(ah * bh)]
+    # srdhm_round's 2**30 goes in here, a stage early: ``ab + 2**30 = (hh * 2**16 + mid + (ll >> 16)
     # + 2**14) * 2**16 + (ll & 0xFFFF)`` and the low 16 bits cannot carry, so the result is
-    # ``2 * top + (mid + (ll >> 16) + 2**14) >> 15``. Adding 2**14 to the 16 bits ``ll >> 16`` is a
+    # ``2 * hh + (mid + (ll >> 16) + 2**14) >> 15``. Adding 2**14 to the 16 bits ``ll >> 16`` is a
     # 2-bit increment of their top two bits (no carry chain); the last stage is then one 34-bit add
     # where it was a three-input 65-bit add and an increment.
     ll_hi = Cat(pp["ll"][16:30], pp["ll"][30:32] + 1)
-    mid = Signal(34, name=f"{name}_mid", reset_less=True)
-    top = Signal(signed(33), name=f"{name}_top", reset_less=True)
-    m.d.sync += [mid.eq(pp["lh"] + pp["hl"] + ll_hi), top.eq(pp["hh"] - corr)]
+    mid = Signal(signed(35), name=f"{name}_mid", reset_less=True)
+    top = Signal(signed(32), name=f"{name}_top", reset_less=True)
+    m.d.sync += [mid.eq(pp["lh"] + pp["hl"] + ll_hi), top.eq(pp["hh"])]
     high = Signal(signed(32), name=f"{name}_high", reset_less=True)
-    m.d.sync += high.eq(wrap32((top << 1) + mid[15:]))
+    m.d.sync += high.eq(wrap32((top << 1) + (mid >> 15)))
     return high
 
 
@@ -185,9 +186,12 @@ def saturating_rounding_multiply_by_pot(x: Value, exponent: int) -> Value:
     """gemmlowp's ``SaturatingRoundingMultiplyByPOT`` for a constant exponent (int32 raws)."""
     if exponent <= 0:
         return rounding_divide_by_pot(x, -exponent)
-    threshold = (1 << (31 - exponent)) - 1
+    # x > 2**(31-e) - 1 and x < -(2**(31-e) - 1) without compares (32-bit carry chains): the bits
+    # above bit 30-e are not all copies of the sign. x = -2**(31-e) is below the threshold but not
+    # caught so; its shifted value is INT32_MIN, the saturated one, all the same.
     x = share(x, "srmp_x")
-    return Mux(x > threshold, INT32_MAX, Mux(x < -threshold, INT32_MIN, wrap32(x << exponent)))
+    sign, top = x[31], x[31 - exponent : 31]
+    return Mux(~sign & top.any(), INT32_MAX, Mux(sign & ~top.all(), INT32_MIN, wrap32(x << exponent)))
 
 
 def clamp(v: Value, lo: int, hi: int) -> Value:
@@ -291,8 +295,16 @@ def pipelined_tree_sum(m: Module, values: list[Value], name: str = "sum") -> Val
 
 
 def count_leading_zeros32(x: Value) -> Value:
-    """Leading zero bits of a 32-bit value (32 for zero): a priority encoder."""
-    result = Const(32, 6)
-    for bit in range(32):  # later (higher) bits take priority
-        result = Mux(x[bit], 31 - bit, result)
-    return result
+    """Leading zero bits of a 32-bit value (32 for zero): a tree of halves, five levels of 2-way
+    multiplexers behind OR reductions, where a priority chain over the 32 bits is 32 levels deep."""
+
+    def clz(v: Value, n: int) -> Value:
+        if n == 1:
+            return ~v[0]
+        hi, lo = v[n // 2 :], v[: n // 2]
+        upper = clz(hi, n // 2)
+        lower = clz(lo, n // 2)
+        # an all-zero upper half adds its width to the lower half's count (n // 2 on a zero lower half)
+        return Mux(hi.any(), upper, (n // 2) + lower)
+
+    return Value.cast(clz(Value.cast(x)[:32], 32))[:6]

@@ -614,7 +614,8 @@ class FpgaDesign(wiring.Component):
         self.liveness = analyze(g, [by_name[n] for n in order], inplace=False)
         self.alias: dict[str, str] = {v: r for v, r in self.liveness.value_buffer.items() if v != r}
         self.layers: list[Layer] = []
-        self._fill: dict[int, tuple[Layer, int]] = {}  # fill() by id(layer); the fold asks on every step
+        # fill() and requant_lanes() by id(layer); the fold asks on every step
+        self._fill: dict[int, tuple[Layer, int, int]] = {}
         explicit_all = parallelism if isinstance(parallelism, dict) else {}
         default = explicit_all.get("default", "latency") if isinstance(parallelism, dict) else parallelism
         p = PRESETS.get(default, default) if isinstance(default, str) else default
@@ -762,9 +763,18 @@ class FpgaDesign(wiring.Component):
         """Cycles a layer runs beyond its loop steps: the cycle of its start pulse and its pipeline's
         latency (from the last loop step to ``done``). Builds the layer's component to ask it (the
         first line of this file keeps Amaranth from warning that the component is never elaborated)."""
+        return self._component_facts(layer)[0]
+
+    def requant_lanes(self, layer: Layer) -> int:
+        """Requantizer lanes of a MAC layer (fewer than its accumulators where they take turns;
+        :meth:`~.components._MacLayer.requant_lanes`); the PE of other layers."""
+        return self._component_facts(layer)[1]
+
+    def _component_facts(self, layer: Layer) -> tuple[int, int]:
         if id(layer) not in self._fill:
-            self._fill[id(layer)] = (layer, 1 + layer.build(*self._ports(layer)).latency)
-        return self._fill[id(layer)][1]
+            comp = layer.build(*self._ports(layer))
+            self._fill[id(layer)] = (layer, 1 + comp.latency, getattr(comp, "rq_lanes", layer.pe))
+        return self._fill[id(layer)][1:]
 
     def layer_table(self) -> list[dict[str, Any]]:
         """Per layer: op, PE, SIMD, MACs, loop steps, the cycles beyond them (:meth:`fill`) and the ideal
@@ -915,6 +925,10 @@ class _Port:
         self.en = Signal(en_width, name=f"{name}_en", init=en_init)
 
 
+#: buffers this shallow are flip-flops (``<top>_ram_regs``), deeper ones block RAM (``<top>_ram``)
+REGISTER_BUFFER_DEPTH = 4
+
+
 def _ram(m: Module, top: str, buf: Buffer) -> tuple[_Port, _Port]:
     """One activation buffer: synchronous read port (enable defaults high), byte-enable write port."""
     lanes = buf.word_lanes
@@ -922,7 +936,7 @@ def _ram(m: Module, top: str, buf: Buffer) -> tuple[_Port, _Port]:
     rd = _Port(f"buf{buf.index}_r", abits, 8 * lanes, 1, 1)
     wr = _Port(f"buf{buf.index}_w", abits, 8 * lanes, lanes, 0)
     m.submodules[f"buf{buf.index}"] = Instance(
-        f"{top}_ram",
+        f"{top}_ram_regs" if buf.depth <= REGISTER_BUFFER_DEPTH else f"{top}_ram",
         p_WIDTH=8 * lanes,
         p_LANES=lanes,
         p_DEPTH=max(buf.depth, 1),

@@ -7,7 +7,7 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from rlx_edge.targets.fpga.components import hex_lines
-from rlx_edge.targets.fpga.design import FpgaDesign
+from rlx_edge.targets.fpga.design import REGISTER_BUFFER_DEPTH, FpgaDesign
 
 _RAM = """
 // {top}_ram: one activation buffer of {top}. Synchronous read (a read and a
@@ -87,6 +87,13 @@ def to_verilog(design: FpgaDesign) -> str:
     """
     text = verilog.convert(design, name=design.top_name, emit_src=False)
     text += _RAM.format(top=design.top_name)
+    if any(b.depth <= REGISTER_BUFFER_DEPTH for b in design.buffers):
+        # a shallow buffer in flip-flops: a block RAM cannot hold every shape (Yosys found no mapping for
+        # a 16-lane word 1 deep on ECP5), and a word or a few need no RAM; its read is still registered
+        ram = _RAM.format(top=design.top_name)
+        text += ram.replace(f"module {design.top_name}_ram #(", f"module {design.top_name}_ram_regs #(").replace(
+            '(* ram_style = "block" *)', '(* ram_style = "logic" *)'
+        )
     if design.rom_sink.roms:
         text += _ROM.format(top=design.top_name)
     return text

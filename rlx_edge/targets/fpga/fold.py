@@ -17,10 +17,11 @@ left to the router and the packer; block RAMs and multipliers are counted
 against 100 % (hard blocks, placed whole).
 
 Resource estimate (:func:`estimate_design`): per layer, LUT and FF linear in
-its lanes (PE x SIMD, and PE — one accumulator and requantizer each — for the
-MAC layers), DSP per multiplier lane and per requantizer (Yosys maps every
-8x9 product to one MULT18X18D on ECP5 / SB_MAC16 on iCE40, and a requantizer's
-32x31 product to several), BRAM from the geometry of every ROM (weights:
+its lanes (PE x SIMD; for the MAC layers also PE — an accumulator each, and its
+latch where they share requantizer lanes — and the requantizer lanes,
+:meth:`~.design.FpgaDesign.requant_lanes`), DSP per multiplier lane and per
+requantizer lane (Yosys maps every 8x9 product to one MULT18X18D on ECP5 /
+SB_MAC16 on iCE40, and a requantizer's 32x31 product to several), BRAM from the geometry of every ROM (weights:
 ``8 x lanes`` bits wide, ``weights / lanes`` deep; per-channel parameters) and
 every activation buffer of the design (:class:`~.design.Buffer`) packed into
 the device's block RAM shapes. The linear coefficients are fitted (least
@@ -28,16 +29,15 @@ squares) on Yosys counts of single-layer designs recorded in
 ``fold_calibration.json`` (written by ``tools/fpga_fold_calibrate.py``, with
 the commit and command); layer kinds not calibrated use the nearest one
 (:data:`_KIND_OF`). Error of the estimate on the calibration designs
-(``tools/fpga_fold_calibrate.py --check``; Yosys 0.23): ECP5 (``synth_ecp5``)
-LUT within 4 %, FF within 10 %, DSP and BRAM exact; iCE40 (``synth_ice40
--dsp``) LUT within 10 %, FF within 9 %, DSP and BRAM exact. Those errors come
-from the MAC layers (7 designs, 5 coefficients) and depthwise (3 designs, 2);
-add, pool and softmax have as many designs as coefficients, so their fit is
-exact there and untested elsewhere. On whole models, out of sample (the
-``validation`` rows: AD and KWS at PE x SIMD 8, ``synth_ecp5`` at f58c43a),
-LUT +1.8 % / +0.1 %, FF +17 % / -7 %, BRAM +8 / 0 blocks, DSP -1 / +9 (3 %);
-older counts in ``bench/results/fpga.jsonl`` (AD at 16, IC at 8) agree as
-well (LUT within 5 %, FF 10 %, BRAM 9 blocks, DSP 3 %). The estimate counts Yosys' LUT4s (an ECP5
+(``tools/fpga_fold_calibrate.py --check``; Yosys 0.23; the fit minimizes
+relative errors): ECP5 (``synth_ecp5``) LUT within 12 %, FF within 13 %, DSP
+and BRAM exact; iCE40 (``synth_ice40 -dsp``) LUT within 11 %, FF within 7 %,
+DSP within 1.5 %, BRAM within 4 blocks. Those errors come from the MAC layers
+(10 designs, 7 coefficients); depthwise (4 designs, 3), add, pool and softmax
+have as many designs as coefficients, so their fit is exact there and
+untested elsewhere. On whole models, out of sample (the ``validation`` rows:
+AD and KWS at PE x SIMD 8, ``synth_ecp5``), LUT +7.4 % / +1.7 %, FF -7.3 % /
+-9.6 %, BRAM and DSP exact. The estimate counts Yosys' LUT4s (an ECP5
 CCU2C carry cell as two; LUT RAM and iCE40 carry cells apart), not nextpnr's
 packed slices; ``--pnr`` gives the routed figures.
 """
@@ -55,7 +55,14 @@ import numpy as np
 
 from rlx_edge.errors import RlxError
 from rlx_edge.targets.fpga.components import BRAM_MODES
-from rlx_edge.targets.fpga.design import FpgaConfigError, FpgaDesign, Layer, _divisors, _pick_pe_simd
+from rlx_edge.targets.fpga.design import (
+    REGISTER_BUFFER_DEPTH,
+    FpgaConfigError,
+    FpgaDesign,
+    Layer,
+    _divisors,
+    _pick_pe_simd,
+)
 from rlx_edge.targets.fpga.devices import Device, device
 
 MARGIN = 0.85  # share of LUTs and FFs the fold may fill: the rest is the router's and packer's slack
@@ -169,11 +176,17 @@ def features(design: FpgaDesign, layer: Layer, family: str) -> Features:
     roms = _roms(design, layer, kind, uniform)
     bram = sum(bram_blocks(family, w, d) for w, d in roms)
     rom_luts = sum(_logic_cost(w, d) for w, d in roms if not bram_blocks(family, w, d))
-    if kind == "mac":  # lanes (multipliers, adder tree), PE (accumulators, requantizers), ROMs left in logic
-        logic = (1.0, lanes, pe if uniform else 0.0, 0.0 if uniform else pe, rom_luts)
-        dsp = (lanes, pe, 0.0 if uniform else 1.0)  # a per-channel requantizer's shift costs one more
+    if kind == "mac":
+        # lanes (multipliers, adder tree), PE (accumulators, and the latches where requantizer lanes are
+        # shared), the latched parameters, requantizer lanes (per-tensor or per-channel), ROMs left in logic
+        r = design.requant_lanes(layer)
+        # per-channel parameters are latched and shifted with the accumulators (73 bits a lane)
+        held = 0.0 if uniform or r == pe else pe
+        logic = (1.0, lanes, pe, held, r if uniform else 0.0, 0.0 if uniform else r, rom_luts)
+        dsp = (lanes, r, 0.0 if uniform else 1.0)  # a per-channel requantizer's shift costs one more
     elif kind == "depthwise":
-        logic, dsp = (1.0, lanes), (lanes, 1.0)  # (three designs: no room for a ROM term)
+        r = design.requant_lanes(layer)
+        logic, dsp = (1.0, lanes, r), (lanes, r, 1.0)
     elif kind == "softmax":
         logic, dsp = (1.0,), (1.0,)
     else:  # a requantizer (or divider) per lane, and the layer's own constant multiplies
@@ -211,9 +224,14 @@ def _layer_kind(layer: Layer) -> str:
 
 
 def estimate_buffers(design: FpgaDesign, family: str) -> Estimate:
-    """Block RAMs of the activation buffers (their logic, LUT RAM on ECP5, is in the layers' fits: every
+    """Block RAMs of the activation buffers: every buffer deeper than ``REGISTER_BUFFER_DEPTH`` is block RAM
+    (the Verilog asks for it, ``emit.py``), the shallower ones flip-flops (in the layers' fits: every
     calibration design has its input and output buffers)."""
-    return Estimate(bram=sum(bram_blocks(family, 8 * b.word_lanes, b.depth, rom=False) for b in design.buffers))
+    blocks = 0
+    for b in design.buffers:
+        if b.depth > REGISTER_BUFFER_DEPTH:
+            blocks += min(math.ceil(b.depth / d) * math.ceil(8 * b.word_lanes / w) for d, w in _BRAM_SHAPES[family])
+    return Estimate(bram=blocks)
 
 
 def cycles(design: FpgaDesign) -> int:

@@ -232,10 +232,15 @@ class TransposeConv2d(Conv2d):
     def steps(self) -> int:
         return transpose_conv_steps(self.win, self.o, self.pe, self.simd)
 
+    def _taps(self) -> int:
+        # the fewest loop steps of a group of outputs: a pixel one tap reaches (or none: one tap of zero)
+        return self.win.c // self.simd
+
     @property
     def latency(self) -> int:
         # its address is not from _window_run: no lag
-        return self.mac_latency(self.simd, self.operand_stage(8 * self.pe * self.simd, self._weight_depth()))
+        operands = self.operand_stage(8 * self.pe * self.simd, self._weight_depth())
+        return self.mac_latency(self.simd, operands, self._serial())
 
     def elaborate(self, platform):
         m = Module()

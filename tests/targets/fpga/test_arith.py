@@ -23,11 +23,13 @@ from rlx_edge.targets.fpga.arith import (
     SRDHM_STAGES,
     clamp_offset,
     clamp_select,
+    count_leading_zeros32,
     pipelined_srdhm,
     pipelined_tree_sum,
     rounding_divide_by_pot_parts,
     rounding_masks,
     rounding_round_up,
+    saturating_rounding_multiply_by_pot,
     tree_stages,
 )
 from rlx_edge.targets.fpga.components import pipelined_rom, rom_bank_depth, rom_latency
@@ -111,36 +113,82 @@ def test_clamp_offset_is_clamp_of_the_sum():
     assert n == len(qs) * 2 * len(cases) and not bad, bad[:5]
 
 
-def test_pipelined_srdhm_is_the_doubling_high_multiply():
-    """Signal and constant multipliers, SRDHM_STAGES cycles after the operands."""
-    rng = np.random.default_rng(1)
-    edges = [0, 1, -1, 2**31 - 1, -(2**31), 2**30, -(2**30), 12345, -12345]
-    a_vals = np.array(edges + rng.integers(-(2**31), 2**31, 300).tolist(), dtype=np.int64)
-    m_vals = np.array([0, 1, 2**30, 2**31 - 1, *rng.integers(2**30, 2**31, 5).tolist()], dtype=np.int64)
-    const = 1518500250  # a typical Q31 multiplier (sqrt(2)/2 * 2**31)
+def _comb_values(fn, in_shape, out_shape, values: list[int]) -> list[int]:
+    """``fn`` of a signal of ``in_shape`` (combinational, into ``out_shape``) at each of ``values``."""
     m = Module()
-    a, mult = Signal(signed(32)), Signal(31)
-    by_signal = pipelined_srdhm(m, a, mult, "s")
+    x, y = Signal(in_shape), Signal(out_shape)
+    m.d.comb += y.eq(fn(x))
+    got = []
+
+    async def bench(ctx):
+        for v in values:
+            ctx.set(x, v)
+            got.append(ctx.get(y))
+
+    _run(m, bench)
+    return got
+
+
+def _pipelined_srdhm_results(pairs: list[tuple[int, int]], b_shape, const: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pipelined_srdhm` of each pair (``b`` a signal of ``b_shape``), and of each ``a`` and ``const``,
+    read SRDHM_STAGES cycles after the operands."""
+    m = Module()
+    a, b = Signal(signed(32)), Signal(b_shape)
+    by_signal = pipelined_srdhm(m, a, b, "s")
     by_const = pipelined_srdhm(m, a, const, "c")
-    pairs = [(int(x), int(y)) for y in m_vals for x in a_vals]
     got_s, got_c = [], []
 
     async def bench(ctx):
         for i in range(len(pairs) + SRDHM_STAGES):
             if i < len(pairs):
                 ctx.set(a, pairs[i][0])
-                ctx.set(mult, pairs[i][1])
+                ctx.set(b, pairs[i][1])
             await ctx.tick()
             if i + 1 >= SRDHM_STAGES and len(got_s) < len(pairs):
                 got_s.append(ctx.get(by_signal))
                 got_c.append(ctx.get(by_const))
 
     _run(m, bench)
-    xs = np.array([p[0] for p in pairs], dtype=np.int64)
-    ms = np.array([p[1] for p in pairs], dtype=np.int64)
     assert len(got_s) == len(pairs)
-    assert np.array_equal(np.array(got_s), fx.saturating_rounding_doubling_high_mul(xs, ms))
-    assert np.array_equal(np.array(got_c), fx.saturating_rounding_doubling_high_mul(xs, np.full_like(xs, const)))
+    return np.array(got_s), np.array(got_c)
+
+
+def _srdhm_reference(pairs: list[tuple[int, int]], const: int) -> tuple[np.ndarray, np.ndarray]:
+    xs = np.array([p[0] for p in pairs], dtype=np.int64)
+    bs = np.array([p[1] for p in pairs], dtype=np.int64)
+    return (
+        fx.saturating_rounding_doubling_high_mul(xs, bs),
+        fx.saturating_rounding_doubling_high_mul(xs, np.full_like(xs, const)),
+    )
+
+
+def test_pipelined_srdhm_is_the_doubling_high_multiply():
+    """Signal and constant Q31 multipliers, SRDHM_STAGES cycles after the operands."""
+    rng = np.random.default_rng(1)
+    edges = [0, 1, -1, 2**31 - 1, -(2**31), 2**30, -(2**30), 12345, -12345]
+    a_vals = edges + rng.integers(-(2**31), 2**31, 300).tolist()
+    m_vals = [0, 1, 2**30, 2**31 - 1, *rng.integers(2**30, 2**31, 5).tolist()]
+    const = 1518500250  # a typical Q31 multiplier (sqrt(2)/2 * 2**31)
+    pairs = [(int(x), int(y)) for y in m_vals for x in a_vals]
+    got, want = _pipelined_srdhm_results(pairs, 31, const), _srdhm_reference(pairs, const)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_pipelined_srdhm_of_two_signed_operands():
+    """The softmax's Newton-Raphson multiplies both signs (a negative constant, iterates of either sign)."""
+    rng = np.random.default_rng(2)
+    edges = [0, 1, -1, 2**31 - 1, -(2**31), 2**30, -(2**30), 65535, -65536, 32768, -32769]
+    pairs = [(x, y) for x in edges for y in edges if (x, y) != (-(2**31), -(2**31))]
+    pairs += [tuple(int(v) for v in rng.integers(-(2**31), 2**31, 2)) for _ in range(600)]
+    const = -1010580540  # the reciprocal's seed slope
+    got, want = _pipelined_srdhm_results(pairs, signed(32), const), _srdhm_reference(pairs, const)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_count_leading_zeros32():
+    values = [0, 1, 2, 3, 2**31, 2**32 - 1, 0x00010000, 0x0000FFFF, 0x00800000, 0x7FFFFFFF]
+    values += [1 << k for k in range(32)] + [int(v) for v in np.random.default_rng(3).integers(0, 2**32, 200)]
+    assert _comb_values(count_leading_zeros32, 32, 6, values) == [32 - v.bit_length() for v in values]
 
 
 def test_pipelined_tree_sum_registers_every_two_levels():
@@ -275,3 +323,14 @@ def test_requantizer_data_stages_have_no_reset_and_valid_does(const_params):
     assert len(got) == n
     assert [v for v, _ in got] == valid.astype(int).tolist()
     assert all(d == want[i].tolist() for i, (v, d) in enumerate(got) if v)
+
+
+@pytest.mark.parametrize("exponent", [1, 2, 5])
+def test_saturating_rounding_multiply_by_pot_at_its_thresholds(exponent):
+    """The OR/AND form of the saturation tests equals gemmlowp's compares, at and around both thresholds."""
+    t = (1 << (31 - exponent)) - 1
+    edges = [0, 1, -1, t, t + 1, t - 1, -t, -t - 1, -t + 1, -t - 2, 2**31 - 1, -(2**31)]
+    values = edges + [int(v) for v in np.random.default_rng(exponent).integers(-(2**31), 2**31, 300)]
+    got = _comb_values(lambda x: saturating_rounding_multiply_by_pot(x, exponent), signed(32), signed(32), values)
+    want = fx.saturating_rounding_multiply_by_pot(np.array(values, dtype=np.int64), exponent)
+    assert np.array_equal(np.array(got), want)

@@ -153,11 +153,13 @@ def _calibration_tool():
     return mod
 
 
-@pytest.mark.parametrize(("family", "lut", "ff"), [("ecp5", 0.04, 0.10), ("ice40", 0.10, 0.09)])
-def test_estimate_error_on_the_calibration_designs(family, lut, ff, capsys):
+@pytest.mark.parametrize(
+    ("family", "lut", "ff", "dsp", "bram"), [("ecp5", 0.12, 0.13, 0.0, 0), ("ice40", 0.11, 0.07, 0.015, 4)]
+)
+def test_estimate_error_on_the_calibration_designs(family, lut, ff, dsp, bram, capsys):
     """The errors the fold module's docstring states, on the committed Yosys counts."""
     worst = _calibration_tool().check(family)
-    assert worst["dsp"] == 0 and worst["bram"] == 0
+    assert worst["dsp"] <= dsp and worst["bram"] <= bram
     assert worst["lut"] <= lut and worst["ff"] <= ff
 
 
@@ -166,9 +168,9 @@ def test_estimate_error_on_whole_models():
     for row in calibration("ecp5")["validation"]:
         design = plan(as_program(load_tflite(model_path(row["model"]))), row["parallelism"])
         _, _, est = estimate_design(design, "ecp5")
-        assert abs(est.lut - row["lut"]) <= 0.02 * row["lut"]
-        assert abs(est.ff - row["ff"]) <= 0.17 * row["ff"]
-        assert abs(est.bram - row["bram"]) <= 8 and abs(est.dsp - row["dsp"]) <= 0.03 * row["dsp"]
+        assert abs(est.lut - row["lut"]) <= 0.08 * row["lut"]
+        assert abs(est.ff - row["ff"]) <= 0.10 * row["ff"]
+        assert est.bram == row["bram"] and est.dsp == row["dsp"]
 
 
 def test_designs_the_fold_builds_are_legal_for_every_layer(program):
