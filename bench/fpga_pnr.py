@@ -9,6 +9,7 @@ One JSON line per attempt goes to bench/results/fpga_pnr.jsonl, with the
 published hls4ml/FINN latencies beside it (other models, other device).
 
     python bench/fpga_pnr.py --models ad kws --parallelism 64 8 4 --device ecp5-85k
+    python bench/fpga_pnr.py --models ad kws ic --fit --seeds 1 2 3   # the fold's choice for the device
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from _common import MLPERF_INT8, record  # bench/ is on sys.path when run as a s
 
 from rlx_edge.errors import RlxError
 from rlx_edge.frontends.tflite import load_tflite
-from rlx_edge.targets.fpga import build_fpga
+from rlx_edge.targets.fpga import as_program, build_fpga
+from rlx_edge.targets.fpga.fold import fold
 from rlx_edge.targets.fpga.pnr import FitError
 from rlx_edge.targets.fpga.synth import categorize
 
@@ -50,12 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for each of Yosys and nextpnr")
     ap.add_argument("--all", action="store_true", help="route every parallelism, not only the first that fits")
     ap.add_argument("--seeds", nargs="+", type=int, default=[1], help="nextpnr placement seeds, one route each")
+    ap.add_argument("--fit", action="store_true", help="the fold's PE x SIMD per layer for --device (fpga --fit)")
     args = ap.parse_args(argv)
     for key in args.models:
         graph = load_tflite(MLPERF_INT8[key])
-        for p, seed in ((p, s) for p in args.parallelism for s in args.seeds):
-            _progress(f"{key} at PE x SIMD {p} on {args.device}, seed {seed}")
-            base = {"model": key, "parallelism": p, "device": args.device, "seed": seed}
+        choices: list = args.parallelism
+        if args.fit:
+            choices = [fold(as_program(graph), args.device).parallelism]
+        for p, seed in ((p, s) for p in choices for s in args.seeds):
+            label = "the fold's choice" if args.fit else f"PE x SIMD {p}"
+            _progress(f"{key} at {label} on {args.device}, seed {seed}")
+            base = {"model": key, "parallelism": "fit" if args.fit else p, "device": args.device, "seed": seed}
             base["published"] = PUBLISHED.get(key)
             t0 = time.perf_counter()
             opts = dict(
