@@ -494,14 +494,14 @@ def _dw_pair_scratch(f: dict, c: int) -> int:
     """rlx_depthwise_conv_3x3_pair_s8's scratch bytes: per channel of a block 68 bytes of constants,
     then 3 ring lines (lines outside the image read a slot zeroed in the ring), each the planes of
     the block's groups of 4 channels, wq halfwords a channel (the planes run along the output's
-    longer axis; wq: the last output's taps and a pair's word past them, even). A block holds 4 to 16
-    channels, its ring lines about 1 KB, or up to 4 KB as a sixteenth of the layer's input and output
-    (rlx_depthwise_conv_3x3_pair_s8's cb)."""
+    longer axis; wq: the last output's taps and a pair's word past them, even). A block holds 4 to 32
+    channels, its ring lines about 1 KB (2 KB where wq is 16 or less), or up to 4 KB as a sixteenth
+    of the layer's input and output (rlx_depthwise_conv_3x3_pair_s8's cb)."""
     a = "h" if f["out_h"] > f["out_w"] else "w"
     s = f[f"stride_{a}"]
     wq = ((f[f"out_{a}"] - 1) * s + 2 + 2 * s + 1) & ~1
     io = (f["in_h"] * f["in_w"] + f["out_h"] * f["out_w"]) * c // 16
-    cb = min(c, min(16, max(4, min(max(io, 1024), 4096) // (24 * wq) * 4)))
+    cb = min(c, min(32, max(4, min(max(io, 2048 if wq <= 16 else 1024), 4096) // (24 * wq) * 4)))
     return 68 * cb + 24 * ((cb + 3) // 4) * wq
 
 
@@ -627,8 +627,11 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     if optimize == "balanced" and _dw_pair(fields):
         # DSP cores: the channel-planar ring (SMLAD on tap pairs); the others run the kernel above
         # inside it, so the scratch is the larger of the two. The clamp's lines (rq_mode 1) are a
-        # kernel of their own: a model without such a layer does not link them
-        pair = "rlx_depthwise_conv_3x3_pair_clamp_s8" if mode == 1 else "rlx_depthwise_conv_3x3_pair_s8"
+        # kernel of their own: a model without such a layer does not link them. The saturating
+        # lines leave out the requantization's sign correction, exact only where out_zp is -128
+        # (what they change saturates to -128 anyway): rq_mode 2 with another out_zp is clamped
+        clamp = mode == 1 or (mode == 2 and zp_y != -128)
+        pair = "rlx_depthwise_conv_3x3_pair_clamp_s8" if clamp else "rlx_depthwise_conv_3x3_pair_s8"
         return Layer(pair, "rlx_dw_conv_params", fields, consts, args, max(ring, _dw_pair_scratch(fields, c)), guards)
     return Layer(kernel, "rlx_dw_conv_params", fields, consts, args, ring, guards)
 

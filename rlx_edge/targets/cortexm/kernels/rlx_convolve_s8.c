@@ -516,6 +516,8 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "ldr    pc, [sp, #48]\n\t"                                                                                      \
     "8:\n\t" RLX_RQ_ROW2_ASM("a0", "b0", "16") RLX_RQ_ROW2_ASM("a1", "b1", "24") RLX_RQ_ROW2_ASM("a2", "b2", "32")  \
         RLX_RQ_ROW2_ASM("a3", "b3", "40") "b      9f\n\t"                                                           \
+    /* word-aligns the section for the ADRs above (fixed at assembly); padding after b, never run */                \
+    ".p2align 2\n\t"                                                                                                \
     "4:\n\t" RLX_RQ_ROW2_NOSIGN_ASM("a0", "b0", "16") RLX_RQ_ROW2_NOSIGN_ASM("a1", "b1", "24")                      \
         RLX_RQ_ROW2_NOSIGN_ASM("a2", "b2", "32") RLX_RQ_ROW2_NOSIGN_ASM("a3", "b3", "40")                           \
     "9:\n\t"                                                                                                        \

@@ -7,13 +7,16 @@
  * word: one word load is (in[2j], in[2j+1]) of a channel, and the 3 taps of a window line are one
  * SMLAD against (w0, w1) and one SMLABT against (w1, w2). A group of 4 channels interleaves its
  * planes word by word (word j of channel i at byte 16 j + 4 i), so that widening stores a pixel
- * pair of the 4 channels with one STM. Outputs along the line run 4 at a time (then 2) and share
+ * pair of the 4 channels with one STM. Outputs along the line run several at a time and share
  * their loads: at stride 1 the words (in[x], in[x+1]) .. (in[x+4], in[x+5]) feed SMLAD, SMLATB and
- * SMLABT for x .. x+3, 36 MACs in 64 instructions (rlx_dwp_s1_sat); at stride 2 output x is SMLAD
- * (in[2x], in[2x+1]) + SMLABT (in[2x+2], ..), whose second word is output x+1's first (70). One
- * asm routine per stride and output rule runs a whole line of every channel of the block with
- * all 14 registers (C spills them). Each block's weight pairs and requantization constants are
- * laid out once in the scratch (weights and bias doubled with the fast requantization, whose
+ * SMLABT for x .. x+3 (the clamped lines' quad, 36 MACs in 66 instructions; the saturating lines
+ * run 6 outputs, 54 MACs in about 88, then pairs and a last single output); at stride 2 output x
+ * is SMLAD (in[2x], in[2x+1]) + SMLABT (in[2x+2], ..), whose second word is output x+1's first.
+ * The saturating lines' requantization is 3 instructions, without the sign correction, which
+ * changes nothing where out_zp is -128 (rlx_depthwise_conv_3x3_pair_s8's condition). One asm
+ * routine per stride and output rule runs a whole line of every channel of the block with all 14
+ * registers (C spills them). Each block's weight pairs and requantization constants are
+ * laid out once in the scratch (weights and bias doubled for the fast requantization, whose
  * SMMLAR takes acc << 1). Lines outside the image read a ring slot of zeros (the one no line of the
  * window holds; zeroed when needed, the slots mapped so that the block before left it zero): a
  * padded tap adds nothing, TFLite's skipping it. Cores without DSP run rlx_depthwise_conv_3x3_s8,
@@ -139,6 +142,13 @@ typedef struct {
     "add " A ", r5, " A ", asr #31\n\t"                                                          \
     "asr " A ", " A ", r4\n\t"                                                                   \
     "ssat " A ", #8, " A "\n\t"
+/* the same without the sign correction, in place: the saturating lines run only where out_zp is
+ * at most act_min (-128), and the correction (-1 for acc < 0) changes only outputs at most out_zp,
+ * which saturate to -128 with it or without (rq_mode 2 layers after a ReLU: all of VWW's and KWS's) */
+#define RLX_DWP_RQS(A)                                                                           \
+    "smmlar " A ", " A ", r6, r7\n\t"                                                            \
+    "asr " A ", " A ", r4\n\t"                                                                   \
+    "ssat " A ", #8, " A "\n\t"
 #define RLX_DWP_RQ_LOAD "ldmia r12, {r4, r6, r7}\n\t"
 /* act_min and act_max of the two outputs in the halfwords of A (rq_mode 1) */
 #define RLX_DWP_CLAMP(A)                                                                         \
@@ -147,9 +157,6 @@ typedef struct {
     "ssub16 r5, " A ", r6\n\t"                                                                   \
     "sel " A ", " A ", r6\n\t"
 /* the 4 outputs of a quad, and the first of a pair, stored (output step in r4) */
-#define RLX_DWP_ST4_SAT                                                                          \
-    "ldr r4, [r12, #12]\n\t"                                                                     \
-    "strb r0, [r11]\n\tstrb r1, [r11, r4]\n\tadd r11, r11, r4, lsl #1\n\tstrb r2, [r11]\n\t"
 #define RLX_DWP_ST4_CLAMP                                                                        \
     "pkhbt r0, r0, r1, lsl #16\n\t"                                                              \
     "pkhbt r2, r2, r3, lsl #16\n\t"                                                              \
@@ -162,6 +169,12 @@ typedef struct {
     "pkhbt r0, r0, r1, lsl #16\n\t"                                                              \
     "ldrd r6, r7, [r12, #40]\n\t" RLX_DWP_CLAMP("r0") "lsr r1, r0, #16\n\t"                     \
     "ldr r4, [r12, #12]\n\tstrb r0, [r11]\n\tadd r11, r11, r4\n\t"
+/* the next channel of a job: the three plane pointers advance by its plane stride (at r12 + 48) */
+#define RLX_DWP_NEXT_CHANNEL                                                                 \
+    "ldr r1, [r12, #48]\n\t"                                                                 \
+    "add r8, r8, r1\n\t"                                                                     \
+    "add r9, r9, r1\n\t"                                                                     \
+    "add r10, r10, r1\n\t"
 /* A whole line of every channel of a job: quads while 3 outputs or more are left (the last of 3
  * left not stored), then a pair for 1 or 2 (its second output stored only if it exists). The
  * planes are long enough for the outputs not stored to read. No instruction between a flag
@@ -197,10 +210,7 @@ typedef struct {
                 "6:\n\t"                                                                         \
                 "add r11, r11, r4\n\t"                                                           \
                 "5:\n\t"                                                                         \
-                "ldr r1, [r12, #48]\n\t"                                                         \
-                "add r8, r8, r1\n\t"                                                             \
-                "add r9, r9, r1\n\t"                                                             \
-                "add r10, r10, r1\n\t"                                                           \
+                RLX_DWP_NEXT_CHANNEL                                                         \
                 "ldr r0, [sp]\n\t"                                                               \
                 "ldmia r0, {r4, r5, lr}\n\t"                                                     \
                 "add r11, r11, r4\n\t"                                                           \
@@ -210,28 +220,178 @@ typedef struct {
                 "add sp, sp, #4\n\t"                                                             \
                 "pop {r4-r11, pc}\n\t");                                                         \
     }
-RLX_DWP_LINE(rlx_dwp_s1_sat, RLX_DWP_Q1, RLX_DWP_P1, RLX_DWP_ST4_SAT, RLX_DWP_ST2_SAT)
-RLX_DWP_LINE(rlx_dwp_s2_sat, RLX_DWP_Q2, RLX_DWP_P2, RLX_DWP_ST4_SAT, RLX_DWP_ST2_SAT)
 RLX_DWP_LINE(rlx_dwp_s1_clamp, RLX_DWP_Q1, RLX_DWP_P1, RLX_DWP_ST4_CLAMP, RLX_DWP_ST2_CLAMP)
 RLX_DWP_LINE(rlx_dwp_s2_clamp, RLX_DWP_Q2, RLX_DWP_P2, RLX_DWP_ST4_CLAMP, RLX_DWP_ST2_CLAMP)
+
+/* The saturating lines run 6 outputs a step (a hex), their requantization needing no register of
+ * its own (RLX_DWP_RQS): r0-r5 the accumulators, r6 r7 a window line's weight pairs, lr the input
+ * word (each loaded once, feeding the 2 to 4 outputs whose taps it holds); the job's oadj, kend
+ * and n are copied to [sp] (one LDM a channel), the outputs left, less 6, kept at [sp, #12]. The
+ * first window line starts outputs 4 and 5 from the bias of 2 and 3 (LDMDB loads 4), so it reads
+ * the words of outputs 4 and 5 first. Stride 1: words (in[x], in[x+1]) ..
+ * (in[x+6], in[x+7]), 54 MACs in 51 instructions; stride 2: (in[2x], ..) .. (in[2x+12], ..), 60. */
+/* the runs the hex steps share: outputs 0-3 from a window line's words, the plane pointer P advanced
+ * past them (stride 1: two words, stride 2: four) */
+#define RLX_DWP_H1_R03(P)                                                                    \
+    "ldr lr, [" P "], #48\n\t"                                                               \
+    "smlad r0, lr, r6, r0\n\t"                                                               \
+    "smlatb r1, lr, r6, r1\n\t"                                                              \
+    "ldr lr, [" P ", #-32]\n\t"                                                              \
+    "smlabt r0, lr, r7, r0\n\t"                                                              \
+    "smlad r1, lr, r7, r1\n\t"                                                               \
+    "smlad r2, lr, r6, r2\n\t"                                                               \
+    "smlatb r3, lr, r6, r3\n\t"
+#define RLX_DWP_H2_R03(P)                                                                    \
+    "ldr lr, [" P "], #96\n\t"                                                               \
+    "smlad r0, lr, r6, r0\n\t"                                                               \
+    "ldr lr, [" P ", #-80]\n\t"                                                              \
+    "smlabt r0, lr, r7, r0\n\t"                                                              \
+    "smlad r1, lr, r6, r1\n\t"                                                               \
+    "ldr lr, [" P ", #-64]\n\t"                                                              \
+    "smlabt r1, lr, r7, r1\n\t"                                                              \
+    "smlad r2, lr, r6, r2\n\t"                                                               \
+    "ldr lr, [" P ", #-48]\n\t"                                                              \
+    "smlabt r2, lr, r7, r2\n\t"                                                              \
+    "smlad r3, lr, r6, r3\n\t"
+#define RLX_DWP_H1_0(P, W)                                                                       \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr lr, [" P ", #32]\n\t"                                                                   \
+    "smlad r4, lr, r6, r2\n\t"                                                                   \
+    "smlatb r5, lr, r6, r3\n\t"                                                                  \
+    "smlabt r2, lr, r7, r2\n\t"                                                                  \
+    "smlad r3, lr, r7, r3\n\t"                                                                   \
+    "ldr lr, [" P ", #48]\n\t"                                                                   \
+    "smlabt r4, lr, r7, r4\n\t"                                                                  \
+    "smlad r5, lr, r7, r5\n\t"                                                                   \
+    RLX_DWP_H1_R03(P)
+#define RLX_DWP_H1(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    RLX_DWP_H1_R03(P)                                                                        \
+    "ldr lr, [" P ", #-16]\n\t"                                                                  \
+    "smlabt r2, lr, r7, r2\n\t"                                                                  \
+    "smlad r3, lr, r7, r3\n\t"                                                                   \
+    "smlad r4, lr, r6, r4\n\t"                                                                   \
+    "smlatb r5, lr, r6, r5\n\t"                                                                  \
+    "ldr lr, [" P "]\n\t"                                                                        \
+    "smlabt r4, lr, r7, r4\n\t"                                                                  \
+    "smlad r5, lr, r7, r5\n\t"
+#define RLX_DWP_H2_0(P, W)                                                                       \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr lr, [" P ", #80]\n\t"                                                                   \
+    "smlad r5, lr, r6, r3\n\t"                                                                   \
+    "smlabt r4, lr, r7, r2\n\t"                                                                  \
+    "ldr lr, [" P ", #64]\n\t"                                                                   \
+    "smlad r4, lr, r6, r4\n\t"                                                                   \
+    "smlabt r3, lr, r7, r3\n\t"                                                                  \
+    "ldr lr, [" P ", #96]\n\t"                                                                   \
+    "smlabt r5, lr, r7, r5\n\t"                                                                  \
+    RLX_DWP_H2_R03(P)
+#define RLX_DWP_H2(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    RLX_DWP_H2_R03(P)                                                                        \
+    "ldr lr, [" P ", #-32]\n\t"                                                                  \
+    "smlabt r3, lr, r7, r3\n\t"                                                                  \
+    "smlad r4, lr, r6, r4\n\t"                                                                   \
+    "ldr lr, [" P ", #-16]\n\t"                                                                  \
+    "smlabt r4, lr, r7, r4\n\t"                                                                  \
+    "smlad r5, lr, r6, r5\n\t"                                                                   \
+    "ldr lr, [" P "]\n\t"                                                                        \
+    "smlabt r5, lr, r7, r5\n\t"
+/* the last output of an odd count: a pair's first half, its plane pointers advanced as a pair's */
+#define RLX_DWP_S1(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr r4, [" P "], #16\n\t"                                                                   \
+    "ldr r5, [" P "]\n\t"                                                                        \
+    "smlad r0, r4, r6, r0\n\t"                                                                   \
+    "smlabt r0, r5, r7, r0\n\t"
+#define RLX_DWP_S2(P, W)                                                                         \
+    "ldrd r6, r7, [r12, #" W "]\n\t"                                                             \
+    "ldr r4, [" P "], #32\n\t"                                                                   \
+    "ldr r5, [" P ", #-16]\n\t"                                                                  \
+    "smlad r0, r4, r6, r0\n\t"                                                                   \
+    "smlabt r0, r5, r7, r0\n\t"
+/* RLX_DWP_RQS with the shift in r6, mult in r7 and rq_add in lr (LDM of the three) */
+#define RLX_DWP_RQH(A)                                                                           \
+    "smmlar " A ", " A ", r7, lr\n\t"                                                            \
+    "asr " A ", " A ", r6\n\t"                                                                   \
+    "ssat " A ", #8, " A "\n\t"
+/* A whole line of every channel of a job, saturated: hexes while 6 outputs or more are left, then
+ * pairs while 2 are (the outputs left, less 2, in lr), then one output if one is left. */
+#define RLX_DWP_LINE6(NAME, H0, H, P, S)                                                         \
+    static __attribute__((naked, noinline, noipa, used)) void NAME(const rlx_dwp_job *job __attribute__((unused))) \
+    {                                                                                            \
+        __asm__(".syntax unified\n\t"                                                            \
+                "push {r4-r11, lr}\n\t"                                                          \
+                "sub sp, sp, #16\n\t"                                                            \
+                "ldmia r0, {r4, r5, r6}\n\t"                                                     \
+                "stmia sp, {r4, r5, r6}\n\t"                                                     \
+                "add r0, r0, #12\n\t"                                                            \
+                "ldmia r0, {r8-r12}\n\t"                                                         \
+                "1:\n\t"                                                                         \
+                "subs r1, r6, #6\n\t"                                                            \
+                "blt 3f\n\t"                                                                     \
+                "2:\n\t"                                                                         \
+                "str r1, [sp, #12]\n\t"                                                          \
+                "ldmdb r12, {r0-r3}\n\t" H0("r8", "16") H("r9", "24") H("r10", "32")              \
+                "ldmia r12, {r6, r7, lr}\n\t" RLX_DWP_RQH("r0") RLX_DWP_RQH("r1")                \
+                    RLX_DWP_RQH("r2") RLX_DWP_RQH("r3") RLX_DWP_RQH("r4") RLX_DWP_RQH("r5")      \
+                "ldr r7, [r12, #12]\n\t"                                                         \
+                "strb r0, [r11]\n\tstrb r1, [r11, r7]\n\tadd r11, r11, r7, lsl #1\n\t"           \
+                "strb r2, [r11]\n\tstrb r3, [r11, r7]\n\tadd r11, r11, r7, lsl #1\n\t"           \
+                "strb r4, [r11]\n\tstrb r5, [r11, r7]\n\tadd r11, r11, r7, lsl #1\n\t"           \
+                "ldr r1, [sp, #12]\n\t"                                                          \
+                "subs r1, r1, #6\n\t"                                                            \
+                "bge 2b\n\t"                                                                     \
+                "3:\n\t"                                                                         \
+                "adds lr, r1, #5\n\t"                                                            \
+                "blt 5f\n\t"                                                                     \
+                "subs lr, lr, #1\n\t"                                                            \
+                "blt 6f\n\t"                                                                     \
+                "4:\n\t"                                                                         \
+                "ldrd r0, r1, [r12, #-8]\n\t" P("r8", "16") P("r9", "24") P("r10", "32")         \
+                    RLX_DWP_RQ_LOAD RLX_DWP_RQS("r0") RLX_DWP_RQS("r1")                          \
+                "ldr r4, [r12, #12]\n\t"                                                         \
+                "strb r0, [r11]\n\tstrb r1, [r11, r4]\n\tadd r11, r11, r4, lsl #1\n\t"           \
+                "subs lr, lr, #2\n\t"                                                            \
+                "bge 4b\n\t"                                                                     \
+                "adds lr, lr, #2\n\t"                                                            \
+                "beq 5f\n\t"                                                                     \
+                "6:\n\t"                                                                         \
+                "ldr r0, [r12, #-4]\n\t" S("r8", "16") S("r9", "24") S("r10", "32")             \
+                    RLX_DWP_RQ_LOAD RLX_DWP_RQS("r0") RLX_DWP_ST2_SAT                            \
+                "5:\n\t"                                                                         \
+                RLX_DWP_NEXT_CHANNEL                                                         \
+                "ldmia sp, {r4, r5, r6}\n\t"                                                     \
+                "add r11, r11, r4\n\t"                                                           \
+                "add r12, r12, #68\n\t"                                                          \
+                "cmp r12, r5\n\t"                                                                \
+                "bne 1b\n\t"                                                                     \
+                "add sp, sp, #16\n\t"                                                            \
+                "pop {r4-r11, pc}\n\t");                                                         \
+    }
+RLX_DWP_LINE6(rlx_dwp_s1_sat, RLX_DWP_H1_0, RLX_DWP_H1, RLX_DWP_P1, RLX_DWP_S1)
+RLX_DWP_LINE6(rlx_dwp_s2_sat, RLX_DWP_H2_0, RLX_DWP_H2, RLX_DWP_P2, RLX_DWP_S2)
 #endif
 
 /* One line of every channel of a job, one output at a time: any stride and output rule (the
  * portable build of the DSP path, rq_mode 0, strides above 2). The constants' bias and weights
- * are doubled with the fast requantization; sums wrap as the asm's. */
+ * are doubled for the fast requantization (rq_mode 0 halves the weights and reads the bias from
+ * the layer); sums wrap as the asm's. */
 static void rlx_dwp_line_c(const rlx_dw_conv_params *p, const rlx_dwp_job *j, int32_t nc, int32_t c0, int32_t s,
                            int32_t wq)
 {
     const rlx_rq_params rq = {p->rq_mode, p->out_zp, p->act_min, p->act_max, p->mult, p->shift, p->rq_add};
+    const int32_t h = rq.mode == 0;
     for (int32_t c = 0; c < nc; c++) {
         const uint32_t *const q = j->k - RLX_DWP_E + RLX_DWP_K * c, *const wk = q + RLX_DWP_W;
         const int32_t os = (int32_t)q[RLX_DWP_OS], pc = rlx_dwp_plane(c, wq);
         for (int32_t x = 0; x < j->n; x++) {
-            uint32_t a = q[0];
+            uint32_t a = h ? (uint32_t)p->bias[c0 + c] : q[0];
             for (int32_t r = 0; r < 3; r++) {
                 const int16_t *const xp = j->x[r] + pc;
                 const uint32_t w01 = wk[2 * r], w12 = wk[2 * r + 1];
-                const int32_t w[3] = {(int16_t)(w01 & 0xFFFFu), (int16_t)(w01 >> 16), (int16_t)(w12 >> 16)};
+                const int32_t w[3] = {(int16_t)(w01 & 0xFFFFu) >> h, (int16_t)(w01 >> 16) >> h,
+                                      (int16_t)(w12 >> 16) >> h};
                 for (int32_t t = 0; t < 3; t++) {
                     const int32_t pos = x * s + t;
                     a += (uint32_t)(w[t] * xp[(pos >> 1) * 8 + (pos & 1)]);
@@ -421,10 +581,11 @@ static void rlx_dwp_zero(uint32_t *w, const uint32_t *end)
 /* One output line of a block's channels (rlx_dwp_job): an asm routine per stride. */
 typedef void (*rlx_dwp_line_fn)(const rlx_dwp_job *);
 
-/* The kernel, with the line routines of its output rule (NULL: the C lines, rlx_dwp_line_c, which
- * every rq_mode but the routines' own runs, and strides above 2). */
+/* The kernel, with the line routines of its output rule where the caller found that they fit the
+ * layer (NULL: the C lines, rlx_dwp_line_c, which strides above 2 run as well); hex: they run 6
+ * outputs a step (the saturating ones), else 4. */
 static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
-                                         int32_t rq_mode, rlx_dwp_line_fn s1, rlx_dwp_line_fn s2)
+                                         rlx_dwp_line_fn s1, rlx_dwp_line_fn s2, int32_t hex)
 {
     const int32_t ch = p->in_c, in_h = p->in_h, in_w = p->in_w, out_h = p->out_h, out_w = p->out_w;
     /* L: the axis the line runs along; B: the one the ring steps across */
@@ -438,14 +599,14 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     /* plane length: the last output's taps and the word past them that a pair's second
      * output reads (stride 2: one more pair); even, so that planes stay word-aligned */
     const int32_t wq = ((n_l - 1) * s_l + 2 + 2 * s_l + 1) & ~1;
-    /* channels per block: 4 to 16, the 3 ring lines in about 1 KB, or up to 4 KB as a sixteenth of
-     * the layer's input and output (each line costs its set-up per block; KWS's arena is its dw
-     * layers') */
-    const int32_t io = (in_h * in_w + out_h * out_w) * ch / 16;
-    int32_t cb = (io < 1024 ? 1024 : io > 4096 ? 4096 : io) / (24 * wq) * 4;
-    cb = cb < 4 ? 4 : cb > 16 ? 16 : cb;
+    /* channels per block: 4 to 32, the 3 ring lines in about 1 KB (2 KB on lines of 16 positions
+     * or fewer, whose set-up per block and line weighs most), or up to 4 KB as a sixteenth of the
+     * layer's input and output (KWS's arena is its dw layers', whose lines are longer) */
+    const int32_t io = (in_h * in_w + out_h * out_w) * ch / 16, lo_io = wq <= 16 ? 2048 : 1024;
+    int32_t cb = (io < lo_io ? lo_io : io > 4096 ? 4096 : io) / (24 * wq) * 4;
+    cb = cb < 4 ? 4 : cb > 32 ? 32 : cb;
     cb = ch < cb ? ch : cb;
-    const int32_t fast = p->rq_mode != 0, dbl = fast ? 1 : 0;
+    const int32_t fast = p->rq_mode != 0;
     /* the layer's arrays as locals (the scratch's stores may alias the struct) */
     const int8_t *const wts = p->weights;
     const int32_t *const bias = p->bias, *const mult = p->mult, *const rq_add = p->rq_add;
@@ -473,24 +634,34 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
     const uint32_t lo2 = ((uint32_t)p->act_min & 0xFFFFu) | ((uint32_t)p->act_min << 16);
     const uint32_t hi2 = ((uint32_t)p->act_max & 0xFFFFu) | ((uint32_t)p->act_max << 16);
-    /* the bytes a plane pointer of the asm advances along a line: its quads (one more for 3 left),
-     * then a pair for 1 or 2 left */
-    const int32_t rem = n_l % 4, adv = 16 * s_l * (2 * (n_l / 4 + (rem == 3)) + (rem == 1 || rem == 2));
+    /* the bytes a plane pointer of the asm advances along a line: the clamp's quads (one more for 3
+     * left), then a pair for 1 or 2 left; the saturating lines' hexes, then a pair for each 2 left */
+    const int32_t r4 = n_l % 4, r6 = n_l % 6;
+    const int32_t adv = hex ? 16 * s_l * (3 * (n_l / 6) + (r6 + 1) / 2)
+                            : 16 * s_l * (2 * (n_l / 4 + (r4 == 3)) + (r4 == 1 || r4 == 2));
+    /* the constants every block's channel k shares, set once */
+    for (int32_t k = 0; k < cb; k++) {
+        uint32_t *const q = wk + RLX_DWP_K * k;
+        q[RLX_DWP_OS] = (uint32_t)os;
+        q[RLX_DWP_LH] = lo2;
+        q[RLX_DWP_LH + 1] = hi2;
+        /* the next channel's planes: the next word of the group, or the next group's first */
+        q[RLX_DWP_PADJ] = (uint32_t)((k & 3) < 3 ? 4 - adv : 8 * wq - 12 - adv);
+    }
     for (int32_t c0 = 0; c0 < ch; c0 += cb) {
         const int32_t nc = ch - c0 < cb ? ch - c0 : cb;
-        /* per channel and window line r: (w0, w1), (w1, w2) of its taps along the line, as int16;
-         * 4 channels at a time from one word per tap (SXTB16 gives channels 0 and 2, ROR 8 1 and
-         * 3; doubling a pair by a shift carries the low half's sign into bit 16, cleared) */
-        const uint32_t dmask = fast ? 0xFFFEFFFFu : 0xFFFFFFFFu;
+        /* per channel and window line r: (w0, w1), (w1, w2) of its taps along the line, as int16,
+         * doubled; 4 channels at a time from one word per tap (SXTB16 gives channels 0 and 2, ROR 8
+         * 1 and 3; SXTAB16 of the word onto them doubles each half alone) */
         int32_t c = c0;
         for (; c + 4 <= c0 + nc; c += 4) {
             uint32_t *const q = wk + RLX_DWP_K * (c - c0) + RLX_DWP_W;
             for (int32_t r = 0; r < 3; r++) {
                 const int8_t *const w = wts + r * rstep + c;
                 const uint32_t t0 = rlx_rd32(w), t1 = rlx_rd32(w + tstep), t2 = rlx_rd32(w + 2 * tstep);
-                const uint32_t e0 = (rlx_sxtb16(t0) << dbl) & dmask, o0 = (rlx_sxtb16_ror8(t0) << dbl) & dmask;
-                const uint32_t e1 = (rlx_sxtb16(t1) << dbl) & dmask, o1 = (rlx_sxtb16_ror8(t1) << dbl) & dmask;
-                const uint32_t e2 = (rlx_sxtb16(t2) << dbl) & dmask, o2 = (rlx_sxtb16_ror8(t2) << dbl) & dmask;
+                const uint32_t e0 = rlx_sxtab16(rlx_sxtb16(t0), t0), o0 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(t0), t0);
+                const uint32_t e1 = rlx_sxtab16(rlx_sxtb16(t1), t1), o1 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(t1), t1);
+                const uint32_t e2 = rlx_sxtab16(rlx_sxtb16(t2), t2), o2 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(t2), t2);
                 q[2 * r] = rlx_dwp_pack(e0, e1), q[2 * r + 1] = rlx_dwp_pack(e1, e2);
                 q[RLX_DWP_K + 2 * r] = rlx_dwp_pack(o0, o1), q[RLX_DWP_K + 2 * r + 1] = rlx_dwp_pack(o1, o2);
                 q[2 * RLX_DWP_K + 2 * r] = rlx_dwp_packt(e1, e0);
@@ -503,23 +674,21 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
             uint32_t *const q = wk + RLX_DWP_K * (c - c0) + RLX_DWP_W;
             for (int32_t r = 0; r < 3; r++) {
                 const int8_t *const w = wts + r * rstep + c;
-                const uint32_t w0 = (uint32_t)(int32_t)w[0] << dbl, w1 = (uint32_t)(int32_t)w[tstep] << dbl;
-                const uint32_t w2 = (uint32_t)(int32_t)w[2 * tstep] << dbl;
+                const uint32_t w0 = (uint32_t)(int32_t)w[0] << 1, w1 = (uint32_t)(int32_t)w[tstep] << 1;
+                const uint32_t w2 = (uint32_t)(int32_t)w[2 * tstep] << 1;
                 q[2 * r] = rlx_dwp_pack(w0, w1), q[2 * r + 1] = rlx_dwp_pack(w1, w2);
             }
         }
         for (c = c0; c < c0 + nc; c++) {
             uint32_t *const q = wk + RLX_DWP_K * (c - c0);
-            const int32_t add = fast ? rq_add[c] : 1;
-            q[0] = q[1] = q[2] = q[3] = (uint32_t)bias[c] << dbl;
-            q[RLX_DWP_E] = (uint32_t)rlx_rq_e(add);
-            q[RLX_DWP_E + 1] = fast ? (uint32_t)mult[c] : 0u;
-            q[RLX_DWP_E + 2] = (uint32_t)add;
-            q[RLX_DWP_OS] = (uint32_t)os;
-            q[RLX_DWP_LH] = lo2;
-            q[RLX_DWP_LH + 1] = hi2;
-            /* the next channel's planes: the next word of the group, or the next group's first */
-            q[RLX_DWP_PADJ] = (uint32_t)(((c - c0) & 3) < 3 ? 4 - adv : 8 * wq - 12 - adv);
+            const uint32_t b2 = (uint32_t)bias[c] << 1;
+            q[0] = b2, q[1] = b2, q[2] = b2, q[3] = b2;
+            if (fast) {
+                const int32_t add = rq_add[c];
+                q[RLX_DWP_E] = (uint32_t)rlx_rq_e(add);
+                q[RLX_DWP_E + 1] = (uint32_t)mult[c];
+                q[RLX_DWP_E + 2] = (uint32_t)add;
+            }
         }
         rlx_dwp_job job;
         job.kend = wk + RLX_DWP_K * nc + RLX_DWP_E;
@@ -571,7 +740,7 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
                 }
                 job.x[0] = sl[s0], job.x[1] = sl[s0 + 1], job.x[2] = sl[s0 + 2];
                 job.o = o;
-                if (s1 != NULL && p->rq_mode == rq_mode && s_l <= 2) {
+                if (s1 != NULL && s_l <= 2) {
                     (s_l == 1 ? s1 : s2)(&job);
                 } else {
                     rlx_dwp_line_c(p, &job, nc, c0, s_l, wq);
@@ -583,27 +752,30 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
 }
 #endif
 
-/* rq_mode 2 (saturating) on the asm lines; any other layer on the C lines */
+/* rq_mode 2 (saturating) with out_zp -128 on the asm lines (RLX_DWP_RQS: no sign correction); any
+ * other layer on the C lines (rules.py gives rq_mode 2 with another out_zp to pair_clamp_s8) */
 void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
 #if RLX_USE_DSP && defined(RLX_DWP_ASM)
-    rlx_dwp_run(p, in, out, scratch, 2, rlx_dwp_s1_sat, rlx_dwp_s2_sat);
+    const int32_t sat = p->rq_mode == 2 && p->out_zp <= p->act_min;
+    rlx_dwp_run(p, in, out, scratch, sat ? rlx_dwp_s1_sat : NULL, sat ? rlx_dwp_s2_sat : NULL, 1);
 #elif RLX_USE_DSP
-    rlx_dwp_run(p, in, out, scratch, 2, NULL, NULL);
+    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 1);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
 #endif
 }
 
-/* rq_mode 1 (a clamp) on the asm lines: a kernel of its own, so that a model without such a layer
- * links neither of its routines (flash) */
+/* rq_mode 1 (a clamp), and 2 with an out_zp above -128 (the clamp to -128..127), on the asm lines: a
+ * kernel of its own, so that a model without such a layer links neither of its routines (flash) */
 void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out,
                                           int16_t *scratch)
 {
 #if RLX_USE_DSP && defined(RLX_DWP_ASM)
-    rlx_dwp_run(p, in, out, scratch, 1, rlx_dwp_s1_clamp, rlx_dwp_s2_clamp);
+    const int32_t clamp = p->rq_mode == 1 || p->rq_mode == 2;
+    rlx_dwp_run(p, in, out, scratch, clamp ? rlx_dwp_s1_clamp : NULL, clamp ? rlx_dwp_s2_clamp : NULL, 0);
 #elif RLX_USE_DSP
-    rlx_dwp_run(p, in, out, scratch, 1, NULL, NULL);
+    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 0);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
 #endif

@@ -228,8 +228,9 @@ void rlx_depthwise_conv_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t
 void rlx_depthwise_conv_3x3_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 /* DSP cores (rlx_depthwise_conv_3x3_s8 elsewhere), strides 1 and 2: channel-planar int16 lines, SMLAD on
- * tap pairs; rq_mode 2 and 0 (pair_s8), rq_mode 1 (pair_clamp_s8); scratch: the larger of that
- * kernel's and its own (rules.py: blocks of 4 to 16 channels' constants and planes) */
+ * tap pairs; rq_mode 2 with out_zp -128 and rq_mode 0 (pair_s8), rq_mode 1 and 2 (pair_clamp_s8; any
+ * rq_mode runs on either, on C lines where not on asm ones); scratch: the larger of that
+ * kernel's and its own (rules.py: blocks of 4 to 32 channels' constants and planes) */
 void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out,
                                           int16_t *scratch);

@@ -22,14 +22,17 @@ _PAIR = "rlx_depthwise_conv_3x3_pair_"  # pair_s8( and pair_clamp_s8(
 
 
 def _dw_layer(g: Graph, rng, k: int, h: int, w: int, c: int, *, m: int = 1, kh: int = 3, kw: int = 3, s: int = 1,
-              d: int = 1, pad: str | tuple[int, int, int, int] = "same", act: str = "none") -> None:  # fmt: skip
+              d: int = 1, pad: str | tuple[int, int, int, int] = "same", act: str = "none",
+              out_zp: int | None = None) -> None:  # fmt: skip
     """Depthwise layer k of g (its own input and output): random int8 weights and bias; pad "same",
-    "valid" or explicit (top, bottom, left, right)."""
+    "valid" or explicit (top, bottom, left, right); a random output zero point unless out_zp."""
     pads = pad if isinstance(pad, tuple) else (0, 0, 0, 0)
     x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
     wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, c * m)).astype(np.int8), quant=wq(rng, c * m, 3))
     b = g.param(f"b{k}", rng.integers(-3000, 3000, c * m).astype(np.int32))
-    y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), strides=(s, s),
+    oq = rand_q(rng, 0.02, 0.3)
+    oq = oq if out_zp is None else QuantParams(oq.scale, out_zp)
+    y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=oq, strides=(s, s),
                            dilations=(d, d), padding="explicit" if isinstance(pad, tuple) else pad, pads=pads,
                            activation=act, depth_multiplier=m)  # fmt: skip
     g.output(y)
@@ -314,13 +317,15 @@ def test_depthwise_few_pixels_take_the_generic_kernel(check):
 def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
     """rlx_depthwise_conv_3x3_pair_s8 and _pair_clamp_s8 (balanced, strides 1 and 2: channel planes, SMLAD
     on tap pairs), on both host builds (the portable one runs the group ring inside them) and under QEMU
-    on M4 (their line asm, 4 routines: strides 1 and 2, saturating in pair_s8, clamped in
-    pair_clamp_s8; the widening asm): lines along H (tall) and along W (wide); line lengths leaving 0,
-    1, 2 and 3 outputs after the quads (a pair, a quad storing 3), at both strides; lines of 2 and 3
-    outputs (one image line: zeros on both sides); pixels from an odd or even plane position, odd or
-    even in number (the widening's lead and trail words); blocks of 4 to 16 channels with odd
-    remainders (5, 13, 3, 17: the widening's single channels), and of 12 on a layer whose input and
-    output set a larger block (12x12x64: the scratch rules.py reserves for it); lines outside the
+    on M4 (their line asm, 4 routines: strides 1 and 2, saturating in pair_s8 where out_zp is -128
+    ("sat": 6 outputs a step, no sign correction), clamped in pair_clamp_s8, which takes rq_mode 2 with
+    another out_zp as well; the widening asm): lines along H (tall) and along W (wide); the clamp's
+    line lengths leaving 0, 1, 2 and 3 outputs after its quads (a pair, a quad storing 3), the
+    saturating lines' leaving 0 to 5 after their hexes (up to 3 pairs), at both strides; lines of 2
+    and 3 outputs (one image line: zeros on both sides); pixels from an odd or even plane position, odd or
+    even in number (the widening's lead and trail words); blocks of 4 to 20 channels with odd
+    remainders (5, 13, 3, 17: the widening's single channels), and of 32 on short lines (6x6x70:
+    blocks of 32, 32 and 6, the scratch rules.py reserves for them); lines outside the
     image read a ring slot zeroed in place, over several blocks (the next block's top padding on the
     slot the last one's bottom left zero): padding on both sides, after the image only (stride 2 on
     10 columns), on both sides of one image line (2x1x20, two blocks), and explicit pads (a third
@@ -329,24 +334,33 @@ def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
     same and valid padding; rq_mode 2, 1 (relu, relu6 clamps) and 0 (a multiplier above 1, the C
     lines); a single output pixel keeps rlx_depthwise_conv_3x3_s8."""
     rng = np.random.default_rng(43)
-    # (h, w, c, stride, padding, activation), two images (the runner takes 8 inputs)
+    # (h, w, c, stride, padding, activation; "sat": none with out_zp -128), three images (the runner
+    # takes 8 inputs); the saturating lines' outputs (n) left after their hexes, stride 1: 0 (n 18,
+    # 6, 18 along W), 1 (19), 2 (2, 8), 3 (3), 4 (10), 5 (17); stride 2: 0 (12), 1 (7), 2 (8),
+    # 3 (3 along W), 4 (10), 5 (17). Same padding leaves the last output's third tap outside the
+    # image: n 17 at both strides is valid, so that an odd count's last output reads all its taps
     images = [[(17, 3, 8, 1, "same", "none"), (18, 5, 13, 1, "same", "relu6"), (4, 20, 6, 1, "same", "relu"),
-               (20, 7, 3, 1, "valid", "none"), (17, 2, 5, 1, "same", "relu6"), (33, 5, 4, 2, "same", "none"),
-               (12, 12, 64, 1, "same", "none"), (2, 1, 20, 1, "same", "none")],
-              [(11, 4, 8, 1, "same", "relu6"), (14, 10, 17, 2, "same", "none"), (9, 12, 8, 2, "valid", "relu6"),
-               (3, 3, 20, 1, "same", "none"), (5, 6, 12, 2, "same", "relu"), (1, 2, 12, 1, "same", "relu6"),
+               (20, 7, 3, 1, "valid", "sat"), (19, 4, 5, 1, "valid", "sat"), (35, 5, 4, 2, "valid", "sat"),
+               (6, 6, 70, 1, "same", "sat"), (2, 1, 20, 1, "same", "sat")],
+              [(11, 4, 8, 1, "same", "relu6"), (14, 10, 17, 2, "same", "sat"), (9, 12, 8, 2, "valid", "relu6"),
+               (3, 3, 20, 1, "same", "sat"), (5, 6, 12, 2, "same", "sat"), (1, 2, 12, 1, "same", "relu6"),
                (2, 2, 8, 2, "same", "none")],
-              [(20, 6, 12, 1, (0, 1, 2, 0), "none"), (5, 18, 8, 2, (1, 0, 0, 1), "relu6"),
-               (2, 19, 20, 1, (2, 2, 1, 0), "none")]]  # fmt: skip
+              [(20, 6, 12, 1, (0, 1, 2, 0), "sat"), (5, 18, 8, 2, (1, 0, 0, 1), "relu6"),
+               (2, 19, 20, 1, (2, 2, 1, 0), "sat"), (10, 3, 7, 1, "same", "sat"), (8, 5, 9, 1, "same", "sat"),
+               (24, 3, 5, 2, "same", "sat"), (20, 4, 6, 2, "same", "sat"), (16, 3, 9, 2, "same", "sat")]]  # fmt: skip
     modes, kernels = set(), set()
     for n, cases in enumerate(images):
         g = Graph(f"dw_pair{n}")
         for k, (h, w, c, s, pad, act) in enumerate(cases):
-            _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=act)
+            sat = act == "sat"
+            _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act="none" if sat else act, out_zp=-128 if sat else None)
         if n == 1:
             _dw_rq0_layer(g, rng, 17, 4, 5, 3, 3)
         model_c = emit(g).files["model.c"]
         assert model_c.count(_PAIR) == len(cases)  # image 1: the rq_mode 0 layer too, less the 1x1 one
+        # the saturating lines take exactly the "sat" layers (and image 1's rq_mode 0 one, on C lines)
+        n_sat = sum(case[5] == "sat" for case in cases)
+        assert model_c.count("rlx_depthwise_conv_3x3_pair_s8(") == n_sat + (n == 1)
         assert model_c.count("rlx_depthwise_conv_3x3_s8(") == (n == 1)
         modes |= {m for m in (0, 1, 2) if f".rq_mode = {m}," in model_c}
         kernels |= {k for k in ("pair_s8(", "pair_clamp_s8(") if k in model_c}
