@@ -87,7 +87,43 @@ def srdhm_round(ab: Value) -> Value:
 SRDHM_STAGES = 3
 
 
-def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm") -> Value:
+#: the widest ``a`` (bits, sign included) :func:`pipelined_srdhm` multiplies with two DSPs: its bits
+#: above the low 17 (at most 4) are multiplied in logic, a row per bit
+NARROW_BITS = 21
+
+
+def lut_product(ah: Value, b: Value) -> Value:
+    """``ah * b`` for a short signed ``ah`` and an unsigned ``b`` as shifted rows of ``b`` summed in logic
+    (Yosys maps a ``*`` to a DSP however short its operand is)."""
+    h = len(ah)
+    rows = [Mux(ah[i], b << i, 0) for i in range(h - 1)]
+    top = Mux(ah[h - 1], b << (h - 1), 0)
+    return tree_sum(rows) - top if rows else -top
+
+
+def _narrow_srdhm(m: Module, a: Value, b: Value, a_bits: int, name: str) -> Value:
+    """:func:`pipelined_srdhm` of an ``a`` of ``a_bits`` bits and a non-negative 31-bit ``b`` with two DSPs:
+    ``a = ah * 2**17 + al`` and ``b = bh * 2**17 + bl`` (``al``, ``bl`` 17 bits unsigned: 18-bit signed DSP
+    operands), ``al * bl`` and ``al * bh`` on DSPs, ``ah * bl`` and ``ah * bh`` in logic. Then as there,
+    with the split at 17 bits: ``(ab + 2**30) >> 31 = 8 * ah * bh + (ah * bl + al * bh + (al * bl >> 17)
+    + 2**13) >> 14``, the low 17 bits of ``al * bl`` unable to carry."""
+    al, ah = a[:17], a[17:a_bits].as_signed()
+    bl, bh = b[:17], b[17:31]
+    pp_ll = Signal(34, name=f"{name}_pp_ll", reset_less=True)
+    pp_lh = Signal(31, name=f"{name}_pp_lh", reset_less=True)
+    pp_hl = Signal(signed(a_bits - 17 + 17 + 1), name=f"{name}_pp_hl", reset_less=True)
+    pp_hh = Signal(signed(a_bits - 17 + 14 + 1), name=f"{name}_pp_hh", reset_less=True)
+    m.d.sync += [pp_ll.eq(al * bl), pp_lh.eq(al * bh), pp_hl.eq(lut_product(ah, bl)), pp_hh.eq(lut_product(ah, bh))]
+    ll_hi = Cat(pp_ll[17:30], pp_ll[30:34] + 1)  # (al * bl >> 17) + 2**13: a 4-bit increment
+    mid = Signal(signed(36), name=f"{name}_mid", reset_less=True)
+    top = Signal(signed(len(pp_hh)), name=f"{name}_top", reset_less=True)
+    m.d.sync += [mid.eq(pp_hl + pp_lh + ll_hi), top.eq(pp_hh)]
+    high = Signal(signed(32), name=f"{name}_high", reset_less=True)
+    m.d.sync += high.eq(wrap32((top << 3) + (mid >> 14)))
+    return high
+
+
+def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm", a_bits: int = 32) -> Value:
     """:func:`srdhm` of two int32 values (``mult`` a constant, or a signal in step with ``a``; a Q31
     multiplier or any signed one), :data:`SRDHM_STAGES` cycles later, at most one multiplier or one
     carry chain a stage.
@@ -98,8 +134,20 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm")
     summed with the high half of the low one and the rounding constant, then one add gives the
     rounded high word (``(ab + 2**30) >> 31``, :func:`srdhm_round`). The saturating case (both
     operands INT32_MIN) is not handled: no caller reaches it.
+
+    ``a_bits``: the bits (sign included) that hold every value ``a`` takes; up to :data:`NARROW_BITS`, with
+    a non-negative multiplier, two DSPs do (:func:`_narrow_srdhm`) where four are needed otherwise.
     """
     a = Value.cast(a)
+    if isinstance(mult, int):
+        nonneg = mult >= 0
+    else:
+        nonneg = not Value.cast(mult).shape().signed
+    if a_bits <= NARROW_BITS and nonneg:
+        b = Const(mult, 31) if isinstance(mult, int) else Value.cast(mult)
+        if len(b) > 31:
+            raise ValueError(f"an unsigned multiplier of {len(b)} bits does not fit int32")
+        return _narrow_srdhm(m, a, Cat(b, Const(0, 31 - len(b))), max(a_bits, 18), name)
     b = Const(mult, signed(32)) if isinstance(mult, int) else Value.cast(mult)
     if not b.shape().signed:
         if len(b) > 31:

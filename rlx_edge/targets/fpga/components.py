@@ -30,6 +30,7 @@ from amaranth.lib.wiring import In, Out
 from rlx_edge.ir.ops import window_counts
 from rlx_edge.targets.fpga.arith import (
     INT32_MAX,
+    NARROW_BITS,
     SRDHM_STAGES,
     clamp,
     clamp_offset,
@@ -354,6 +355,9 @@ class Requantizer(wiring.Component):
         take per-lane parameters from the ``i_mult``/``i_left``/``i_right`` ports.
     tag_bits:
         Width of a side-band tag carried through the pipeline unchanged.
+    acc_bits:
+        Bits (sign included) that hold every accumulator after its left shift: up to
+        :data:`~rlx_edge.targets.fpga.arith.NARROW_BITS`, each lane's multiply takes two DSPs, not four.
 
     Ports
     -----
@@ -377,8 +381,10 @@ class Requantizer(wiring.Component):
 
     latency = 7
 
-    def __init__(self, lanes: int, *, zero_point: int, lo: int, hi: int, const_params=None, tag_bits: int = 1):
-        self.lanes = lanes
+    def __init__(
+        self, lanes: int, *, zero_point: int, lo: int, hi: int, const_params=None, tag_bits: int = 1, acc_bits: int = 32
+    ):
+        self.lanes, self.acc_bits = lanes, acc_bits
         self.zero_point, self.lo, self.hi = int(zero_point), int(lo), int(hi)
         self.const_params = const_params
         super().__init__(
@@ -426,7 +432,7 @@ class Requantizer(wiring.Component):
                 x1 = Signal(signed(32), name=f"x1_{k}", reset_less=True)
                 m.d.sync += x1.eq(s_left)
                 # 2-4: the doubling high multiply
-                hi4 = pipelined_srdhm(m, x1, m_1, f"srdhm_{k}")
+                hi4 = pipelined_srdhm(m, x1, m_1, f"srdhm_{k}", a_bits=self.acc_bits)
                 # 5: the rounding right shift, its round-up bit apart
                 if isinstance(r_4, int):
                     quo, up = rounding_divide_by_pot_parts(hi4, r_4)
@@ -588,6 +594,11 @@ class _MacLayer(LayerComponent):
         """Turns through the requantizer per completed group."""
         return self._acc_lanes() // self.rq_lanes
 
+    @property
+    def rq_narrow(self) -> bool:
+        """Whether each requantizer lane multiplies on two DSPs (its accumulators narrow enough), not four."""
+        return self._acc_bits(self.q) <= NARROW_BITS
+
     def _weight_rom(self, m: Module, run, words: list[int], width: int):
         """The weight ROM, read in order: the next word every loop step, wrapping after the last.
         Returns the word of each step, at stage :func:`rom_latency`."""
@@ -665,6 +676,15 @@ class _MacLayer(LayerComponent):
         m.d.sync += word.eq(port.data)
         return word, fields, uniform
 
+    def _acc_bits(self, q: ChannelQuant) -> int:
+        """Bits (sign included) of the largest accumulator after the requantizer's left shift: every weight of a
+        channel times the largest input less its zero point, plus the bias (padded taps add nothing)."""
+        w = np.abs(np.asarray(self.weights, dtype=np.int64))
+        per_channel = w.reshape(-1, w.shape[-1]).sum(0) if w.ndim == 3 else w.reshape(w.shape[0], -1).sum(1)
+        x = max(abs(-128 - q.zp_in), abs(127 - q.zp_in))
+        bound = int((per_channel * x + np.abs(np.asarray(q.bias, dtype=np.int64))).max())
+        return bound.bit_length() + 1 + max(int(np.max(q.shift)), 0)
+
     def _tail(self, m: Module, q: ChannelQuant, lanes: int, s2, dots, lag: int, pindex, groups: int):
         """Accumulate, requantize and write: the stage-2 flags ``s2`` (valid, first, last, final) delayed
         ``lag`` stages to meet ``dots``; ``pindex`` the parameter ROM's row at stage 0.
@@ -680,6 +700,7 @@ class _MacLayer(LayerComponent):
             lo=q.lo,
             hi=q.hi,
             const_params=(int(q.mult[0]), int(q.shift[0])) if uniform else None,
+            acc_bits=self._acc_bits(q),
         )
         m.submodules.requant = rq
         accs = []

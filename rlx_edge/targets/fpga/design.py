@@ -615,7 +615,7 @@ class FpgaDesign(wiring.Component):
         self.alias: dict[str, str] = {v: r for v, r in self.liveness.value_buffer.items() if v != r}
         self.layers: list[Layer] = []
         # fill() and requant_lanes() by id(layer); the fold asks on every step
-        self._fill: dict[int, tuple[Layer, int, int]] = {}
+        self._fill: dict[int, tuple[Layer, int, int, bool]] = {}
         explicit_all = parallelism if isinstance(parallelism, dict) else {}
         default = explicit_all.get("default", "latency") if isinstance(parallelism, dict) else parallelism
         p = PRESETS.get(default, default) if isinstance(default, str) else default
@@ -770,10 +770,15 @@ class FpgaDesign(wiring.Component):
         :meth:`~.components._MacLayer.requant_lanes`); the PE of other layers."""
         return self._component_facts(layer)[1]
 
-    def _component_facts(self, layer: Layer) -> tuple[int, int]:
+    def requant_narrow(self, layer: Layer) -> bool:
+        """Whether a MAC layer's requantizer lanes multiply on two DSPs each, not four (narrow accumulators)."""
+        return self._component_facts(layer)[2]
+
+    def _component_facts(self, layer: Layer) -> tuple[int, int, bool]:
         if id(layer) not in self._fill:
             comp = layer.build(*self._ports(layer))
-            self._fill[id(layer)] = (layer, 1 + comp.latency, getattr(comp, "rq_lanes", layer.pe))
+            facts = (1 + comp.latency, getattr(comp, "rq_lanes", layer.pe), getattr(comp, "rq_narrow", False))
+            self._fill[id(layer)] = (layer, *facts)
         return self._fill[id(layer)][1:]
 
     def layer_table(self) -> list[dict[str, Any]]:

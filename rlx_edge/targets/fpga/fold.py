@@ -21,7 +21,8 @@ its lanes (PE x SIMD; for the MAC layers also PE — an accumulator each, and it
 latch where they share requantizer lanes — and the requantizer lanes,
 :meth:`~.design.FpgaDesign.requant_lanes`), DSP per multiplier lane and per
 requantizer lane (Yosys maps every 8x9 product to one MULT18X18D on ECP5 /
-SB_MAC16 on iCE40, and a requantizer's 32x31 product to several), BRAM from the geometry of every ROM (weights:
+SB_MAC16 on iCE40, and a requantizer's 32x31 product to four, or two for
+narrow accumulators, :meth:`~.design.FpgaDesign.requant_narrow`), BRAM from the geometry of every ROM (weights:
 ``8 x lanes`` bits wide, ``weights / lanes`` deep; per-channel parameters) and
 every activation buffer of the design (:class:`~.design.Buffer`) packed into
 the device's block RAM shapes. The linear coefficients are fitted (least
@@ -30,14 +31,14 @@ squares) on Yosys counts of single-layer designs recorded in
 the commit and command); layer kinds not calibrated use the nearest one
 (:data:`_KIND_OF`). Error of the estimate on the calibration designs
 (``tools/fpga_fold_calibrate.py --check``; Yosys 0.23; the fit minimizes
-relative errors): ECP5 (``synth_ecp5``) LUT within 12 %, FF within 13 %, DSP
-and BRAM exact; iCE40 (``synth_ice40 -dsp``) LUT within 11 %, FF within 7 %,
-DSP within 1.5 %, BRAM within 4 blocks. Those errors come from the MAC layers
+relative errors): ECP5 (``synth_ecp5``) LUT within 12 %, FF within 14 %, DSP
+and BRAM exact; iCE40 (``synth_ice40 -dsp``) LUT within 10 %, FF within 7 %,
+DSP within 2.5 %, BRAM within 4 blocks. Those errors come from the MAC layers
 (10 designs, 7 coefficients); depthwise (4 designs, 3), add, pool and softmax
 have as many designs as coefficients, so their fit is exact there and
 untested elsewhere. On whole models, out of sample (the ``validation`` rows:
-AD and KWS at PE x SIMD 8, ``synth_ecp5``), LUT +7.4 % / +1.7 %, FF -7.3 % /
--9.6 %, BRAM and DSP exact. The estimate counts Yosys' LUT4s (an ECP5
+AD and KWS at PE x SIMD 8, ``synth_ecp5``), LUT +12.5 % / -1.7 %, FF -7.3 % /
+-11 %, BRAM and DSP exact. The estimate counts Yosys' LUT4s (an ECP5
 CCU2C carry cell as two; LUT RAM and iCE40 carry cells apart), not nextpnr's
 packed slices; ``--pnr`` gives the routed figures.
 """
@@ -183,15 +184,21 @@ def features(design: FpgaDesign, layer: Layer, family: str) -> Features:
         # per-channel parameters are latched and shifted with the accumulators (73 bits a lane)
         held = 0.0 if uniform or r == pe else pe
         logic = (1.0, lanes, pe, held, r if uniform else 0.0, 0.0 if uniform else r, rom_luts)
-        dsp = (lanes, r, 0.0 if uniform else 1.0)  # a per-channel requantizer's shift costs one more
+        # a requantizer lane's multiply: 4 DSPs, 2 for narrow accumulators; a per-channel shift one more
+        dsp = (lanes, r * _rq_dsps(design, layer) / 4, 0.0 if uniform else 1.0)
     elif kind == "depthwise":
         r = design.requant_lanes(layer)
-        logic, dsp = (1.0, lanes, r), (lanes, r, 1.0)
+        logic, dsp = (1.0, lanes, r), (lanes, r * _rq_dsps(design, layer) / 4, 1.0)
     elif kind == "softmax":
         logic, dsp = (1.0,), (1.0,)
     else:  # a requantizer (or divider) per lane, and the layer's own constant multiplies
         logic, dsp = (1.0, lanes), (lanes, 1.0)
     return Features(kind, logic, dsp, bram)
+
+
+def _rq_dsps(design: FpgaDesign, layer: Layer) -> int:
+    """DSPs of one requantizer lane's multiply (:func:`~.arith.pipelined_srdhm`)."""
+    return 2 if design.requant_narrow(layer) else 4
 
 
 @functools.cache

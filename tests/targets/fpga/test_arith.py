@@ -129,13 +129,17 @@ def _comb_values(fn, in_shape, out_shape, values: list[int]) -> list[int]:
     return got
 
 
-def _pipelined_srdhm_results(pairs: list[tuple[int, int]], b_shape, const: int) -> tuple[np.ndarray, np.ndarray]:
+def _pipelined_srdhm_results(
+    pairs: list[tuple[int, int]], b_shape, const: int, a_bits: int = 32, built: list | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pipelined_srdhm` of each pair (``b`` a signal of ``b_shape``), and of each ``a`` and ``const``,
-    read SRDHM_STAGES cycles after the operands."""
+    read SRDHM_STAGES cycles after the operands; ``built`` gets the module."""
     m = Module()
     a, b = Signal(signed(32)), Signal(b_shape)
-    by_signal = pipelined_srdhm(m, a, b, "s")
-    by_const = pipelined_srdhm(m, a, const, "c")
+    by_signal = pipelined_srdhm(m, a, b, "s", a_bits=a_bits)
+    by_const = pipelined_srdhm(m, a, const, "c", a_bits=a_bits)
+    if built is not None:
+        built.append(m)
     got_s, got_c = [], []
 
     async def bench(ctx):
@@ -334,3 +338,27 @@ def test_saturating_rounding_multiply_by_pot_at_its_thresholds(exponent):
     got = _comb_values(lambda x: saturating_rounding_multiply_by_pot(x, exponent), signed(32), signed(32), values)
     want = fx.saturating_rounding_multiply_by_pot(np.array(values, dtype=np.int64), exponent)
     assert np.array_equal(np.array(got), want)
+
+
+@pytest.mark.parametrize("a_bits", [18, 19, 21])
+def test_pipelined_srdhm_of_a_narrow_operand_on_two_dsps(a_bits):
+    """An ``a`` of at most NARROW_BITS bits: two DSP products and two in logic, the same results."""
+    rng = np.random.default_rng(a_bits)
+    lo, hi = -(2 ** (a_bits - 1)), 2 ** (a_bits - 1) - 1
+    a_vals = [lo, hi, 0, 1, -1, lo + 1, 2**17 - 1, -(2**17), 2**16, *rng.integers(lo, hi + 1, 200).tolist()]
+    m_vals = [0, 1, 2**30, 2**31 - 1, 2**17 - 1, 2**17, *rng.integers(2**30, 2**31, 3).tolist()]
+    pairs = [(int(x), int(y)) for y in m_vals for x in a_vals]
+    const = 1518500250
+    built: list[Module] = []
+    got = _pipelined_srdhm_results(pairs, 31, const, a_bits=a_bits, built=built)
+    want = _srdhm_reference(pairs, const)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    # the narrow form was built: its products in logic have registers of their own
+    assert "s_pp_hl" in _register_names(built[0]) and "c_pp_hh" in _register_names(built[0])
+
+
+def _register_names(m: Module) -> set[str]:
+    from amaranth.hdl import Fragment
+
+    frag = Fragment.get(m, None)
+    return {st.lhs.name for stmts in frag.statements.values() for st in stmts if hasattr(st.lhs, "name")}

@@ -100,18 +100,20 @@ def test_unreachable_latency_is_a_clear_error(program):
 
 
 def test_fit_on_a_device_too_small_names_the_layer_and_resources(tmp_path: Path, capsys):
-    """Two fc layers need ~10 DSP (a multiplier and a requantizer each) even at PE = SIMD = 1; UP5K has 8."""
+    """Three fc layers need ~9 DSP (a multiplier and a two-DSP requantizer each, their accumulators narrow)
+    even at PE = SIMD = 1; UP5K has 8."""
+    chain = fc_chain("fold_chain3", 7, ((64, 32), (32, 16), (16, 8)))
     model = tmp_path / "m.rlx"
-    save(_chain(), model)
+    save(chain, model)
     out = tmp_path / "f"
     assert main(["fpga", str(model), "-o", str(out), "--device", "up5k", "--fit"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
-    slow = _names(as_program(_chain()))[0]
+    slow = _names(as_program(chain))[0]
     assert line == (
-        f"rlx-edge: error: fold_chain does not fit up5k even at PE = SIMD = 1: needs ~10 DSP, 8 usable; "
-        f"layer {slow!r} (fully_connected) alone ~5; choose a larger --device"
+        f"rlx-edge: error: fold_chain3 does not fit up5k even at PE = SIMD = 1: needs ~9 DSP, 8 usable; "
+        f"layer {slow!r} (fully_connected) alone ~3; choose a larger --device"
     )
     assert not out.exists()
 
@@ -154,7 +156,7 @@ def _calibration_tool():
 
 
 @pytest.mark.parametrize(
-    ("family", "lut", "ff", "dsp", "bram"), [("ecp5", 0.12, 0.13, 0.0, 0), ("ice40", 0.11, 0.07, 0.015, 4)]
+    ("family", "lut", "ff", "dsp", "bram"), [("ecp5", 0.12, 0.14, 0.0, 0), ("ice40", 0.10, 0.07, 0.025, 4)]
 )
 def test_estimate_error_on_the_calibration_designs(family, lut, ff, dsp, bram, capsys):
     """The errors the fold module's docstring states, on the committed Yosys counts."""
@@ -168,8 +170,8 @@ def test_estimate_error_on_whole_models():
     for row in calibration("ecp5")["validation"]:
         design = plan(as_program(load_tflite(model_path(row["model"]))), row["parallelism"])
         _, _, est = estimate_design(design, "ecp5")
-        assert abs(est.lut - row["lut"]) <= 0.08 * row["lut"]
-        assert abs(est.ff - row["ff"]) <= 0.10 * row["ff"]
+        assert abs(est.lut - row["lut"]) <= 0.13 * row["lut"]
+        assert abs(est.ff - row["ff"]) <= 0.12 * row["ff"]
         assert est.bram == row["bram"] and est.dsp == row["dsp"]
 
 

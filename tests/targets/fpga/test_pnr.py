@@ -36,9 +36,10 @@ def _conv_pool() -> Graph:
     return g
 
 
-def _two_fc() -> Graph:
-    """Two fully connected layers: 10 DSPs (a multiplier and a requantizer each), UP5K has 8."""
-    return fc_chain("pnr_two_fc", 4, ((16, 8), (8, 4)))
+def _three_fc() -> Graph:
+    """Three fully connected layers: 9 DSPs (a multiplier and a two-DSP requantizer each: their accumulators
+    fit 21 bits), UP5K has 8."""
+    return fc_chain("pnr_three_fc", 4, ((16, 8), (8, 8), (8, 4)))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,8 @@ def test_tiny_model_routes_on_up5k_with_fmax_and_latency(routed):
     # nextpnr's report of the part agrees with the device table the fit check uses
     assert [util[k]["available"] for k in ("lut", "bram", "dsp", "io")] == [dev.lut, dev.bram, dev.dsp, dev.io]
     assert util["lut"]["used"] > 100 and util["ff"]["used"] > routed["pnr"]["shell_ff"]
-    assert util["dsp"]["used"] == 5 and util["io"]["used"] == 4  # clk, rst, scan in, xor out: the shell's pins
+    # the conv's multiplier and its requantizer's two (the accumulators fit 21 bits: two DSPs, not four)
+    assert util["dsp"]["used"] == 3 and util["io"]["used"] == 4  # clk, rst, scan in, xor out: the shell's pins
     assert routed["cycles_source"] == "model"
     # each layer's loop steps and pipeline fill, plus the input and output beats
     assert routed["cycles"] == sum(r["steps"] + r["fill"] for r in routed["per_layer"]) + 144 + 36
@@ -97,18 +99,18 @@ def test_cli_pnr_json_with_simulation(routed, tmp_path: Path, capsys):
 def test_design_too_large_for_up5k_names_the_resource(tmp_path: Path, capsys):
     """Yosys' counts against the device, before nextpnr; the verdict is cached like a routed result."""
     model = tmp_path / "m.rlx"
-    save(_two_fc(), model)
+    save(_three_fc(), model)
     out = tmp_path / "f"
     assert main(["fpga", str(model), "-o", str(out), "--parallelism", "area", "--device", "up5k", "--pnr"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(
-        "pnr_two_fc does not fit up5k (iCE40UP5K-SG48): needs 10 DSP (SB_MAC16), the device has 8; "
+        "pnr_three_fc does not fit up5k (iCE40UP5K-SG48): needs 9 DSP (SB_MAC16), the device has 8; "
         "lower --parallelism or choose a larger --device"
     )
     assert not out.exists()  # nothing half-written
-    with pytest.raises(FitError, match="needs 10 DSP") as info:
-        build_fpga(_two_fc(), tmp_path / "again", parallelism="area", pnr="up5k")
-    assert info.value.cells["SB_MAC16"] == 10 and info.value.cells["SB_LUT4"] > 100  # for reports of misfits
+    with pytest.raises(FitError, match="needs 9 DSP") as info:
+        build_fpga(_three_fc(), tmp_path / "again", parallelism="area", pnr="up5k")
+    assert info.value.cells["SB_MAC16"] == 9 and info.value.cells["SB_LUT4"] > 100  # for reports of misfits
 
 
 def test_nextpnr_placer_overflow_is_a_fit_error():
