@@ -38,13 +38,17 @@ PUBLISHED = {
 }
 
 
+# the MLPerf Tiny models and TFLite Micro's person detection example (the fourth model)
+MODELS = {**MLPERF_INT8, "person_detect": MLPERF_INT8["vww"].parents[1] / "tflm" / "person_detect.tflite"}
+
+
 def _progress(line: str) -> None:
     print(f"fpga_pnr: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["ad", "kws"], choices=["ad", "kws", "ic", "vww"])
+    ap.add_argument("--models", nargs="+", default=["ad", "kws"], choices=[*MODELS])
     ap.add_argument("--parallelism", nargs="+", type=int, default=[64, 8, 4, 2, 1])
     ap.add_argument("--device", default="ecp5-85k")
     ap.add_argument("--clock-mhz", type=float, default=None, help="nextpnr's target (default: the device's)")
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="the fold's PE x SIMD per layer for --device (fpga --fit)")
     args = ap.parse_args(argv)
     for key in args.models:
-        graph = load_tflite(MLPERF_INT8[key])
+        graph = load_tflite(MODELS[key])
         choices: list = args.parallelism
         if args.fit:
             choices = [fold(as_program(graph), args.device).parallelism]
