@@ -413,6 +413,15 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
 }
 
 #if RLX_GEMM_ASM
+/* the last steps of a row pair's requantization: the right shift e, read off the rq_add in wv (its
+ * trailing zeros, RBIT + CLZ), then the shift by one more and the int8 saturation (SSAT) */
+#define RLX_RQ_ROW2_SHIFT(A, B)                                                                                      \
+    "rbit   %[xb], %[wv]\n\t"                                                                                        \
+    "clz    %[xb], %[xb]\n\t"                                                                                        \
+    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                           \
+    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                           \
+    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                      \
+    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"
 /* The block loop of rq_mode 1 and 2 in one asm block: every block's accumulator start, MAC
  * loop and 8 outputs with no register shuffles between them. The loop state the MAC loop has
  * no register for lives in a 56-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
@@ -433,12 +442,7 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "lsl    %[end], %[" B "], #1\n\t"                                                                               \
     "smmlar %[end], %[end], %[xb], %[wv]\n\t"                                                                       \
     "add    %[" B "], %[end], %[" B "], asr #31\n\t"                                                                \
-    "rbit   %[xb], %[wv]\n\t"                                                                                       \
-    "clz    %[xb], %[xb]\n\t"                                                                                       \
-    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
-    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                          \
-    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                     \
-    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"
+    RLX_RQ_ROW2_SHIFT(A, B)
 /* RLX_RQ_ROW2_ASM without the sign correction (rlx_rq_fast's acc >> 31), for layers whose lower
  * bound is the output zero point (ReLU, ReLU6, or the int8 range at zero point -128): a negative
  * accumulator's output is that bound either way (its product term is at most 0, so the uncorrected
@@ -449,12 +453,7 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "smmlar %[" A "], %[end], %[xb], %[wv]\n\t"                                                                     \
     "lsl    %[end], %[" B "], #1\n\t"                                                                               \
     "smmlar %[" B "], %[end], %[xb], %[wv]\n\t"                                                                     \
-    "rbit   %[xb], %[wv]\n\t"                                                                                       \
-    "clz    %[xb], %[xb]\n\t"                                                                                       \
-    "asr    %[" A "], %[" A "], %[xb]\n\t"                                                                          \
-    "asr    %[" B "], %[" B "], %[xb]\n\t"                                                                          \
-    "ssat   %[" A "], #8, %[" A "], asr #1\n\t"                                                                     \
-    "ssat   %[" B "], #8, %[" B "], asr #1\n\t"
+    RLX_RQ_ROW2_SHIFT(A, B)
 /* rq_mode 1: the packed outputs of both pixels clamped to the activation's bounds, 4 lanes at a
  * time (SSUB8 sets a lane's GE flag where the difference is >= 0, SEL picks by it): the int8
  * saturation above changes nothing the clamp keeps, its bounds being inside int8. */
