@@ -51,7 +51,17 @@ def _generator_sources() -> list[Path]:
     return sorted(files)
 
 
-def design_key(graph, parallelism: Any) -> str:
+def dsp_family(synth: str | None, pnr: str | None) -> str | None:
+    """The family whose DSP primitives a design built for Yosys family ``synth`` or device ``pnr``
+    instantiates (:class:`FpgaDesign`'s ``dsp``): ECP5's, where the design is for ECP5."""
+    from rlx_edge.targets.fpga.arith import DSP_FAMILIES
+    from rlx_edge.targets.fpga.devices import device
+
+    family = device(pnr).family if pnr else synth
+    return family if family in DSP_FAMILIES else None
+
+
+def design_key(graph, parallelism: Any, dsp: str | None = None) -> str:
     """Content hash of everything the Verilog depends on: generator and IR code, graph, parallelism.
 
     (The IR is part of it: a cached design once outlived a change of the parameters
@@ -66,6 +76,7 @@ def design_key(graph, parallelism: Any) -> str:
         h.update(str(path.relative_to(pkg)).encode())
         h.update(path.read_bytes())
     h.update(repr(sorted(parallelism.items()) if isinstance(parallelism, dict) else parallelism).encode())
+    h.update(repr(dsp).encode())
     h.update(g.name.encode())
     for n in g.nodes:
         h.update(repr((n.name, n.op, n.inputs, n.outputs, sorted(n.attrs.items()))).encode())
@@ -199,8 +210,9 @@ def build_fpga(
     leaves a partial design there.
     """
     final = Path(out_dir)
+    dsp = dsp_family(synth, pnr)
     with atomic_dir(final) as work:
-        result = _build_into(work, graph, parallelism, simulate, data, synth, simulator, inferences, seed)
+        result = _build_into(work, graph, parallelism, simulate, data, synth, simulator, inferences, seed, dsp)
         if pnr:
             _place_and_route(result, work, pnr, clock_mhz, progress, pnr_timeout, pnr_seed)
     # Report where the files are now, not where they were built.
@@ -280,14 +292,15 @@ def _build_into(
     simulator: str,
     inferences: int,
     seed: int,
+    dsp: str | None,
 ) -> dict[str, Any]:
     from rlx_edge.ir.plan.program import Program
 
     if not isinstance(graph, Program):
         graph = as_program(graph)
     g = graph.graph
-    design = FpgaDesign(graph, parallelism)
-    key = design_key(graph, parallelism)
+    design = FpgaDesign(graph, parallelism, dsp=dsp)
+    key = design_key(graph, parallelism, dsp)
     vpath = out / f"{design.top_name}.v"
     text, roms = verilog_cached(design, key)
     vpath.write_text(text)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal, Value, signed, unsigned
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -46,6 +46,147 @@ def share(v: Value, name: str = "t") -> Value:
     w = Signal(v.shape(), name=name)
     m.d.comb += w.eq(v)
     return w
+
+
+_DSP: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlx_fpga_dsp", default=None)
+
+#: cycles from the operands of :func:`dsp_product` to its product: the operands registered (a copy at
+#: each multiplier), the product registered, and registered once more
+DSP_STAGES = 3
+
+#: cycles from the operands of :func:`pipelined_srdhm` to its result: the partial products, their
+#: sums, the high word
+SRDHM_STAGES = DSP_STAGES + 2
+
+#: the DSP primitives :func:`dsp_product` instantiates, by device family
+DSP_FAMILIES = ("ecp5",)
+
+
+@contextlib.contextmanager
+def dsp_primitives(family: str | None):
+    """:func:`dsp_product` calls made in this block (elaboration included) instantiate ``family``'s
+    DSP primitive with its registers (``None``: a ``*`` between registers, for any device)."""
+    if family is not None and family not in DSP_FAMILIES:
+        raise ValueError(f"no DSP primitive for {family!r}; known: {', '.join(DSP_FAMILIES)}")
+    token = _DSP.set(family)
+    try:
+        yield
+    finally:
+        _DSP.reset(token)
+
+
+def dsp_product(m: Module, a: Value, b: Value, name: str = "prod") -> Value:
+    """``a * b`` (signed or unsigned) :data:`DSP_STAGES` cycles later.
+
+    Why three registers: with every DSP of a device in use, a layer's multipliers sit far from its
+    logic. A ``*`` between fabric registers was a route in, the multiply and a route out in one
+    cycle (17-21 ns on ECP5-85K); Yosys 0.23 does not move registers into the MULT18X18D. Inside
+    :func:`dsp_primitives` ``("ecp5")`` the operands and the product are the MULT18X18D's own input
+    and output registers (its data sheet's REG_INPUTA/B and REG_OUTPUT), and the third register
+    takes the product to the fabric: each long route is then a hop between registers. Elsewhere,
+    and for operands wider than the DSP's 18 bits, the same three registers are in the fabric (the
+    simulation model of :data:`DSP_SIM_MODEL` computes the same).
+
+    A :class:`Const` ``b`` of 0 gives a constant 0 and one that is a power of two a shift, in logic,
+    as Yosys makes of them (no DSP); any other constant takes a DSP as a signal does."""
+    a, b = Value.cast(a), Value.cast(b)
+    cb = b.value if isinstance(b, Const) else None
+    width = len(a) + len(b) + (0 if a.shape().signed and b.shape().signed else 1)
+    signed_out = a.shape().signed or b.shape().signed
+    shape = signed(width) if signed_out else unsigned(width)
+    if cb == 0:
+        return Const(0, shape)
+    in_logic = cb is not None and abs(cb) & (abs(cb) - 1) == 0
+    fits = all(len(v) + (0 if v.shape().signed else 1) <= 18 for v in (a, b))
+    prod = Signal(shape, name=f"{name}_p", reset_less=True)
+    if _DSP.get() == "ecp5" and fits and not in_logic:
+        a18, b18 = _extend18(a), _extend18(b)
+        p36 = Signal(36, name=f"{name}_p36")
+        ports = {"i_CLK0": ClockSignal(), "i_CE0": Const(1, 1), "i_RST0": Const(0, 1)}
+        ports |= {
+            "i_SIGNEDA": Const(1, 1),
+            "i_SIGNEDB": Const(1, 1),
+            "i_SOURCEA": Const(0, 1),
+            "i_SOURCEB": Const(0, 1),
+        }
+        ports |= {f"i_A{i}": a18[i] for i in range(18)} | {f"i_B{i}": b18[i] for i in range(18)}
+        ports |= {f"o_P{i}": p36[i] for i in range(36)}
+        m.submodules[f"{name}_dsp"] = Instance(
+            "MULT18X18D",
+            p_REG_INPUTA_CLK="CLK0",
+            p_REG_INPUTB_CLK="CLK0",
+            p_REG_PIPELINE_CLK="NONE",
+            p_REG_OUTPUT_CLK="CLK0",
+            p_GSR="DISABLED",
+            p_RESETMODE="SYNC",
+            **ports,
+        )
+        m.d.comb += prod.eq(p36[:width].as_signed() if signed_out else p36[:width])
+    else:
+        ar = Signal(a.shape(), name=f"{name}_a", reset_less=True)
+        m.d.sync += ar.eq(a)
+        if cb is not None:  # a constant needs no register
+            br = b
+        else:
+            br = Signal(b.shape(), name=f"{name}_b", reset_less=True)
+            m.d.sync += br.eq(b)
+        m.d.sync += prod.eq(ar * br)
+    out = Signal(shape, name=f"{name}_q", reset_less=True)
+    m.d.sync += out.eq(prod)
+    return out
+
+
+def _extend18(v: Value) -> Value:
+    """``v`` as an 18-bit two's complement operand (sign- or zero-extended)."""
+    pad = v[len(v) - 1] if v.shape().signed else Const(0, 1)
+    return Cat(v, pad.replicate(18 - len(v)))
+
+
+def _dsp_sim_model() -> str:
+    a = ", ".join(f"A{i}" for i in range(18))
+    b = ", ".join(f"B{i}" for i in range(18))
+    p = ", ".join(f"P{i}" for i in range(36))
+    return f"""
+// MULT18X18D: a simulation model of the ECP5 DSP multiplier for the configuration rlx-edge
+// instantiates (REG_INPUTA/B and REG_OUTPUT on CLK0, CE0 high, RST0 low, both operands signed):
+// P is the signed product of A and B two clock edges after they are presented. Synthesis skips it
+// (Yosys defines SYNTHESIS) and maps the instance to the device's primitive.
+`ifndef SYNTHESIS
+module MULT18X18D #(
+    parameter REG_INPUTA_CLK = "NONE",
+    parameter REG_INPUTB_CLK = "NONE",
+    parameter REG_PIPELINE_CLK = "NONE",
+    parameter REG_OUTPUT_CLK = "NONE",
+    parameter GSR = "ENABLED",
+    parameter RESETMODE = "SYNC"
+) (
+    input CLK0, CE0, RST0, SIGNEDA, SIGNEDB, SOURCEA, SOURCEB,
+    input {a},
+    input {b},
+    output {p}
+);
+    generate
+        if (REG_INPUTA_CLK != "CLK0" || REG_INPUTB_CLK != "CLK0" || REG_PIPELINE_CLK != "NONE"
+            || REG_OUTPUT_CLK != "CLK0") begin : unsupported
+            initial $fatal(1, "MULT18X18D model: only REG_INPUTA/B_CLK and REG_OUTPUT_CLK = CLK0");
+        end
+    endgenerate
+    reg signed [17:0] a_r = 0, b_r = 0;
+    reg signed [35:0] p_r = 0;
+    always @(posedge CLK0) begin
+        a_r <= {{{", ".join(f"A{i}" for i in reversed(range(18)))}}};
+        b_r <= {{{", ".join(f"B{i}" for i in reversed(range(18)))}}};
+        p_r <= a_r * b_r;
+    end
+    assign {{{", ".join(f"P{i}" for i in reversed(range(36)))}}} = p_r;
+endmodule
+`endif
+"""
+
+
+#: Verilog appended to a design that instantiates MULT18X18D (:func:`dsp_product` under
+#: :func:`dsp_primitives` ``("ecp5")``), for Verilator and Icarus
+DSP_SIM_MODEL = _dsp_sim_model()
 
 
 def wrap32(v: Value) -> Value:
@@ -83,10 +224,6 @@ def srdhm_round(ab: Value) -> Value:
     return wrap32((ab[30:].as_signed() + 1) >> 1)
 
 
-#: cycles from the operands of :func:`pipelined_srdhm` to its result
-SRDHM_STAGES = 3
-
-
 #: the widest ``a`` (bits, sign included) :func:`pipelined_srdhm` multiplies with two DSPs: its bits
 #: above the low 17 (at most 4) are multiplied in logic, a row per bit
 NARROW_BITS = 21
@@ -101,19 +238,28 @@ def lut_product(ah: Value, b: Value) -> Value:
     return tree_sum(rows) - top if rows else -top
 
 
-def _narrow_srdhm(m: Module, a: Value, b: Value, a_bits: int, name: str) -> Value:
+def _narrow_srdhm(m: Module, a: Value, b: Value, a_bits: int, name: str, cb: int | None = None) -> Value:
     """:func:`pipelined_srdhm` of an ``a`` of ``a_bits`` bits and a non-negative 31-bit ``b`` with two DSPs:
     ``a = ah * 2**17 + al`` and ``b = bh * 2**17 + bl`` (``al``, ``bl`` 17 bits unsigned: 18-bit signed DSP
     operands), ``al * bl`` and ``al * bh`` on DSPs, ``ah * bl`` and ``ah * bh`` in logic. Then as there,
     with the split at 17 bits: ``(ab + 2**30) >> 31 = 8 * ah * bh + (ah * bl + al * bh + (al * bl >> 17)
-    + 2**13) >> 14``, the low 17 bits of ``al * bl`` unable to carry."""
+    + 2**13) >> 14``, the low 17 bits of ``al * bl`` unable to carry. ``cb``: ``b``'s value when it is a
+    constant (its halves then constants too: a zero half takes no DSP)."""
     al, ah = a[:17], a[17:a_bits].as_signed()
-    bl, bh = b[:17], b[17:31]
-    pp_ll = Signal(34, name=f"{name}_pp_ll", reset_less=True)
-    pp_lh = Signal(31, name=f"{name}_pp_lh", reset_less=True)
+    if cb is not None:  # the halves as constants: dsp_product and Yosys see them
+        bl, bh = Const(cb & 0x1FFFF, 17), Const((cb >> 17) & 0x3FFF, 14)
+    else:
+        bl, bh = b[:17], b[17:31]
+    pp_ll, pp_lh = dsp_product(m, al, bl, f"{name}_pp_ll"), dsp_product(m, al, bh, f"{name}_pp_lh")
+    # the products in logic take as many stages: operands, product, and delays to match
+    ah1, bl1, bh1 = (
+        v if isinstance(v, Const) else delay(m, v, 1, f"{name}_{n}", data=True)
+        for v, n in ((ah, "ah"), (bl, "bl"), (bh, "bh"))
+    )
     pp_hl = Signal(signed(a_bits - 17 + 17 + 1), name=f"{name}_pp_hl", reset_less=True)
     pp_hh = Signal(signed(a_bits - 17 + 14 + 1), name=f"{name}_pp_hh", reset_less=True)
-    m.d.sync += [pp_ll.eq(al * bl), pp_lh.eq(al * bh), pp_hl.eq(lut_product(ah, bl)), pp_hh.eq(lut_product(ah, bh))]
+    m.d.sync += [pp_hl.eq(lut_product(ah1, bl1)), pp_hh.eq(lut_product(ah1, bh1))]
+    pp_hl, pp_hh = (delay(m, v, DSP_STAGES - 2, f"{v.name}_q", data=True) for v in (pp_hl, pp_hh))
     ll_hi = Cat(pp_ll[17:30], pp_ll[30:34] + 1)  # (al * bl >> 17) + 2**13: a 4-bit increment
     mid = Signal(signed(36), name=f"{name}_mid", reset_less=True)
     top = Signal(signed(len(pp_hh)), name=f"{name}_top", reset_less=True)
@@ -130,7 +276,7 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm",
 
     With each operand split in a signed high and an unsigned low 16-bit half,
     ``a * b = ah * bh * 2**32 + (ah * bl + al * bh) * 2**16 + al * bl``: four 16 x 16 partial products
-    (at most 17 x 17 bits signed: one DSP each on ECP5 and iCE40, registered), then the middle ones
+    (at most 17 x 17 bits signed: one DSP each on ECP5 and iCE40, :func:`dsp_product`), then the middle ones
     summed with the high half of the low one and the rounding constant, then one add gives the
     rounded high word (``(ab + 2**30) >> 31``, :func:`srdhm_round`). The saturating case (both
     operands INT32_MIN) is not handled: no caller reaches it.
@@ -139,6 +285,7 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm",
     a non-negative multiplier, two DSPs do (:func:`_narrow_srdhm`) where four are needed otherwise.
     """
     a = Value.cast(a)
+    cb = mult if isinstance(mult, int) else (mult.value if isinstance(mult, Const) else None)
     if isinstance(mult, int):
         nonneg = mult >= 0
     else:
@@ -147,7 +294,7 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm",
         b = Const(mult, 31) if isinstance(mult, int) else Value.cast(mult)
         if len(b) > 31:
             raise ValueError(f"an unsigned multiplier of {len(b)} bits does not fit int32")
-        return _narrow_srdhm(m, a, Cat(b, Const(0, 31 - len(b))), max(a_bits, 18), name)
+        return _narrow_srdhm(m, a, Cat(b, Const(0, 31 - len(b))), max(a_bits, 18), name, cb)
     b = Const(mult, signed(32)) if isinstance(mult, int) else Value.cast(mult)
     if not b.shape().signed:
         if len(b) > 31:
@@ -156,11 +303,10 @@ def pipelined_srdhm(m: Module, a: Value, mult: Value | int, name: str = "srdhm",
     if len(b) < 32:
         b = Cat(b, b[len(b) - 1].replicate(32 - len(b))).as_signed()
     al, ah, bl, bh = a[:16], a[16:32].as_signed(), b[:16], b[16:32].as_signed()
-    # data registers: no reset (see :func:`delay`)
-    pp = {k: Signal(signed(33), name=f"{name}_pp_{k}", reset_less=True) for k in ("lh", "hl")}
-    pp["ll"] = Signal(32, name=f"{name}_pp_ll", reset_less=True)
-    pp["hh"] = Signal(signed(32), name=f"{name}_pp_hh", reset_less=True)
-    m.d.sync += [pp["ll"].eq(al * bl), pp["lh"].eq(al * bh), pp["hl"].eq(ah * bl), pp["hh"].eq(ah * bh)]
+    if cb is not None:  # the halves as constants: dsp_product and Yosys see them
+        bl, bh = Const(cb & 0xFFFF, 16), Const(((cb >> 16) & 0xFFFF) - ((cb >> 15) & 0x10000), signed(16))
+    pairs = {"ll": (al, bl), "lh": (al, bh), "hl": (ah, bl), "hh": (ah, bh)}
+    pp = {k: dsp_product(m, x, y, f"{name}_pp_{k}") for k, (x, y) in pairs.items()}
     # srdhm_round's 2**30 goes in here, a stage early: ``ab + 2**30 = (hh * 2**16 + mid + (ll >> 16)
     # + 2**14) * 2**16 + (ll & 0xFFFF)`` and the low 16 bits cannot carry, so the result is
     # ``2 * hh + (mid + (ll >> 16) + 2**14) >> 15``. Adding 2**14 to the 16 bits ``ll >> 16`` is a
@@ -277,6 +423,18 @@ def clamp_offset(q: Value, up: Value, offset: int, lo: int, hi: int) -> tuple[Va
 def clamp_select(below: Value, above: Value, inside: Value, lo: int, hi: int) -> Value:
     """The clamped int8 from :func:`clamp_offset`'s parts."""
     return Mux(below, lo, Mux(above, hi, inside))[:8].as_signed()
+
+
+def const_product(v: Value, c: int) -> Value:
+    """``v * c`` for a constant ``c >= 0`` as a sum of shifted copies of ``v``: adders in logic. Yosys maps
+    a ``*`` by any constant that is not a power of two to a DSP, and a window's address arithmetic on
+    a DSP without its registers was KWS's critical path on ECP5-85K (a route in, the multiply and a
+    route out: 15.8 ns)."""
+    if c < 0:
+        raise ValueError(f"const_product takes a non-negative constant, not {c}")
+    v = Value.cast(v)
+    terms = [v << i for i in range(c.bit_length()) if c >> i & 1]
+    return tree_sum(terms) if terms else Const(0, 1)
 
 
 def tree_sum(values: list[Value]) -> Value:

@@ -29,14 +29,17 @@ from amaranth.lib.wiring import In, Out
 
 from rlx_edge.ir.ops import window_counts
 from rlx_edge.targets.fpga.arith import (
+    DSP_STAGES,
     INT32_MAX,
     NARROW_BITS,
     SRDHM_STAGES,
     clamp,
     clamp_offset,
     clamp_select,
+    const_product,
     count_leading_zeros32,
     delay,
+    dsp_product,
     pipelined_srdhm,
     pipelined_tree_sum,
     rounding_divide_by_pot,
@@ -334,15 +337,16 @@ class Requantizer(wiring.Component):
     then rounding divide by a power of two), bit-exact with
     :func:`rlx_edge.ir.fixedpoint.multiply_by_quantized_multiplier`.
 
-    Seven pipeline stages, each at most one carry chain or one multiplier deep
+    :attr:`latency` pipeline stages, each at most one carry chain or one multiplier deep
     so that the unit closes 100 MHz on ECP5:
 
     1. the left shift;
-    2-4. the doubling high multiply (:func:`~rlx_edge.targets.fpga.arith.pipelined_srdhm`:
-       four 16 x 16 partial products, their sums, the high word);
-    5. the rounding right shift: the quotient and its round-up bit;
-    6. round up and zero point, compared with the clamp bounds;
-    7. the clamped result.
+    2. the doubling high multiply (:func:`~rlx_edge.targets.fpga.arith.pipelined_srdhm`:
+       partial products, their sums, the high word), :data:`~rlx_edge.targets.fpga.arith.SRDHM_STAGES`
+       stages;
+    3. the rounding right shift: the quotient and its round-up bit;
+    4. round up and zero point, compared with the clamp bounds;
+    5. the clamped result.
 
     Parameters
     ----------
@@ -379,7 +383,7 @@ class Requantizer(wiring.Component):
         The tag that entered with the group.
     """
 
-    latency = 7
+    latency = 1 + SRDHM_STAGES + 3
 
     def __init__(
         self, lanes: int, *, zero_point: int, lo: int, hi: int, const_params=None, tag_bits: int = 1, acc_bits: int = 32
@@ -421,7 +425,7 @@ class Requantizer(wiring.Component):
                 else:
                     s_left = wrap32(acc << self.i_left[5 * k : 5 * (k + 1)])
                     m_1 = delay(m, self.i_mult[31 * k : 31 * (k + 1)], 1, f"m_{k}", data=True)
-                    r_3 = delay(m, self.i_right[5 * k : 5 * (k + 1)], 3, f"r_{k}", data=True)
+                    r_3 = delay(m, self.i_right[5 * k : 5 * (k + 1)], SRDHM_STAGES, f"r_{k}", data=True)
                     r_4 = delay(m, r_3, 1, f"r4_{k}", data=True)
                     # the rounding masks a stage ahead of the shift that uses them
                     half4 = Signal(32, name=f"half4_{k}", reset_less=True)
@@ -548,8 +552,9 @@ class _MacLayer(LayerComponent):
     - 2: the words registered as they came (a block RAM's clock-to-out is half a
       10 ns cycle on ECP5); the tap's inputs less the input zero point;
     - 3: inputs and weights registered (9 and 8 bits, the multipliers' operands);
-    - 4: the products registered;
-    - 4 + t: the adder tree, :func:`~rlx_edge.targets.fpga.arith.tree_stages` stages;
+    - 4: the operands registered again, a copy for each multiplier (in the DSP where it can);
+    - 5: the products registered, and 6 once more (:func:`~rlx_edge.targets.fpga.arith.dsp_product`);
+    - 6 + t: the adder tree, :func:`~rlx_edge.targets.fpga.arith.tree_stages` stages;
     - then accumulate (the bias loaded at a window's first tap), and the
       :class:`Requantizer` from the accumulator of a window's last tap.
 
@@ -566,7 +571,8 @@ class _MacLayer(LayerComponent):
     def mac_latency(terms: int, operand_stage: int = 3, serial: int = 1) -> int:
         """Cycles from the last loop step to ``done`` for adder trees of ``terms`` products, with the
         accumulators requantized in ``serial`` turns (:meth:`requant_lanes`; the latch is one cycle more)."""
-        return operand_stage + 1 + tree_stages(terms) + Requantizer.latency + 1 + (serial if serial > 1 else 0)
+        stages = operand_stage + DSP_STAGES + tree_stages(terms)
+        return stages + Requantizer.latency + 1 + (serial if serial > 1 else 0)
 
     @staticmethod
     def requant_lanes(pe: int, taps: int) -> int:
@@ -644,11 +650,10 @@ class _MacLayer(LayerComponent):
         for p in range(pe):
             prods = []
             for s_ in range(simd):
-                prod = Signal(signed(17), name=f"prod4_{p}_{s_}", reset_less=True)
-                m.d.sync += prod.eq((x3[s_] if shared else x3[p]) * lane(w3, p * simd + s_))
-                prods.append(prod)
+                x = x3[s_] if shared else x3[p]
+                prods.append(dsp_product(m, x, lane(w3, p * simd + s_), f"prod_{p}_{s_}"))
             dots.append(pipelined_tree_sum(m, prods, f"dot_{p}"))
-        return dots, operands - 2 + 1 + tree_stages(simd)
+        return dots, operands - 2 + DSP_STAGES + tree_stages(simd)
 
     def _params_rom(self, m: Module, q: ChannelQuant, groups: int, lanes: int, index, lag: int):
         """ROM of per-group bias (and multiplier/shift when per-channel), its ``index`` given at stage 0
@@ -743,19 +748,24 @@ class _MacLayer(LayerComponent):
 
 
 def _window_addresses(m: Module, win: Window, ctrs: dict, in_port: BufferPort, lanes: int):
-    """Input word address, lane group and in-bounds flag of the current tap, one cycle after the
-    counters: the tap's row and column are registered first (their products and sums with the
-    counters and the image's sizes in one cycle were 11 ns on ECP5)."""
+    """Input word address (two cycles after the counters) and in-bounds flag (one cycle after) of the
+    current tap: the tap's row and column are registered first (their products and sums with the
+    counters and the image's sizes in one cycle were 11 ns on ECP5), then the image row's first word,
+    then the address. Products by the image's sizes are adders (:func:`const_product`), never a DSP."""
     # a row or column of the image, or a tap of the padding around it: 16 bits hold any of them
     iy, ix = Signal(signed(16), name="tap_y", reset_less=True), Signal(signed(16), name="tap_x", reset_less=True)
     m.d.sync += [
-        iy.eq(ctrs["oy"] * win.stride[0] + ctrs["ky"] * win.dilation[0] - win.pads[0]),
-        ix.eq(ctrs["ox"] * win.stride[1] + ctrs["kx"] * win.dilation[1] - win.pads[2]),
+        iy.eq(const_product(ctrs["oy"], win.stride[0]) + const_product(ctrs["ky"], win.dilation[0]) - win.pads[0]),
+        ix.eq(const_product(ctrs["ox"], win.stride[1]) + const_product(ctrs["kx"], win.dilation[1]) - win.pads[2]),
     ]
     n, cw = (delay(m, ctrs[k], 1, f"{k}_tap", data=True) for k in ("n", "cw"))
     inside = (iy >= 0) & (iy < win.h) & (ix >= 0) & (ix < win.w)
     words_per_pixel = win.c // in_port.word_lanes
-    addr = ((n * win.h + iy) * win.w + ix) * words_per_pixel + cw
+    # the row's first pixel, registered (an image of any size: the address register's width and a sign)
+    row = Signal(signed(in_port.addr_bits + 18), name="tap_row", reset_less=True)
+    m.d.sync += row.eq(const_product(const_product(n, win.h) + iy, win.w))
+    ix2, cw2 = delay(m, ix, 1, "tap_x2", data=True), delay(m, cw, 1, "cw_tap2", data=True)
+    addr = const_product(row + ix2, words_per_pixel) + cw2
     addr_sig = Signal(in_port.addr_bits, name="in_addr")
     m.d.comb += addr_sig.eq(addr.as_unsigned()[: in_port.addr_bits])
     return addr_sig, inside
@@ -776,11 +786,12 @@ def _started_loop(m: Module, start, dims: list, nest=None) -> tuple[object, dict
 
 
 def window_lag(win: Window) -> int:
-    """Cycles :func:`_window_run` registers the input address for: 2 where it takes arithmetic (a window
-    over an image: the tap's row and column, then the address and the bounds compares), 0 for a window
+    """Cycles :func:`_window_run` registers the input address for: 3 where it takes arithmetic (a window
+    over an image: the tap's row and column, the row's first word, then the address and the bounds
+    compares; :func:`_window_addresses`), 0 for a window
     of one tap over one pixel (fully connected), whose address is a counter."""
     trivial = win.h == win.w == win.kh == win.kw == 1 and not any(win.pads)
-    return 0 if trivial else 2
+    return 0 if trivial else 3
 
 
 def _window_run(m: Module, comp: LayerComponent, dims: list[tuple[str, int]], lanes: int):
@@ -795,7 +806,7 @@ def _window_run(m: Module, comp: LayerComponent, dims: list[tuple[str, int]], la
     if not lag:
         # one tap over one pixel: the address is the counters' (no row or column arithmetic)
         words = comp.win.c // comp.in_ports[0].word_lanes
-        m.d.comb += comp.rd0_addr.eq((ctrs["n"] * words + ctrs["cw"])[: comp.in_ports[0].addr_bits])
+        m.d.comb += comp.rd0_addr.eq((const_product(ctrs["n"], words) + ctrs["cw"])[: comp.in_ports[0].addr_bits])
         return run, ctrs, all_max, Const(1, 1)
     addr, inside = _window_addresses(m, comp.win, ctrs, comp.in_ports[0], lanes)
     m.d.sync += comp.rd0_addr.eq(addr)
@@ -966,7 +977,7 @@ class DepthwiseConv2d(_ChannelWindow, _MacLayer):
             wdata = self._weight_rom(m, run, pack_words(arr, 8), 8 * lanes)
             s2, xs = self._stage1(m, run, first, last, all_max, inside, ctrs["g"], ratio, lanes)
             dots, lag = self._dots(m, xs, wdata, lanes, 1, shared=False)
-            self._tail(m, self.q, lanes, s2, dots, lag, ctrs["cw"] * ratio + ctrs["g"], groups)
+            self._tail(m, self.q, lanes, s2, dots, lag, const_product(ctrs["cw"], ratio) + ctrs["g"], groups)
             return m
 
 
@@ -1005,9 +1016,9 @@ class Pool2d(_ChannelWindow, LayerComponent):
             raise ValueError(f"pool kind must be avg or max, not {kind!r}")
         self.win, self.kind, self.lo, self.hi, self.lanes = win, kind, int(lo), int(hi), lanes
 
-    #: the average's stages after the window's sum: the rounding offset, the magnitude, the product,
-    #: the quotient with its sign, the clamp
-    AVG_STAGES = 5
+    #: the average's stages after the window's sum: the rounding offset, the magnitude, the product
+    #: (:data:`~rlx_edge.targets.fpga.arith.DSP_STAGES`), the quotient with its sign, the clamp
+    AVG_STAGES = 4 + DSP_STAGES
 
     @property
     def latency(self) -> int:
@@ -1080,9 +1091,8 @@ class Pool2d(_ChannelWindow, LayerComponent):
                     # |num| <= 128 * taps + taps // 2 <= max_abs: the magic division is exact up to there
                     mag = Signal(max_abs.bit_length(), name=f"mag_{i}", reset_less=True)
                     m.d.sync += mag.eq(Mux(num < 0, -num, num).as_unsigned()[: len(mag)])
-                    neg = delay(m, num[31], 2, f"neg_{i}", data=True)
-                    prod = Signal(len(mag) + len(magic2), name=f"prod_{i}", reset_less=True)
-                    m.d.sync += prod.eq(mag * delay(m, magic2, 2, f"magic_{i}", data=True))
+                    neg = delay(m, num[31], 1 + DSP_STAGES, f"neg_{i}", data=True)
+                    prod = dsp_product(m, mag, delay(m, magic2, 2, f"magic_{i}", data=True), f"prod_{i}")
                     quo = prod[k:]  # unsigned: as narrow as the multiplier, a sign bit would flip its top
                     q = Signal(signed(16), name=f"q_{i}", reset_less=True)
                     m.d.sync += q.eq(Mux(neg, -quo, quo))

@@ -569,6 +569,10 @@ class FpgaDesign(wiring.Component):
         error naming the layer.
     name:
         Verilog module name of the top level.
+    dsp:
+        A device family whose DSP primitive the multipliers instantiate, with its input and
+        output registers (``"ecp5"``: MULT18X18D; :func:`~rlx_edge.targets.fpga.arith.dsp_product`),
+        or ``None``: the same registers in the fabric, for any device. The cycles are the same.
 
     Ports
     -----
@@ -585,8 +589,13 @@ class FpgaDesign(wiring.Component):
         0 loading inputs, ``1..L`` running layer ``i-1``, ``L+1`` draining outputs.
     """
 
-    def __init__(self, graph, parallelism: Any = "latency", name: str | None = None):
+    def __init__(self, graph, parallelism: Any = "latency", name: str | None = None, dsp: str | None = None):
         from rlx_edge.ir.plan.program import Program
+        from rlx_edge.targets.fpga.arith import DSP_FAMILIES
+
+        if dsp is not None and dsp not in DSP_FAMILIES:
+            raise ValueError(f"no DSP primitive for {dsp!r}; known: {', '.join(DSP_FAMILIES)}")
+        self.dsp = dsp
 
         if isinstance(graph, Program):
             g = graph.graph
@@ -843,12 +852,22 @@ class FpgaDesign(wiring.Component):
         for buf in self.buffers:
             rd[buf.index], wr[buf.index] = _ram(m, self.top_name, buf)
 
+        # phase == i + 1 (layer i runs) as a register of its own, set and cleared with phase: the compares
+        # drove every buffer's port multiplexer from one register, and that fan-out across the chip was
+        # person_detect's critical path on ECP5-85K (16 ns of routing)
+        running = [Signal(name=f"running_{i}") for i in range(nl)]
+        idle, drain = phase == 0, phase == nl + 1
+
+        def goto(k: int) -> list:
+            """Enter phase ``k``: the phase register and its one-hot copies."""
+            return [phase.eq(k), *(r.eq(k == j + 1) for j, r in enumerate(running))]
+
         # layers: each drives its buffers' ports only while its phase is active
         for i, layer in enumerate(self.layers):
             comp = layer.build(*self._ports(layer))
             comp.rom_sink = self.rom_sink
             m.submodules[f"l{i}_{_verilog_name(layer.kind)}"] = comp
-            active = phase == i + 1
+            active = running[i]
             m.d.comb += comp.start.eq(start & active)
             for k, v in enumerate(layer.inputs):
                 port = rd[self.buffer_of[v]]
@@ -859,7 +878,7 @@ class FpgaDesign(wiring.Component):
             with m.If(active):
                 m.d.comb += [port.addr.eq(comp.wr_addr), port.en.eq(comp.wr_en), port.data.eq(comp.wr_data)]
             with m.If(active & comp.done):
-                m.d.sync += [phase.eq(i + 2), start.eq(i + 1 < nl)]
+                m.d.sync += [*goto(i + 2), start.eq(i + 1 < nl)]
 
         # input streams: fill each input buffer word by word
         in_done = []
@@ -870,9 +889,9 @@ class FpgaDesign(wiring.Component):
             full = cnt == beats
             ready = getattr(self, f"in{k}_ready")
             valid = getattr(self, f"in{k}_valid")
-            m.d.comb += ready.eq((phase == 0) & ~full)
+            m.d.comb += ready.eq(idle & ~full)
             port = wr[buf.index]
-            with m.If(phase == 0):
+            with m.If(idle):
                 # the reset term changes nothing in hardware; it puts reset in the sensitivity list of
                 # this mux so that event-driven simulators (Icarus) evaluate it before the first beat
                 m.d.comb += [port.addr.eq(Mux(ResetSignal(), 0, cnt)), port.data.eq(getattr(self, f"in{k}_data"))]
@@ -881,12 +900,11 @@ class FpgaDesign(wiring.Component):
                     m.d.sync += cnt.eq(cnt + 1)
             in_done.append((full, cnt))
         all_in = Cat(*[f for f, _ in in_done]).all()
-        with m.If((phase == 0) & all_in):
-            m.d.sync += [phase.eq(1), start.eq(1)]
+        with m.If(idle & all_in):
+            m.d.sync += [*goto(1), start.eq(1)]
             m.d.sync += [c.eq(0) for _, c in in_done]
 
         # output streams: read ahead one word; the port holds its data while not enabled
-        drain = phase == nl + 1
         out_done = []
         for k, v in enumerate(self.outputs):
             buf = self.buffers[self.buffer_of[v]]
@@ -916,7 +934,7 @@ class FpgaDesign(wiring.Component):
             out_done.append((sent, issued, beats))
         finished = Cat(*[s == b for s, _, b in out_done]).all()
         with m.If(drain & finished):
-            m.d.sync += phase.eq(0)
+            m.d.sync += goto(0)
             m.d.sync += [s.eq(0) for s, _, _ in out_done] + [i.eq(0) for _, i, _ in out_done]
         return m
 
