@@ -417,7 +417,57 @@ def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: 
     }
     # size: the im2col kernel for every shape, so the 1x1 one is not linked
     kernel = "rlx_convolve_1x1_s8" if one_by_one and _OPTIMIZE.get() != "size" else "rlx_convolve_s8"
+    k4 = conv_1x1_k4_stream(wv.reshape(o, -1), consts["chan"], gemm) if one_by_one else None
+    if k4 is not None:
+        scratch = max(scratch, 24 * o)  # the widened channels; every optimize level plans the same bytes
+        if _OPTIMIZE.get() != "size":
+            kernel, stream = k4
+            gemm.update(weights=None, chan=Const("chan"), gemm2=None)
+            consts = {"chan": stream}
     return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
+
+
+def conv_1x1_k4_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[str, np.ndarray] | None:
+    """rlx_convolve_1x1_k4_*'s kernel and its one array (kernels/rlx_convolve_1x1_k4_s8.c) for a 1x1
+    layer's weights [O, K] and _gemm's per-block constants ``chan``; None where it does not apply
+    (K above 4, the reference requantization, bounds other than the three instances').
+
+    Per channel 5 words: its folded bias, its weights as one int8 word (weight k at byte 4 - K + k,
+    lined up with the word that ends at a pixel's last input), its multiplier, rq_add and the
+    trailing zeros of rq_add. The _relu and _clamp instances clamp the doubled accumulator at 0,
+    exact where the lower bound is the zero point: the fast form is monotone in the accumulator and
+    gives the zero point at 0, except on the constant channels (multiplier 0, _requant) whose value
+    it gives whatever the accumulator, checked here. _clamp's upper bound u is below 127: its rq_add
+    holds the zero point less u - 127 (the same trailing zeros), so that the saturation at 127 is
+    the clamp at u, and the kernel adds u - 127 back."""
+    o, k = w2.shape
+    mode, zp, lo, hi = gemm["rq_mode"], gemm["out_zp"], gemm["act_min"], gemm["act_max"]
+    if not 1 <= k <= 4 or mode == 0:
+        return None
+    ch = chan.astype(np.int64).reshape(-1, 12)
+    biases = ch[:, :4].copy()
+    biases[:, 0::2] -= biases[:, 1::2] << 8  # the even rows' words hold 256 x the odd row's bias
+    bias = fp.wrap_int32(biases.reshape(-1)[:o])
+    mult, add = ch[:, 4::2].reshape(-1)[:o], ch[:, 5::2].reshape(-1)[:o]
+    shift = np.array([(int(a) & -int(a)).bit_length() - 1 for a in add], np.int64)
+    const = (add[mult == 0] >> (shift[mult == 0] + 1)).astype(np.int64)
+    up = hi - 127  # the clamp instance's offset (0 for the others)
+    # the constant channels as the kernel computes them: saturated less up, then up added
+    exact = np.array_equal(np.clip(const - up, -128, 127) + up, np.clip(const, lo, hi))
+    add = add - (up << (shift + 1))
+    if lo == zp and exact and hi == 127:
+        kernel = "rlx_convolve_1x1_k4_relu_s8"
+    elif lo == zp and exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
+        kernel = "rlx_convolve_1x1_k4_clamp_s8"
+    elif mode == 2:
+        kernel = "rlx_convolve_1x1_k4_s8"
+    else:
+        return None
+    wpad = np.zeros((o, 4), np.int64)
+    wpad[:, 4 - k :] = w2
+    words = wpad.astype(np.uint8).view("<i4").reshape(-1).astype(np.int64)
+    stream = np.stack([bias, words, mult, add, shift], axis=1).reshape(-1)
+    return kernel, np.ascontiguousarray(stream, np.int32)
 
 
 def _dw_along_h(f: dict) -> bool:
@@ -477,10 +527,56 @@ def _dw_px(f: dict, pads: tuple, fast: bool) -> bool:
 
 def _dw_px_scratch(f: dict) -> int:
     """rlx_depthwise_conv_px_s8's scratch bytes: a row run's 4 words and the group's 4 biases, 12 bytes a
-    window tap (widened weights, input offset), the requantization (rlx_dwp_rq, 60 bytes), then 4 a
-    window's bounds per output row and column; or the ring's, which cores without DSP run."""
-    own = 32 + 12 * f["k_h"] * f["k_w"] + 60 + 4 * (f["out_h"] + f["out_w"])
+    window tap (widened weights, input offset), the requantization (rlx_dwp_rq, 72 bytes), then 4 a
+    window's bounds per output row and column, then the same table again for the rows of an output row
+    clipped across the walk (rlx_dwp_sub), a byte per output along the walk (its class) and a table per
+    class of windows clipped along it (_dw_px_classes); or the ring's, which cores without DSP run."""
+    table = 32 + 12 * f["k_h"] * f["k_w"] + 72
+    b = "h" if _dw_px_along_h(f) else "w"
+    n = f[f"out_{b}"]
+    own = 2 * table + 4 * (f["out_h"] + f["out_w"]) + (n + 3) // 4 * 4 + _dw_px_classes(f) * table
     return max(own, _dw_ring_scratch(f))
+
+
+def _dw_px_along_h(f: dict) -> bool:
+    """Whether rlx_depthwise_conv_px_s8 runs its pixels along H: on a tall output, and on a square one
+    with a 1xK window (across it)."""
+    return f["out_w"] < f["out_h"] or (f["out_w"] == f["out_h"] and f["k_h"] == 1 and f["k_w"] > 1)
+
+
+def _dw_px_classes(f: dict) -> int:
+    """The tables rlx_depthwise_conv_px_s8 keeps for windows clipped along its walk (rlx_dwp_classes): one
+    per distinct set of taps inside the image, if there are at most 16 and they take at most 4 KB."""
+    b = "h" if _dw_px_along_h(f) else "w"
+    k, s, d, n_in = f[f"k_{b}"], f[f"stride_{b}"], f[f"dil_{b}"], f[f"in_{b}"]
+    pad = f["pad_top" if b == "h" else "pad_left"]
+    classes = set()
+    for o in range(f[f"out_{b}"]):
+        start = o * s - pad
+        lo = next((t for t in range(k) if start + t * d >= 0), k)
+        hi = next((t + 1 for t in reversed(range(lo, k)) if start + t * d < n_in), lo)
+        if hi - lo != k:
+            classes.add((lo, hi))
+    table = 32 + 12 * f["k_h"] * f["k_w"] + 72
+    return len(classes) if len(classes) <= 16 and len(classes) * table <= 4096 else 0
+
+
+def _dw_px_consts(bias: np.ndarray, mult: np.ndarray, add: np.ndarray, mode: int, classes: int) -> np.ndarray:
+    """rlx_depthwise_conv_px_s8's dwq on DSP cores: the class tables its scratch holds (_dw_px_classes:
+    the kernel keeps no more), 3 words 0, then per group of 4 output channels in its order (c0 = 4 i, the
+    last one ending at the last channel) 16 words: the 4 biases (doubled for the fast requantization,
+    wrapping as the C did), then (mult, rq_add, right shift) of each channel, or (0, 1, 1) with rq_mode 0
+    (its C output reads mult and shift)."""
+    c = bias.size
+    starts = [min(4 * i, c - 4) for i in range((c + 3) // 4)]
+    fast = mode != 0
+    b = fp.wrap_int32(bias.astype(np.int64) * (2 if fast else 1))
+    add = np.asarray(add, np.int64)
+    # rlx_rq_e: one more than the trailing zeros of rq_add
+    e = np.array([(int(a) & -int(a)).bit_length() for a in add], np.int64) if fast else np.ones(c, np.int64)
+    mae = np.stack([mult, add, e] if fast else [np.zeros(c), np.ones(c), e], axis=1).astype(np.int64)
+    groups = [np.concatenate([b[c0 : c0 + 4], mae[c0 : c0 + 4].reshape(-1)]) for c0 in starts]
+    return np.ascontiguousarray(np.concatenate([[classes, 0, 0, 0], *groups]).astype(np.int32))
 
 
 def _dw_pair(f: dict) -> bool:
@@ -603,6 +699,13 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     # balanced, small images and windows other than 3x3 (rules: _dw_px): a pixel at a time
     if optimize == "balanced" and _dw_px(fields, params.pads, fast):
         args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+        fields["dwq"] = Const("dwq")
+        consts["dwq"] = _dw_px_consts(bias, mult, add, mode, _dw_px_classes(fields))
+        # DSP cores read the biases and the fast requantization from dwq alone (rq_mode 0 reads mult and
+        # shift in C); cores without DSP run the ring or the generic kernel on the arrays
+        guards["dwq"] = "dsp"
+        for key in ("bias",) if mode == 0 else ("bias", "mult", "rq_add"):
+            guards[key] = "portable"
         return Layer("rlx_depthwise_conv_px_s8", "rlx_dw_conv_params", fields, consts, args, _dw_px_scratch(fields),
                      guards)  # fmt: skip
     # balanced, at most 4 output pixels of a 2-D window the ring would take (depth multiplier 1):

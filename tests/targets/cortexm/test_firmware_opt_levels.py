@@ -49,8 +49,10 @@ LEVELS = [o for o in OPT_LEVELS if o != "-O0"]
 # ("adr", or "add"/"addw"/"subw" rd, pc, #imm) and the literal loads ([pc, #imm]). TBB/TBH
 # ([pc, rm]), LDR pc and POP {pc} are not PC-relative that way.
 _WORD_PC = re.compile(r"\tadr|\bpc, #|\[pc(, #-?\d+)?\]")
-# the kernels whose asm takes its jump targets with ADR (rlx_convolve_s8.c): the audit must see them
-_ADR_KERNELS = {"rlx_gemm_row_s8", "rlx_gemm_2px_sat", "rlx_gemm_2px_clamp", "rlx_gemm_2px_part"}
+# the kernels whose asm takes its jump targets with ADR (rlx_convolve_s8.c, rlx_convolve_1x1_k4_s8.c): the
+# audit must see them
+_ADR_KERNELS = {"rlx_gemm_row_s8", "rlx_gemm_2px_sat", "rlx_gemm_2px_clamp", "rlx_gemm_2px_part",
+                "rlx_k4_pairs_relu", "rlx_k4_pairs_sign", "rlx_k4_pairs_clamp"}  # fmt: skip
 
 
 def _asm_kernels() -> list[Path]:
@@ -130,7 +132,8 @@ def _fc(g: Graph, rng, x: Tensor, o: int, act: str, name: str) -> Tensor:
 _BALANCED = ("rlx_fully_connected_s8(", "rlx_fc_small_s8(", "rlx_fc_small_clamp_s8(", "rlx_convolve_s8(",
              "rlx_convolve_1x1_s8(", "rlx_gemm_2px_sat", "rlx_gemm_2px_clamp", "rlx_gemm_2px_part",
              "rlx_depthwise_conv_3x3_pair_s8(", "rlx_depthwise_conv_3x3_pair_clamp_s8(", "rlx_depthwise_conv_3x3_s8(",
-             "rlx_depthwise_conv_px_s8(", "rlx_depthwise_conv_line_s8(", "rlx_depthwise_conv_ring_s8(")  # fmt: skip
+             "rlx_depthwise_conv_px_s8(", "rlx_depthwise_conv_line_s8(", "rlx_depthwise_conv_ring_s8(",
+             "rlx_convolve_1x1_k4_relu_s8(", "rlx_convolve_1x1_k4_clamp_s8(", "rlx_convolve_1x1_k4_s8(")  # fmt: skip
 _SPEED = ("rlx_depthwise_conv_3x3_wide_s8(",)
 
 
@@ -146,10 +149,14 @@ def _asm_graphs() -> tuple[tuple[Graph, str, tuple[str, ...]], ...]:
     rows = _fc(g, rng, x, 7, "relu", "fc_rows")
     g.output(rows)
     g.output(_fc(g, rng, _fc(g, rng, rows, 6, "none", "fc_small"), 5, "relu", "fc_small_clamp"))
-    # the 2-pixel GEMM's instances (saturating, clamped, a partial block), then 1x1
+    # 1x1 on at most 4 inputs (rlx_convolve_1x1_k4's instances: relu, a clamp below 127, none), then the
+    # 2-pixel GEMM's instances (saturating, clamped, a partial block), then 1x1
     x = g.input("x1", (1, 6, 7, 3), "i8", quant=rand_q(rng, 0.01, 0.1))
+    for act in ("relu", "relu6", "none"):
+        x = _conv(g, rng, x, 3, 1, act, f"c_k4_{act}")
     y = _conv(g, rng, _conv(g, rng, x, 8, 3, "none", "c_sat"), 8, 3, "relu6", "c_clamp")
     g.output(_conv(g, rng, _conv(g, rng, y, 6, 3, "relu", "c_part"), 5, 1, "none", "c_1x1"))
+
     # depthwise: the pair kernel (saturating, clamped), the 3x3 group ring (stride 3), the pixel kernel
     # (5x5), the line kernel (7x1), the ring (multiplier 3)
     x = g.input("x2", (1, 9, 8, 8), "i8", quant=rand_q(rng, 0.01, 0.1))

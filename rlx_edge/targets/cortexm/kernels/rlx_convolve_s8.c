@@ -89,8 +89,9 @@ RLX_INLINE void rlx_copy_run(int8_t *dst, const int8_t *src, int32_t n)
 
 /* The bytes of a small receptive field (e.g. 3x3 on 3 channels) gathered in order into words
  * (padded taps the zero point, the tail of the last quad 0); rlx_im2col_small then widens them
- * a quad at a time, the pair path of rlx_conv_driver two pixels at once. The whole field is first
- * the zero point, a word at a time; the taps inside the image are then copied over it. */
+ * a quad at a time, the pair path of rlx_conv_driver two pixels at once, and the row kernel reads
+ * a lone last pixel's (of any size) as they are. The whole field is first the zero point, four
+ * words at a time; the taps inside the image are then copied over it. */
 static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_t oy, int32_t ox, uint32_t *words)
 {
     int8_t *buf = (int8_t *)words;
@@ -100,11 +101,20 @@ static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_
     const int32_t iy0 = oy * p->stride_h - p->pad_top;
     const int32_t kq = p->gemm.k_quads, tail = 4 * kq - k_h * seg; /* 0 to 3 bytes past the field */
     const uint32_t zp4 = (uint32_t)(uint8_t)p->in_zp * 0x01010101u;
-    for (int32_t q = 0; q < kq - 1; q++) {
-        words[q] = zp4;
+    /* four words a pass, then one at a time (a loop of one word takes 4 instructions a word) */
+    uint32_t *w = words, *const last = words + kq - 1;
+    for (; w + 4 <= last; w += 4) {
+        w[0] = zp4;
+        w[1] = zp4;
+        w[2] = zp4;
+        w[3] = zp4;
         RLX_NO_LIBCALL();
     }
-    words[kq - 1] = zp4 & (0xFFFFFFFFu >> (8 * tail)); /* the tail of the last quad stays 0 */
+    for (; w < last; w++) {
+        *w = zp4;
+        RLX_NO_LIBCALL();
+    }
+    *last = zp4 & (0xFFFFFFFFu >> (8 * tail)); /* the tail of the last quad stays 0 */
     /* the kernel rows [i_lo, i_hi) fall inside the image */
     int32_t i_lo = 0, i_hi = k_h;
     while (i_lo < i_hi && iy0 + i_lo * dil_h < 0) {
@@ -125,6 +135,16 @@ static void rlx_gather_small(const rlx_conv_params *p, const int8_t *img, int32_
         const int32_t n_in = (jh - jl) * c;
         const int8_t *src = img + ((iy0 + i_lo * dil_h) * p->in_w + ix0 + jl) * c;
         row += jl * c;
+        if (n_in >= 4 && n_in <= 12) {
+            /* runs of 4 to 12 bytes: three word copies a run, as rlx_gather_runs2 */
+            const int32_t end = n_in - 4, mid = end < 4 ? end : 4;
+            for (int32_t i = i_lo; i < i_hi; i++, row += seg, src += row_step) {
+                rlx_wr32(row, rlx_rd32(src));
+                rlx_wr32(row + mid, rlx_rd32(src + mid));
+                rlx_wr32(row + end, rlx_rd32(src + end));
+            }
+            return;
+        }
         for (int32_t i = i_lo; i < i_hi; i++, row += seg, src += row_step) {
             if (n_in >= 4) {
                 rlx_copy_run(row, src, n_in);
@@ -209,30 +229,15 @@ static void rlx_im2col_pixel(const rlx_conv_params *p, const int8_t *img, int32_
     }
 }
 
-/* The sum of the int16 values of pixel slot a (and b) over k_quads quads: the
- * even rows' weight bytes are w + 128 (rlx_nn.h), so their accumulators start
- * 128 sum(x) lower. */
-RLX_INLINE int32_t rlx_slot_sum(const int16_t *x, int32_t kq)
-{
-    int32_t a = 0;
-    for (int32_t q = 0; q < kq; q++, x += 8) {
-#if RLX_USE_DSP
-        a = rlx_smlad(rlx_rd32(x), 0x00010001u, rlx_smlad(rlx_rd32(x + 4), 0x00010001u, a));
-#else
-        a += x[0] + x[1] + x[4] + x[5];
-#endif
-    }
-    return a;
-}
-
 #if defined(__GNUC__)
 #define RLX_NOINLINE __attribute__((noinline))
 #else
 #define RLX_NOINLINE
 #endif
 
-/* 128 x the sums of pixel slots a and b (see rlx_slot_sum); out of line, so
- * that its loop state does not compete with the MAC asm's registers. */
+/* 128 x the sums of the int16 values of pixel slots a and b over k_quads quads (the even rows'
+ * weight bytes are w + 128, rlx_nn.h, so their accumulators start 128 sum(x) lower); out of line,
+ * so that its loop state does not compete with the MAC asm's registers. */
 static RLX_NOINLINE void rlx_slot_sums128(const int16_t *x, int32_t kq, uint32_t *ca, uint32_t *cb)
 {
     int32_t sa = 0, sb = 0;
@@ -424,7 +429,8 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "ssat   %[" B "], #8, %[" B "], asr #1\n\t"
 /* The block loop of rq_mode 1 and 2 in one asm block: every block's accumulator start, MAC
  * loop and 8 outputs with no register shuffles between them. The loop state the MAC loop has
- * no register for lives in a 56-byte frame below sp: [0] x, [4] x end, [8] ca, [12] cb,
+ * no register for lives in a 56-byte frame below sp: [0] x, [4] x end, [8] and [12] 256 x the
+ * sums of pixels a and b (c128 doubled, as the accumulators are after the MAC loop),
  * [16] q, [20] the constants' end, [24] out_a, [28] out_b, [32] the MAC loop's entry (its
  * first quad for an even quad count, its second for an odd one), [36] out_c % 4 (the partial
  * instance's last block), [40] and [44] the activation bounds, a byte each in every byte lane,
@@ -436,11 +442,9 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
  * whose store steps that pixel's output pointer. */
 #define RLX_RQ_ROW2_ASM(A, B, OFF)                                                                                   \
     "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
-    "lsl    %[end], %[" A "], #1\n\t"                                                                               \
-    "smmlar %[end], %[end], %[xb], %[wv]\n\t"                                                                       \
+    "smmlar %[end], %[" A "], %[xb], %[wv]\n\t"                                                                     \
     "add    %[" A "], %[end], %[" A "], asr #31\n\t"                                                                \
-    "lsl    %[end], %[" B "], #1\n\t"                                                                               \
-    "smmlar %[end], %[end], %[xb], %[wv]\n\t"                                                                       \
+    "smmlar %[end], %[" B "], %[xb], %[wv]\n\t"                                                                     \
     "add    %[" B "], %[end], %[" B "], asr #31\n\t"                                                                \
     RLX_RQ_ROW2_SHIFT(A, B)
 /* RLX_RQ_ROW2_ASM without the sign correction (rlx_rq_fast's acc >> 31), for layers whose lower
@@ -449,10 +453,8 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
  * value is at most the zero point, as the exact one is), and a non-negative one has no correction. */
 #define RLX_RQ_ROW2_NOSIGN_ASM(A, B, OFF)                                                                           \
     "ldrd   %[xb], %[wv], [%[px], #" OFF "]\n\t"                                                                   \
-    "lsl    %[end], %[" A "], #1\n\t"                                                                               \
-    "smmlar %[" A "], %[end], %[xb], %[wv]\n\t"                                                                     \
-    "lsl    %[end], %[" B "], #1\n\t"                                                                               \
-    "smmlar %[" B "], %[end], %[xb], %[wv]\n\t"                                                                     \
+    "smmlar %[" A "], %[" A "], %[xb], %[wv]\n\t"                                                                   \
+    "smmlar %[" B "], %[" B "], %[xb], %[wv]\n\t"                                                                   \
     RLX_RQ_ROW2_SHIFT(A, B)
 /* rq_mode 1: the packed outputs of both pixels clamped to the activation's bounds, 4 lanes at a
  * time (SSUB8 sets a lane's GE flag where the difference is >= 0, SEL picks by it): the int8
@@ -491,26 +493,32 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "str    %[a1], [sp, #48]\n\t"                                                                                   \
     "mov    %[px], %[a0]\n\t"                                                                                       \
     "2:\n\t"                                                                                                        \
-    /* the accumulators' start (rlx_even_start): the even rows' constant (bias0 + 256 bias1)                        \
-     * - 128 sum, bias1, ... */                                                                                     \
+    /* the accumulators' start: the block's 4 biases (the even rows' + 256 x the odd rows', as                      \
+     * SMLAD of a raw weight word sums), for both pixels */                                                         \
     "ldrd   %[a0], %[a1], [%[px]]\n\t"                                                                              \
+    "ldrd   %[b0], %[b1], [%[px]]\n\t"                                                                              \
     "ldrd   %[a2], %[a3], [%[px], #8]\n\t"                                                                          \
-    "ldrd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
-    "sub    %[b0], %[a0], %[xb]\n\t"                                                                                \
-    "sub    %[a0], %[a0], %[xa]\n\t"                                                                                \
-    "sub    %[b2], %[a2], %[xb]\n\t"                                                                                \
-    "sub    %[a2], %[a2], %[xa]\n\t"                                                                                \
-    "mov    %[b1], %[a1]\n\t"                                                                                       \
-    "mov    %[b3], %[a3]\n\t"                                                                                       \
+    "ldrd   %[b2], %[b3], [%[px], #8]\n\t"                                                                          \
     "ldrd   %[px], %[end], [sp, #0]\n\t"                                                                            \
     "ldr    pc, [sp, #32]\n\t"                                                                                      \
     "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                                \
     "bne    1b\n\t"                                                                                                 \
-    /* rlx_even_end, then the rows, packed a pixel a word and stored */                                             \
-    "sub    %[a0], %[a0], %[a1], lsl #8\n\t"                                                                        \
-    "sub    %[b0], %[b0], %[b1], lsl #8\n\t"                                                                        \
-    "sub    %[a2], %[a2], %[a3], lsl #8\n\t"                                                                        \
-    "sub    %[b2], %[b2], %[b3], lsl #8\n\t"                                                                        \
+    /* every accumulator doubled (rlx_rq_fast's acc << 1), the even rows' less 256 sum(x) ([8], [12])               \
+     * and 512 x the odd row's (rlx_even_start, rlx_even_end), then the rows, packed a pixel a word                 \
+     * and stored */                                                                                                \
+    "ldrd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
+    "rsb    %[a0], %[xa], %[a0], lsl #1\n\t"                                                                        \
+    "sub    %[a0], %[a0], %[a1], lsl #9\n\t"                                                                        \
+    "rsb    %[b0], %[xb], %[b0], lsl #1\n\t"                                                                        \
+    "sub    %[b0], %[b0], %[b1], lsl #9\n\t"                                                                        \
+    "rsb    %[a2], %[xa], %[a2], lsl #1\n\t"                                                                        \
+    "sub    %[a2], %[a2], %[a3], lsl #9\n\t"                                                                        \
+    "rsb    %[b2], %[xb], %[b2], lsl #1\n\t"                                                                        \
+    "sub    %[b2], %[b2], %[b3], lsl #9\n\t"                                                                        \
+    "lsl    %[a1], %[a1], #1\n\t"                                                                                   \
+    "lsl    %[b1], %[b1], #1\n\t"                                                                                   \
+    "lsl    %[a3], %[a3], #1\n\t"                                                                                   \
+    "lsl    %[b3], %[b3], #1\n\t"                                                                                   \
     "ldrd   %[px], %[xa], [sp, #16]\n\t"                                                                            \
     "ldr    pc, [sp, #48]\n\t"                                                                                      \
     "8:\n\t" RLX_RQ_ROW2_ASM("a0", "b0", "16") RLX_RQ_ROW2_ASM("a1", "b1", "24") RLX_RQ_ROW2_ASM("a2", "b2", "32")  \
@@ -559,7 +567,7 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
 #define RLX_GEMM_2PX_ASM_REGS(LO4, HI4, REST)                                                                       \
     uint32_t a0 = (uint32_t)q, a1 = (uint32_t)out_a, a2 = (uint32_t)out_b, a3 = (LO4), b0 = (HI4);                  \
     uint32_t b1 = (REST), b2 = (uint32_t)(g->act_min - g->out_zp), b3 = 0;                                          \
-    uint32_t px = (uint32_t)x, end = (uint32_t)(x + 8 * g->k_quads), xa = c128[0], xb = c128[1];                    \
+    uint32_t px = (uint32_t)x, end = (uint32_t)(x + 8 * g->k_quads), xa = c128[0] << 1, xb = c128[1] << 1;          \
     uint32_t wv = (uint32_t)qend, pw = (uint32_t)w
 #define RLX_GEMM_2PX_ASM_OPS                                                                                         \
     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2),       \
@@ -732,29 +740,6 @@ RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t r
         rlx_store4_ref(g, q, rows, a0, a1, a2, a3, out);
     } else {
         rlx_store4_mode(g, q, rows, a0, a1, a2, a3, out, g->rq_mode);
-    }
-}
-
-/* 4 output channels x 1 pixel (slot a of the int16 buffer): a lone last pixel. */
-static void rlx_gemm_1px(const rlx_gemm_params *g, const int16_t *x, int8_t *out)
-{
-    const int32_t kq = g->k_quads;
-    const int8_t *w = g->weights;
-    const uint32_t c128 = (uint32_t)rlx_slot_sum(x, kq) << 7;
-    for (int32_t ob = 0; ob < g->out_c; ob += 4) {
-        const int32_t *bias = g->chan + 3 * ob;
-        int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
-        const int16_t *px = x;
-        for (int32_t q = 0; q < kq; q++) {
-#if RLX_USE_DSP
-            rlx_mac4_quad(rlx_rd32(px), rlx_rd32(px + 4), w, &a0, &a1, &a2, &a3);
-#else
-            rlx_mac4_quad(px[0], px[4], px[1], px[5], w, &a0, &a1, &a2, &a3);
-#endif
-            px += 8;
-            w += 16;
-        }
-        rlx_store4(g, bias, g->out_c - ob, a0, a1, a2, a3, out + ob);
     }
 }
 
@@ -1035,12 +1020,22 @@ static RLX_NOINLINE RLX_ROW_ALIGN void rlx_gemm_row_s8(const rlx_gemm_params *g,
     for (int32_t ob = 0; ob < g->out_c; ob += 4) {
         const int32_t *bias = g->chan + 3 * ob;
         int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
-        for (int32_t q = 0; q < g->k_quads; q++) {
-            const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
+        /* the whole quads, then the partial one (no test of which a quad is in the loop) */
+        const int8_t *px = x;
+        for (int32_t q = 0; q < full; q++, px += 4, w += 16) {
 #if RLX_USE_DSP
+            const uint32_t xv = rlx_rd32(px);
             rlx_mac4_quad(rlx_sxtb16(xv), rlx_sxtb16_ror8(xv), w, &a0, &a1, &a2, &a3);
 #else
-            rlx_mac4_quad((int8_t)xv, (int8_t)(xv >> 8), (int8_t)(xv >> 16), (int8_t)(xv >> 24), w, &a0, &a1, &a2, &a3);
+            rlx_mac4_quad(px[0], px[1], px[2], px[3], w, &a0, &a1, &a2, &a3);
+#endif
+        }
+        if (rem != 0) {
+#if RLX_USE_DSP
+            rlx_mac4_quad(rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), w, &a0, &a1, &a2, &a3);
+#else
+            rlx_mac4_quad((int8_t)tail, (int8_t)(tail >> 8), (int8_t)(tail >> 16), (int8_t)(tail >> 24), w, &a0, &a1,
+                          &a2, &a3);
 #endif
             w += 16;
         }
@@ -1356,8 +1351,10 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
             p->gemm.gemm2(&p->gemm, scratch, dst + px * out_c, dst + (px + 1) * out_c, c128);
         }
         if (px < pixels) {
-            gather(p, img, walk.oy, walk.ox, scratch, 0);
-            rlx_gemm_1px(&p->gemm, scratch, dst + px * out_c);
+            /* a lone last pixel: its field's bytes in order (any size: scratch holds two pixels of
+             * int16), through the fully connected row kernel */
+            rlx_gather_small(p, img, walk.oy, walk.ox, (uint32_t *)scratch);
+            rlx_gemm_row_s8(&p->gemm, (const int8_t *)scratch, 4 * p->gemm.k_quads, dst + px * out_c);
         }
     }
 }
@@ -1387,7 +1384,7 @@ RLX_INLINE const int8_t *rlx_pixel_then_next(const int8_t **src, const int8_t **
 /* 1x1 without padding: per pair of pixels one pass widens both and sums them (rlx_widen_pair). */
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
-    const int32_t out_c = p->gemm.out_c, c = p->in_c, kq = p->gemm.k_quads;
+    const int32_t out_c = p->gemm.out_c, c = p->in_c;
     const int32_t pixels = p->out_h * p->out_w, out_w = p->out_w;
     const int32_t step = p->stride_w * c, row = p->stride_h * p->in_w * c; /* input bytes per pixel, row */
     const int32_t dense = step == c && row == out_w * c; /* stride 1: the pixels are consecutive */
@@ -1410,8 +1407,7 @@ void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out
             p->gemm.gemm2(&p->gemm, scratch, dst, dst + out_c, c128);
         }
         if (px < pixels) {
-            rlx_widen_row(src, c, scratch, kq, 0);
-            rlx_gemm_1px(&p->gemm, scratch, dst);
+            rlx_gemm_row_s8(&p->gemm, src, c, dst); /* a lone last pixel: a fully connected row */
         }
     }
 }

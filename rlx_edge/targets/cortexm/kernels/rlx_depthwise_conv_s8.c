@@ -1233,6 +1233,61 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
                              int32_t *acc)
 {
     int32_t t = 0;
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    if (s == 1 && np >= 2 && np <= 5 && n >= 4) {
+        /* the quads in asm: GCC reloads the weights and spills a word of x every quad (41 instructions
+         * for 9 taps, here 37); the words of x alternate between xa and xb, each loaded once */
+        uint32_t xa, xb, we, wo;
+        int32_t a0, a1, a2, a3;
+        const int16_t *const xe = x + 4 * (n / 4);
+#define RLX_DW1_PAIR(XC, XN, XOFF, WOFF)                       \
+    "ldr     %[" XN "], [%[x], #" XOFF "]\n\t"                 \
+    "ldrd    %[we], %[wo], [%[w], #" WOFF "]\n\t"              \
+    "smlad   %[a0], %[" XC "], %[we], %[a0]\n\t"               \
+    "smlad   %[a1], %[" XC "], %[wo], %[a1]\n\t"               \
+    "smlad   %[a2], %[" XN "], %[we], %[a2]\n\t"               \
+    "smlad   %[a3], %[" XN "], %[wo], %[a3]\n\t"
+#define RLX_DW1_QUADS(PAIRS)                                                                                  \
+    __asm__ volatile("0:\n\t"                                                                                 \
+                     "ldr     %[xa], [%[x]], #8\n\t"                                                          \
+                     "ldr     %[xb], [%[x], #-4]\n\t"                                                         \
+                     "ldrd    %[we], %[wo], [%[w]]\n\t"                                                       \
+                     "smlad   %[a0], %[xa], %[we], %[b2]\n\t"                                                 \
+                     "smlad   %[a1], %[xa], %[wo], %[b2]\n\t"                                                 \
+                     "smlad   %[a2], %[xb], %[we], %[b2]\n\t"                                                 \
+                     "smlad   %[a3], %[xb], %[wo], %[b2]\n\t" PAIRS                                           \
+                     "str     %[a1], [%[acc], #16]\n\t"                                                       \
+                     "str     %[a2], [%[acc], #32]\n\t"                                                       \
+                     "str     %[a3], [%[acc], #48]\n\t"                                                       \
+                     "str     %[a0], [%[acc]], #64\n\t"                                                       \
+                     "cmp     %[x], %[xe]\n\t"                                                                \
+                     "bne     0b\n\t"                                                                         \
+                     : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [xa] "=&r"(xa),          \
+                       [xb] "=&r"(xb), [we] "=&r"(we), [wo] "=&r"(wo), [x] "+r"(x), [acc] "+r"(acc)             \
+                     : [w] "r"(w), [b2] "r"(b2), [xe] "r"(xe)                                                   \
+                     : "memory", "cc")
+#define RLX_DW1_P1 RLX_DW1_PAIR("xb", "xa", "0", "8")
+#define RLX_DW1_P2 RLX_DW1_PAIR("xa", "xb", "4", "16")
+#define RLX_DW1_P3 RLX_DW1_PAIR("xb", "xa", "8", "24")
+#define RLX_DW1_P4 RLX_DW1_PAIR("xa", "xb", "12", "32")
+        if (np == 2) {
+            RLX_DW1_QUADS(RLX_DW1_P1);
+        } else if (np == 3) {
+            RLX_DW1_QUADS(RLX_DW1_P1 RLX_DW1_P2);
+        } else if (np == 4) {
+            RLX_DW1_QUADS(RLX_DW1_P1 RLX_DW1_P2 RLX_DW1_P3);
+        } else {
+            RLX_DW1_QUADS(RLX_DW1_P1 RLX_DW1_P2 RLX_DW1_P3 RLX_DW1_P4);
+        }
+#undef RLX_DW1_P1
+#undef RLX_DW1_P2
+#undef RLX_DW1_P3
+#undef RLX_DW1_P4
+#undef RLX_DW1_QUADS
+#undef RLX_DW1_PAIR
+        t = 4 * (n / 4);
+    }
+#endif
     if (s == 1) {
         for (; t + 4 <= n; t += 4, x += 4, acc += 16) {
             int32_t a0 = b2, a1 = b2, a2 = b2, a3 = b2;
@@ -1286,6 +1341,20 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, const uint32_t *w
 }
 #endif
 
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+#define RLX_DW1_RQ_ASM 1
+/* a group's requantization for rlx_dw1_rq_line, laid out as rlx_dwp_rq (the RQ asm is the px kernel's):
+ * (mult, rq_add, shift) of each channel, 4 words the line does not use, act_min and act_max in every
+ * byte */
+typedef struct {
+    int32_t mae[12];
+    uint32_t unused[4];
+    uint32_t lohi[2];
+} rlx_dw1_rq;
+static void rlx_dw1_rq_line(const int32_t *ac, const rlx_dw1_rq *q, int8_t *dst, int8_t *end, int32_t os,
+                            int32_t rule);
+#endif
+
 void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
 #if RLX_USE_DSP
@@ -1302,13 +1371,24 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
     const int32_t clo = g.clo, ncols = g.chi - g.clo;
     int16_t *const plane = scratch;
     int32_t *const acc = (int32_t *)(void *)(plane + 4 * len); /* [output][lane] of the line */
-    for (int32_t i = 0; i < 4 * len; i++) {
-        if (i % len < clo || i % len >= g.chi) {
-            plane[i] = 0;
+    /* the padding, once a call (no widening writes it) */
+    for (int32_t l = 0; l < 4; l++) {
+        for (int32_t i = 0; i < clo; i++) {
+            plane[l * len + i] = 0;
+        }
+        for (int32_t i = g.chi; i < len; i++) {
+            plane[l * len + i] = 0;
         }
     }
     uint32_t wt[4][2 * RLX_DW1_MAXP];
     rlx_dw_rq4 gk;
+#if defined(RLX_DW1_RQ_ASM)
+    /* the requantization as rlx_dw1_rq_line reads it; its rule */
+    rlx_dw1_rq lq;
+    lq.lohi[0] = 0x01010101u * (uint8_t)lo;
+    lq.lohi[1] = 0x01010101u * (uint8_t)hi;
+    const int32_t rule = sat ? 0 : lo < p->out_zp ? 1 : 2;
+#endif
     const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
     gk.lohi[0] = 0x01010101u * (uint8_t)lo;
     gk.lohi[1] = 0x01010101u * (uint8_t)hi;
@@ -1328,6 +1408,11 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
             gk.ma[2 * l] = p->mult[c0 + l];
             gk.ma[2 * l + 1] = p->rq_add[c0 + l];
             gk.e[l] = rlx_rq_e(gk.ma[2 * l + 1]);
+#if defined(RLX_DW1_RQ_ASM)
+            lq.mae[3 * l] = gk.ma[2 * l];
+            lq.mae[3 * l + 1] = gk.ma[2 * l + 1];
+            lq.mae[3 * l + 2] = gk.e[l];
+#endif
         }
         for (int32_t nb = 0; nb < p->batches; nb++) {
             const int8_t *const img = in + nb * p->in_h * p->in_w * p->in_c;
@@ -1358,7 +1443,12 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
                 }
                 int8_t *dst = o + ia * a.out_step + c0;
                 const int32_t *ac = acc;
-#if defined(RLX_DWR_RQ4_ASM)
+#if defined(RLX_DW1_RQ_ASM)
+                if (nc == 4) {
+                    rlx_dw1_rq_line(ac, &lq, dst, dst + b.n_out * b.out_step, b.out_step, rule);
+                    continue;
+                }
+#elif defined(RLX_DWR_RQ4_ASM)
                 if (nc == 4) {
                     /* the 4 outputs of an output pixel packed into one word, as the ring's */
                     for (int32_t t = 0; t < b.n_out; t++, ac += 4, dst += b.out_step) {
@@ -1400,25 +1490,34 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
  * scratch, and 4 SMLABB/SMLATT accumulate: 8 instructions a tap of 4 channels. The pixels whose
  * windows lie inside the image run a row at a time in one asm block (per pixel: the bias, the
  * window's taps in one run whatever its rows, the requantization and one store of the 4
- * outputs); at the borders a run per window row (padded taps skipped). Any window, stride,
+ * outputs); so do the pixels of a row clipped across the walk (from a copy of the table's rows
+ * inside the image) and the classes of pixels clipped alike along it (a table each, where they
+ * are many); the others a run per window row (padded taps skipped). Any window, stride,
  * dilation and padding; depth multiplier 2 reads a halfword of 2 input channels a tap; a last
  * partial group runs as the group ending at the last channel; multipliers above 2 and fewer
  * than 4 channels take the per-channel loop, cores without DSP the ring (the general kernel on
- * at most 4 pixels). Weights and bias are doubled with the fast requantization, as on the ring. */
+ * at most 4 pixels). Weights and bias are doubled with the fast requantization, as on the ring;
+ * the biases and requantization of every group are laid out by rules.py (dwq). */
 #if RLX_USE_DSP
-/* The scratch, in words (rules.py's _dw_px_scratch): a row run's input and output bytes between
- * pixels, output end and k, the group's 4 biases, then per tap of the window (in the walk's
- * order, rlx_dwp_axes) its weights (c0 c2), (c1 c3) and its input's byte offset from the
- * window's first pixel, then the group's requantization (rlx_dwp_rq), then per output along
- * the walk's b axis, then along a, the window taps [lo, hi) inside the image (2 int16 each). */
+/* The scratch, in words (rules.py's _dw_px_scratch): 3 unused, k, the group's 4 biases, then per
+ * tap of the window (in the walk's order, rlx_dwp_axes) its weights (c0 c2), (c1 c3) and its
+ * input's byte offset from the window's first pixel, then the group's requantization (rlx_dwp_rq),
+ * then per output along the walk's b axis, then along a, the window taps [lo, hi) inside the image
+ * (2 int16 each), then the tables of clipped windows (rlx_dwp_sub, rlx_dwp_classes). */
 typedef struct {
-    int32_t ma[8]; /* (mult, rq_add) of c0..c3 */
-    int32_t e[4];  /* right shifts */
+    int32_t mae[12]; /* (mult, rq_add, right shift) of c0..c3: one LDM each */
+    /* one LDM after them: a row run's input and output bytes between pixels, its output's end and the
+     * table's address (32-bit targets) */
+    uint32_t xstep, ostep, end, tab;
     uint32_t lohi[2]; /* act_min and act_max in every byte */
-    uint32_t tab; /* the table's address (the row run's asm reads it: 32-bit targets) */
 } rlx_dwp_rq;
-typedef char rlx_dwp_rq_at[offsetof(rlx_dwp_rq, e) == 32 && offsetof(rlx_dwp_rq, tab) == 56 ? 1 : -1];
-#define RLX_DWP_TAB 8 /* the table's first word: the steps, the run's end, k and the bias before it */
+typedef char rlx_dwp_rq_at[offsetof(rlx_dwp_rq, tab) == 60 && offsetof(rlx_dwp_rq, lohi) == 64 ? 1 : -1];
+#define RLX_DWP_TAB 8 /* the table's first word: k and the biases before it */
+/* a table's words: header, 3 a tap, the requantization */
+#define RLX_DWP_SLOT(k) (RLX_DWP_TAB + 3 * (k) + (int32_t)(sizeof(rlx_dwp_rq) / 4))
+/* the classes of windows clipped along b that get tables: at most 16, in 4 KB (rules.py) */
+#define RLX_DWP_MAXCLS 16
+#define RLX_DWP_CLS_BYTES 4096
 
 #if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
 /* LDM fills registers in number order: the table's words (w02, w13, byte offset) are pinned */
@@ -1442,46 +1541,68 @@ typedef char rlx_dwp_rq_at[offsetof(rlx_dwp_rq, e) == 32 && offsetof(rlx_dwp_rq,
     "smlatt  %[a2], %[xt], %[wa], %[a2]\n\t"              \
     "smlabb  %[a1], %[xt], %[wb], %[a1]\n\t"              \
     "smlatt  %[a3], %[xt], %[wb], %[a3]\n\t"
-/* n taps: an odd one first, then two an iteration (the taps keep the flags of LSRS) */
+/* n taps: one if n is odd, two if bit 1 is set, then four an iteration (the taps keep the flags of
+ * LSRS: 9 taps 7 instructions of loop, 25 taps 11, 49 taps 17) */
 #define RLX_DWP_RUN(TAP)                                  \
     "lsrs    %[n], %[n], #1\n\t"                          \
     "bcc     2f\n\t" TAP "2:\n\t"                         \
+    "lsrs    %[n], %[n], #1\n\t"                          \
+    "bcc     4f\n\t" TAP TAP "4:\n\t"                     \
     "beq     3f\n\t"                                      \
-    "1:\n\t" TAP TAP                                      \
+    "1:\n\t" TAP TAP TAP TAP                              \
     "subs    %[n], %[n], #1\n\t"                          \
     "bne     1b\n\t"                                      \
     "3:\n\t"
-/* the 4 outputs, rlx_dwp_rq at w (RLX_DW_RQ4); CLAMP: a byte-wise max and min (SSUB8 sets GE, SEL picks) */
-#define RLX_DWP_RQ1(A, MA, E) RLX_DW_RQ1(A, "w", "wa", "wb", "xv", MA, E)
-#define RLX_DWP_RQ4(CLAMP) RLX_DW_RQ4(RLX_DWP_RQ1, CLAMP, "0", "8", "16", "24", "32", "36", "40", "44")
+/* One output of the doubled accumulator A (rlx_rq_fast without its shift of acc), its multiplier, add
+ * and shift the 3 words at w (one LDM, w advanced): C with the sign correction (acc >> 31), N without,
+ * which is exact where the clamp's low end is at or above out_zp: for acc < 0 both forms give at most
+ * out_zp (the rounded product is at most 0), which the clamp raises to act_min. */
+#define RLX_DWP_RQ1C(A)                                   \
+    "ldmia   %[w]!, {%[wa], %[wb], %[xv]}\n\t"           \
+    "smmlar  %[wa], %[" A "], %[wa], %[wb]\n\t"          \
+    "add     %[" A "], %[wa], %[" A "], asr #31\n\t"     \
+    "asr     %[" A "], %[" A "], %[xv]\n\t"              \
+    "ssat    %[" A "], #8, %[" A "]\n\t"
+#define RLX_DWP_RQ1N(A)                                   \
+    "ldmia   %[w]!, {%[wa], %[wb], %[xv]}\n\t"           \
+    "smmlar  %[wa], %[" A "], %[wa], %[wb]\n\t"          \
+    "asr     %[" A "], %[wa], %[xv]\n\t"                 \
+    "ssat    %[" A "], #8, %[" A "]\n\t"
+/* the 4 outputs, rlx_dwp_rq at w (w advanced past mae), packed; CLAMP: a byte-wise max and min
+ * (SSUB8 sets GE, SEL picks; lohi 16 bytes on); one store */
+#define RLX_DWP_RQ4(RQ1, CLAMP)                                                                     \
+    RQ1("a0") RQ1("a1") RQ1("a2") RQ1("a3") "bfi     %[a0], %[a1], #8, #8\n\t"                     \
+                                            "bfi     %[a0], %[a2], #16, #8\n\t"                    \
+                                            "bfi     %[a0], %[a3], #24, #8\n\t" CLAMP              \
+                                            "str     %[a0], [%[dst]]\n\t"
+/* the output rules: saturating, clamped, clamped without the sign correction */
+#define RLX_DWP_SAT RLX_DWP_RQ4(RLX_DWP_RQ1C, "")
+#define RLX_DWP_CLAMPC RLX_DWP_RQ4(RLX_DWP_RQ1C, RLX_DWP_CLAMP)
+#define RLX_DWP_CLAMPN RLX_DWP_RQ4(RLX_DWP_RQ1N, RLX_DWP_CLAMP)
 #define RLX_DWP_CLAMP                                     \
-    "ldrd    %[wa], %[wb], [%[w], #48]\n\t"               \
+    "ldrd    %[wa], %[wb], [%[w], #16]\n\t"               \
     "ssub8   %[xv], %[a0], %[wa]\n\t"                     \
     "sel     %[a0], %[a0], %[wa]\n\t"                     \
     "ssub8   %[xv], %[wb], %[a0]\n\t"                     \
     "sel     %[a0], %[a0], %[wb]\n\t"
 #define RLX_DWP_REGS register uint32_t wa_ __asm__("r8"), wb_ __asm__("r9"), xv_ __asm__("r10")
-/* Whole windows along an output row, from the window at X and the output at D on (both
+/* Pixels along b on an output row, the table at T, from the window at X and the output at D on (both
  * advanced): per pixel k and the bias (the 5 words before the table), the k taps, then (at the
- * table's end: the requantization) the 4 outputs; the input and output bytes between pixels and
- * the output's end are the 3 words before k, the table's address the word after the
- * requantization. */
-#define RLX_DWP_ROW(X, D, CLAMP, TAP)                                                                         \
+ * table's end: the requantization) the 4 outputs, then one LDM of the input and output bytes between
+ * pixels, the run's end and the table's address (after the requantization's mae). */
+#define RLX_DWP_ROW(T, X, D, RQ, TAP)                                                                          \
     do {                                                                                                      \
         RLX_DWP_REGS;                                                                                         \
-        /* LDMDB: k and the 4 biases, in number order */                                                      \
+        /* LDMDB: k and the 4 biases, in number order; LDM: wa, wb, xv, then w (r12) */                      \
         register uint32_t n_ __asm__("r2");                                                                   \
         register int32_t a0 __asm__("r3"), a1 __asm__("r4"), a2 __asm__("r5"), a3 __asm__("r6");              \
+        register const uint32_t *w_ __asm__("r12") = (T);                                                     \
         uint32_t xt_;                                                                                         \
-        const uint32_t *w_ = tab;                                                                             \
         __asm__ volatile("0:\n\t"                                                                             \
-                         "ldmdb   %[w], {%[n], %[a0], %[a1], %[a2], %[a3]}\n\t" RLX_DWP_RUN(TAP)              \
-                             RLX_DWP_RQ4(CLAMP)                                                               \
-                         "ldr     %[w], [%[w], #56]\n\t"                                                      \
-                         "ldrd    %[wa], %[wb], [%[w], #-32]\n\t"                                             \
+                         "ldmdb   %[w], {%[n], %[a0], %[a1], %[a2], %[a3]}\n\t" RLX_DWP_RUN(TAP) RQ         \
+                         "ldm     %[w], {%[wa], %[wb], %[xv], %[w]}\n\t"                                      \
                          "add     %[x], %[x], %[wa]\n\t"                                                      \
                          "add     %[dst], %[dst], %[wb]\n\t"                                                  \
-                         "ldr     %[xv], [%[w], #-24]\n\t"                                                    \
                          "cmp     %[dst], %[xv]\n\t"                                                          \
                          "bne     0b\n\t"                                                                     \
                          : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w] "+r"(w_),      \
@@ -1490,14 +1611,15 @@ typedef char rlx_dwp_rq_at[offsetof(rlx_dwp_rq, e) == 32 && offsetof(rlx_dwp_rq,
                          : [o2] "r"(off2)                                                                     \
                          : "memory", "cc");                                                                   \
     } while (0)
-/* the 4 outputs of a0..a3 to D, the requantization at Q */
-#define RLX_DWP_OUT(Q, D, CLAMP)                                                                              \
+/* the 4 outputs of a0..a3 to D, the requantization at Q, by the rule RQ */
+#define RLX_DWP_OUT(Q, D, RQ)                                                                                 \
     do {                                                                                                      \
-        uint32_t wa_, wb_, xv_;                                                                               \
-        __asm__ volatile(RLX_DWP_RQ4(CLAMP)                                                                   \
+        RLX_DWP_REGS;                                                                                         \
+        const void *q_ = (Q);                                                                                 \
+        __asm__ volatile(RQ                                                                                   \
                          : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [wa] "=&r"(wa_),       \
-                           [wb] "=&r"(wb_), [xv] "=&r"(xv_)                                                   \
-                         : [w] "r"(Q), [dst] "r"(D)                                                           \
+                           [wb] "=&r"(wb_), [xv] "=&r"(xv_), [w] "+r"(q_)                                     \
+                         : [dst] "r"(D)                                                                       \
                          : "memory");                                                                         \
     } while (0)
 /* N taps from the table at W, the window at X */
@@ -1538,7 +1660,58 @@ typedef struct {
     rlx_dw_axis a, b;
     int32_t swap;           /* a is W, b is H */
     int32_t run_lo, run_hi; /* the pixels whose windows are whole along b */
+    int32_t ncls;           /* the tables of windows clipped along b only (rlx_dwp_classes) */
+    const int8_t *cls;      /* per output along b: its class (its table), -1 whole, -2 none */
+    int16_t kb[2 * RLX_DWP_MAXCLS]; /* per class: its window taps [lo, hi) along b */
+    uint32_t *slots;        /* the class tables, RLX_DWP_SLOT words each */
 } rlx_dwp_axes;
+
+/* The outputs along b whose windows it clips (bounds cols, window k) in classes of equal taps, numbered
+ * as they first come (cls: a class, -1 whole), with the taps of each (kb); their number, or 0 where
+ * there are more than RLX_DWP_MAXCLS or their tables (slot bytes each) take more than
+ * RLX_DWP_CLS_BYTES (cls then -2: per window row), as rules.py's _dw_px_classes counts them. A class
+ * of fewer than 8 pixels in the rows whole along a (rows of them) keeps no table (-2): its table's copy
+ * costs about what running them from one saves (M4 sweep: 3x3 10x10x7 x2 s2, 4 pixels a class, 5.04
+ * instructions/MAC without, 5.14 with). At most cap tables: the scratch's (rules.py's count, dwq[0]). */
+static int32_t rlx_dwp_classes(const int16_t *cols, int32_t n, int32_t k, int32_t slot, int32_t rows, int32_t cap,
+                               int8_t *cls, int16_t *kb)
+{
+    int32_t ncls = 0, over = 0, occ[RLX_DWP_MAXCLS], keep[RLX_DWP_MAXCLS];
+    for (int32_t i = 0; i < n; i++) {
+        const int16_t lo = cols[2 * i], hi = cols[2 * i + 1];
+        int32_t c = 0;
+        if (hi - lo == k) {
+            cls[i] = -1;
+            continue;
+        }
+        while (c < ncls && (kb[2 * c] != lo || kb[2 * c + 1] != hi)) {
+            c++;
+        }
+        if (c == ncls && ncls < RLX_DWP_MAXCLS) {
+            kb[2 * c] = lo;
+            kb[2 * c + 1] = hi;
+            occ[c] = 0;
+            ncls++;
+        }
+        over |= c == RLX_DWP_MAXCLS;
+        occ[c < RLX_DWP_MAXCLS ? c : 0]++;
+        cls[i] = (int8_t)c;
+    }
+    over |= ncls * slot > RLX_DWP_CLS_BYTES;
+    /* the classes kept, renumbered in order */
+    int32_t m = 0;
+    for (int32_t c = 0; c < ncls; c++) {
+        keep[c] = !over && occ[c] * rows >= 8 && m < cap ? m++ : -2;
+        if (keep[c] >= 0) {
+            kb[2 * keep[c]] = kb[2 * c];
+            kb[2 * keep[c] + 1] = kb[2 * c + 1];
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        cls[i] = (int8_t)(cls[i] < 0 ? cls[i] : cls[i] < ncls ? keep[cls[i]] : -2);
+    }
+    return m;
+}
 
 /* the window taps [lo, hi) inside the image of output i along axis x (int16 pairs, rlx_dw_taps) */
 RLX_INLINE void rlx_dwp_bounds(const rlx_dw_axis *x, int16_t *d)
@@ -1551,6 +1724,54 @@ RLX_INLINE void rlx_dwp_bounds(const rlx_dw_axis *x, int16_t *d)
     }
 }
 
+#if defined(RLX_DWP_ROW)
+/* n > 0 words from src to d, 4 an LDM/STM pair: up to 3 words more either way, which the caller's
+ * layout leaves room for (a copy C compilers make a loop of single words, or a libc call); the
+ * registers pinned in ascending order, as LDM fills them */
+RLX_INLINE void rlx_dwp_copy(uint32_t *d, const uint32_t *src, int32_t n)
+{
+    register uint32_t t0 __asm__("r2"), t1 __asm__("r3"), t2 __asm__("r12"), t3 __asm__("lr");
+    __asm__ volatile("1:\n\t"
+                     "ldmia   %[s]!, {%[t0], %[t1], %[t2], %[t3]}\n\t"
+                     "stmia   %[d]!, {%[t0], %[t1], %[t2], %[t3]}\n\t"
+                     "subs    %[n], %[n], #4\n\t"
+                     "bgt     1b\n\t"
+                     : [d] "+r"(d), [s] "+r"(src), [n] "+r"(n), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
+                       [t3] "=&r"(t3)
+                     :
+                     : "memory", "cc");
+}
+
+/* The table of the window taps [ka0, ka1) x [kb0, kb1) at sub, for windows clipped along a (an output row
+ * of them) or along b only (a class, rlx_dwp_classes), which then run as the whole ones: its header (k,
+ * the biases), those taps as they are (their input offsets are from the window's first pixel, clipped
+ * or not) and the requantization, with the copy's address. */
+static RLX_NOINLINE_DW void rlx_dwp_sub(const uint32_t *s, uint32_t *sub, int32_t ka0, int32_t ka1, int32_t kb0,
+                                        int32_t kb1, int32_t bk, int32_t k)
+{
+    const int32_t nb = kb1 - kb0, n = 3 * (ka1 - ka0) * nb;
+    uint32_t *const d = sub + RLX_DWP_TAB;
+    /* the taps first, row by row where clipped along b: the words past a row, which the copy may
+     * write, are the next row's or the requantization's */
+    if (nb == bk && n > 0) {
+        rlx_dwp_copy(d, s + RLX_DWP_TAB + 3 * ka0 * bk, n);
+    } else if (nb > 0) {
+        for (int32_t ia = ka0; ia < ka1; ia++) {
+            rlx_dwp_copy(d + 3 * (ia - ka0) * nb, s + RLX_DWP_TAB + 3 * (ia * bk + kb0), 3 * nb);
+        }
+    }
+    /* the requantization: 16 words (mae to tab), then lohi; the copy's own address */
+    rlx_dwp_rq *const q = (rlx_dwp_rq *)(void *)(d + n);
+    const rlx_dwp_rq *const q0 = (const rlx_dwp_rq *)(const void *)(s + RLX_DWP_TAB + 3 * k);
+    rlx_dwp_copy((uint32_t *)(void *)q, (const uint32_t *)(const void *)q0, 16);
+    q->lohi[0] = q0->lohi[0];
+    q->lohi[1] = q0->lohi[1];
+    q->tab = (uint32_t)(uintptr_t)d;
+    rlx_dwp_copy(sub, s, RLX_DWP_TAB);
+    sub[3] = (uint32_t)((ka1 - ka0) * nb);
+}
+#endif
+
 /* All pixels of the group of channels [c0, c0 + 4) of one image; s: the scratch; M2: depth multiplier 2. */
 RLX_INLINE void rlx_dwp_group(const rlx_dw_conv_params *p, const rlx_dwp_axes *g, uint32_t *s, const int8_t *img,
                               int8_t *out, int32_t c0, const int32_t m2)
@@ -1558,64 +1779,122 @@ RLX_INLINE void rlx_dwp_group(const rlx_dw_conv_params *p, const rlx_dwp_axes *g
     const rlx_dw_axis a = g->a, b = g->b;
     const int32_t oc = p->out_c, k = p->k_h * p->k_w, bk = b.k;
     const int32_t fast = p->rq_mode != 0, sat = p->rq_mode == 2, lo = p->act_min, hi = p->act_max;
+    const int32_t corr = lo < p->out_zp; /* the clamp's sign correction (RLX_DWP_RQ1N) */
     const uint32_t off2 = ((uint32_t)p->in_offset & 0xFFFFu) | ((uint32_t)p->in_offset << 16);
     uint32_t *const tab = s + RLX_DWP_TAB;
     rlx_dwp_rq *const gk = (rlx_dwp_rq *)(void *)(tab + 3 * k);
-    /* the table's weights: tap (ia, ib) is weight row ia * sa + ib * sb */
+    /* the table's weights: tap (ia, ib) is weight row ia * sa + ib * sb; doubled (fast) by adding
+     * each half's SXTB16 to itself (SXTAB16), which keeps the halves apart */
     {
         const int32_t sb = g->swap ? p->k_w * oc : oc, sa = g->swap ? oc : p->k_w * oc;
-        const uint32_t dbl = fast ? 0xFFFEFFFFu : 0xFFFFFFFFu;
         const int8_t *wr = p->weights + c0;
         uint32_t *e = tab;
         for (int32_t ia = 0; ia < a.k; ia++, wr += sa) {
             const int8_t *wp = wr;
-            for (int32_t ib = 0; ib < bk; ib++, wp += sb, e += 3) {
-                const uint32_t wv = rlx_rd32(wp);
-                e[0] = (rlx_sxtb16(wv) << fast) & dbl;
-                e[1] = (rlx_sxtb16_ror8(wv) << fast) & dbl;
+            if (fast) {
+                for (int32_t ib = 0; ib < bk; ib++, wp += sb, e += 3) {
+                    const uint32_t wv = rlx_rd32(wp);
+                    e[0] = rlx_sxtab16(rlx_sxtb16(wv), wv);
+                    e[1] = rlx_sxtab16_ror8(rlx_sxtb16_ror8(wv), wv);
+                }
+            } else {
+                for (int32_t ib = 0; ib < bk; ib++, wp += sb, e += 3) {
+                    const uint32_t wv = rlx_rd32(wp);
+                    e[0] = rlx_sxtb16(wv);
+                    e[1] = rlx_sxtb16_ror8(wv);
+                }
             }
         }
     }
-    for (int32_t i = 0; i < 4; i++) {
-        s[4 + i] = (uint32_t)p->bias[c0 + i] << fast;
-        gk->ma[2 * i] = fast ? p->mult[c0 + i] : 0;
-        gk->ma[2 * i + 1] = fast ? p->rq_add[c0 + i] : 1;
-        gk->e[i] = rlx_rq_e(gk->ma[2 * i + 1]);
+    /* the group's biases and requantization, laid out by rules.py (dwq: 16 words a group after 4) */
+    {
+        const int32_t *const q = p->dwq + 4 + 16 * ((c0 + 3) / 4);
+#if defined(RLX_DWP_ROW)
+        rlx_dwp_copy(s + 4, (const uint32_t *)(const void *)q, 4);
+        rlx_dwp_copy((uint32_t *)(void *)gk->mae, (const uint32_t *)(const void *)(q + 4), 12);
+#else
+        for (int32_t i = 0; i < 4; i++) {
+            s[4 + i] = (uint32_t)q[i];
+        }
+        for (int32_t i = 0; i < 12; i++) {
+            gk->mae[i] = q[4 + i];
+        }
+#endif
     }
     const int16_t *const cols = (const int16_t *)(const void *)(gk + 1), *const rows = cols + 2 * b.n_out;
     const uintptr_t xstep = (uintptr_t)(b.stride * b.in_step);
     const uintptr_t x00 = (uintptr_t)(img + (m2 ? c0 / 2 : c0)) - (uintptr_t)(b.pad * b.in_step + a.pad * a.in_step);
     const rlx_rq_params rq = RLX_DW_RQ(p);
     const int32_t run_lo = g->run_lo, run_hi = g->run_hi;
+#if defined(RLX_DWP_ROW)
+    /* the table of the last clipped rows along a (rlx_dwp_sub), after the bounds; the tables of the
+     * windows clipped along b only, one a class, the group's weights copied into them here */
+    uint32_t *const sub = (uint32_t *)(void *)(uintptr_t)(rows + 2 * a.n_out);
+    int32_t sub_lo = -1, sub_hi = -1;
+    const int8_t *const cls = g->cls;
+    const int32_t ncls = fast ? g->ncls : 0;
+    for (int32_t i = 0; i < ncls; i++) {
+        rlx_dwp_sub(s, g->slots + RLX_DWP_SLOT(k) * i, 0, a.k, g->kb[2 * i], g->kb[2 * i + 1], bk, k);
+    }
+#else
+    (void)run_lo;
+    (void)run_hi;
+#endif
     for (int32_t oa = 0; oa < a.n_out; oa++) {
         const int32_t ka0 = rows[2 * oa], ka1 = rows[2 * oa + 1];
         /* the window's first pixel, as an address: it may lie in the padding */
         uintptr_t x = x00 + (uintptr_t)(oa * a.stride * a.in_step);
         int8_t *dst = out + c0 + oa * a.out_step;
-        const int32_t run = fast && ka1 - ka0 == a.k && run_hi > run_lo ? run_lo : b.n_out;
         for (int32_t ob = 0; ob < b.n_out; ob++, x += xstep, dst += b.out_step) {
 #if defined(RLX_DWP_ROW)
-            if (ob == run) {
-                s[2] = (uint32_t)(uintptr_t)(dst + (run_hi - run_lo) * b.out_step); /* the run's end */
+            /* the pixels from ob on that share a table: the windows whole along b (from the table, or
+             * from a copy of the rows inside the image where the row is clipped along a), or a run
+             * of one class clipped along b only */
+            uint32_t *t = NULL;
+            int32_t ob2 = ob + 1;
+            if (ob == run_lo && fast) {
+                ob2 = run_hi;
+                t = tab;
+                if (ka1 - ka0 != a.k) {
+                    t = sub + RLX_DWP_TAB;
+                    if (ka0 != sub_lo || ka1 != sub_hi) {
+                        rlx_dwp_sub(s, sub, ka0, ka1, 0, bk, bk, k);
+                        sub_lo = ka0;
+                        sub_hi = ka1;
+                    }
+                }
+            } else if (ncls > 0 && ka1 - ka0 == a.k && cls[ob] >= 0) {
+                while (ob2 < b.n_out && cls[ob2] == cls[ob]) {
+                    ob2++;
+                }
+                t = g->slots + RLX_DWP_SLOT(k) * cls[ob] + RLX_DWP_TAB;
+            }
+            if (t != NULL) {
+                /* the run's end, in the table's requantization (k words before it) */
+                ((rlx_dwp_rq *)(void *)(t + 3 * t[-5]))->end = (uint32_t)(uintptr_t)(dst + (ob2 - ob) * b.out_step);
                 if (m2) {
                     if (sat) {
-                        RLX_DWP_ROW(x, dst, "", RLX_DWP_TAP2);
+                        RLX_DWP_ROW(t, x, dst, RLX_DWP_SAT, RLX_DWP_TAP2);
+                    } else if (corr) {
+                        RLX_DWP_ROW(t, x, dst, RLX_DWP_CLAMPC, RLX_DWP_TAP2);
                     } else {
-                        RLX_DWP_ROW(x, dst, RLX_DWP_CLAMP, RLX_DWP_TAP2);
+                        RLX_DWP_ROW(t, x, dst, RLX_DWP_CLAMPN, RLX_DWP_TAP2);
                     }
                 } else if (sat) {
-                    RLX_DWP_ROW(x, dst, "", RLX_DWP_TAP1);
+                    RLX_DWP_ROW(t, x, dst, RLX_DWP_SAT, RLX_DWP_TAP1);
+                } else if (corr) {
+                    RLX_DWP_ROW(t, x, dst, RLX_DWP_CLAMPC, RLX_DWP_TAP1);
                 } else {
-                    RLX_DWP_ROW(x, dst, RLX_DWP_CLAMP, RLX_DWP_TAP1);
+                    RLX_DWP_ROW(t, x, dst, RLX_DWP_CLAMPN, RLX_DWP_TAP1);
                 }
                 /* the loop's step follows */
-                ob = run_hi - 1;
+                ob = ob2 - 1;
                 x -= xstep;
                 dst -= b.out_step;
                 continue;
             }
 #else
-            (void)run;
+            (void)corr;
 #endif
             const int32_t kb0 = cols[2 * ob], nb = cols[2 * ob + 1] - kb0;
             int32_t a0 = (int32_t)s[4], a1 = (int32_t)s[5], a2 = (int32_t)s[6], a3 = (int32_t)s[7];
@@ -1630,16 +1909,19 @@ RLX_INLINE void rlx_dwp_group(const rlx_dw_conv_params *p, const rlx_dwp_axes *g
 #if defined(RLX_DWP_OUT)
             if (fast) {
                 if (sat) {
-                    RLX_DWP_OUT(gk, dst, "");
+                    RLX_DWP_OUT(gk, dst, RLX_DWP_SAT);
+                } else if (corr) {
+                    RLX_DWP_OUT(gk, dst, RLX_DWP_CLAMPC);
                 } else {
-                    RLX_DWP_OUT(gk, dst, RLX_DWP_CLAMP);
+                    RLX_DWP_OUT(gk, dst, RLX_DWP_CLAMPN);
                 }
                 continue;
             }
 #endif
             const int32_t acc[4] = {a0, a1, a2, a3};
             for (int32_t i = 0; i < 4; i++) {
-                const int32_t a = acc[i], v = (rlx_smmlar(a, gk->ma[2 * i], gk->ma[2 * i + 1]) + (a >> 31)) >> gk->e[i];
+                const int32_t *const mae = gk->mae + 3 * i;
+                const int32_t a = acc[i], v = (rlx_smmlar(a, mae[0], mae[1]) + (a >> 31)) >> mae[2];
                 dst[i] = (int8_t)(!fast ? rlx_rq_out(&rq, a, c0 + i) : sat ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
             }
         }
@@ -1695,10 +1977,15 @@ void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int
     const int32_t ic = p->in_c, oc = p->out_c, k = p->k_h * p->k_w;
     const rlx_dw_axis h = {p->out_h, p->in_h, p->k_h, p->stride_h, p->dil_h, p->pad_top, p->in_w * ic, p->out_w * oc};
     const rlx_dw_axis w = {p->out_w, p->in_w, p->k_w, p->stride_w, p->dil_w, p->pad_left, ic, oc};
-    /* pixels run along the output's longer axis (a tall image such as KWS's 25x5 by columns), a
-     * 1-D window's along the window: a clipped window is then one run of taps */
-    const int32_t swap = (p->k_w == 1 && p->k_h > 1) || (p->k_h > 1 && p->out_w < p->out_h);
-    rlx_dwp_axes g = {swap ? w : h, swap ? h : w, swap, 0, 0};
+    /* pixels run along the output's longer axis (a tall image such as KWS's 25x5 by columns; a 1-D
+     * window on a tie, across itself): an output row clipped along a runs from a copy of its window
+     * rows (rlx_dwp_sub), a pixel clipped along b per window row, which costs more per pixel (M4
+     * sweep, instructions/MAC with H or W: 1x9 24x4x16 2.41 or 3.97, 9x1 24x4x16 3.81 or 3.99) */
+    const int32_t swap = p->out_w < p->out_h || (p->out_w == p->out_h && p->k_h == 1 && p->k_w > 1);
+    rlx_dwp_axes g;
+    g.a = swap ? w : h;
+    g.b = swap ? h : w;
+    g.swap = swap;
     uint32_t *const s = (uint32_t *)(void *)scratch, *const tab = s + RLX_DWP_TAB;
     rlx_dwp_rq *const gk = (rlx_dwp_rq *)(void *)(tab + 3 * k);
     int16_t *const cols = (int16_t *)(void *)(gk + 1);
@@ -1713,9 +2000,24 @@ void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int
     }
     g.run_lo = lo;
     g.run_hi = hi;
+    /* past the bounds: the table of an output row's rows inside the image (rlx_dwp_group's sub), the
+     * class of each output along b, the classes' tables */
+    uint32_t *const sub = (uint32_t *)(void *)(cols + 2 * (g.b.n_out + g.a.n_out));
+    int8_t *const cls = (int8_t *)(void *)(sub + RLX_DWP_SLOT(k));
+    g.cls = cls;
+    g.slots = (uint32_t *)(void *)(cls + ((g.b.n_out + 3) & ~3));
+    g.ncls = 0;
+    if (lo > 0 || hi < g.b.n_out) {
+        /* (cls is read only where there are classes) */
+        int32_t whole_a = 0;
+        for (int32_t i = 0; i < g.a.n_out; i++) {
+            whole_a += cols[2 * (g.b.n_out + i) + 1] - cols[2 * (g.b.n_out + i)] == g.a.k;
+        }
+        g.ncls = rlx_dwp_classes(cols, g.b.n_out, g.b.k, 4 * RLX_DWP_SLOT(k), whole_a, p->dwq[0], cls, g.kb);
+    }
     /* a row run's constants and the requantization's that every group shares */
-    s[0] = (uint32_t)(g.b.stride * g.b.in_step);
-    s[1] = (uint32_t)g.b.out_step;
+    gk->xstep = (uint32_t)(g.b.stride * g.b.in_step);
+    gk->ostep = (uint32_t)g.b.out_step;
     s[3] = (uint32_t)k;
     gk->lohi[0] = 0x01010101u * (uint8_t)p->act_min;
     gk->lohi[1] = 0x01010101u * (uint8_t)p->act_max;
@@ -1751,14 +2053,52 @@ void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int
     }
 #endif
 }
+#if defined(RLX_DW1_RQ_ASM)
+/* The outputs of a line of the line kernel, [dst, end) os bytes apart, from the accumulators at ac (4
+ * a pixel): the 4 channels' requantization by the rule (0 saturating, 1 a clamp with the sign
+ * correction, 2 without: RLX_DWP_RQ1N), packed, one store a pixel; the constants at q, which every
+ * pixel re-reads (LDM), the accumulators one LDM a pixel. */
+#define RLX_DW1_RQ_LOOP(RQ)                                                                                   \
+    do {                                                                                                      \
+        RLX_DWP_REGS;                                                                                         \
+        register int32_t a0 __asm__("r3"), a1 __asm__("r4"), a2 __asm__("r5"), a3 __asm__("r6");              \
+        const void *w_;                                                                                       \
+        __asm__ volatile("0:\n\t"                                                                             \
+                         "ldmia   %[ac]!, {%[a0], %[a1], %[a2], %[a3]}\n\t"                                   \
+                         "mov     %[w], %[q]\n\t" RQ                                                          \
+                         "add     %[dst], %[dst], %[os]\n\t"                                                  \
+                         "cmp     %[dst], %[end]\n\t"                                                         \
+                         "bne     0b\n\t"                                                                     \
+                         : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w] "=&r"(w_),      \
+                           [wa] "=&r"(wa_), [wb] "=&r"(wb_), [xv] "=&r"(xv_), [ac] "+r"(ac), [dst] "+r"(dst)   \
+                         : [q] "r"(q), [os] "r"(os), [end] "r"(end)                                           \
+                         : "memory", "cc");                                                                   \
+    } while (0)
+static RLX_NOINLINE_DW void rlx_dw1_rq_line(const int32_t *ac, const rlx_dw1_rq *q, int8_t *dst, int8_t *end,
+                                            int32_t os, int32_t rule)
+{
+    if (rule == 0) {
+        RLX_DW1_RQ_LOOP(RLX_DWP_SAT);
+    } else if (rule == 1) {
+        RLX_DW1_RQ_LOOP(RLX_DWP_CLAMPC);
+    } else {
+        RLX_DW1_RQ_LOOP(RLX_DWP_CLAMPN);
+    }
+}
+#undef RLX_DW1_RQ_LOOP
+#endif
 #undef RLX_DWP_TAPS
 #undef RLX_DWP_TAB
 #undef RLX_DWP_TAP1
 #undef RLX_DWP_TAP2
 #ifdef RLX_DWP_RUN
 #undef RLX_DWP_RUN
-#undef RLX_DWP_RQ1
+#undef RLX_DWP_RQ1C
+#undef RLX_DWP_RQ1N
 #undef RLX_DWP_RQ4
+#undef RLX_DWP_SAT
+#undef RLX_DWP_CLAMPC
+#undef RLX_DWP_CLAMPN
 #undef RLX_DWP_CLAMP
 #undef RLX_DWP_REGS
 #undef RLX_DWP_ROW

@@ -218,6 +218,13 @@ typedef struct {
 
 void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* 1x1 on 1 to 4 input channels, rq_mode 1 or 2 (rlx_convolve_1x1_k4_s8.c): gemm.chan is one stream
+ * of 5 words a channel (rules.conv_1x1_k4_stream), gemm.weights NULL, scratch 24 bytes a channel.
+ * _relu_s8: the lower bound is the output zero point and the upper one 127; _clamp_s8: the lower
+ * bound the zero point, the upper one below 127; _s8: rq_mode 2. */
+void rlx_convolve_1x1_k4_relu_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_convolve_1x1_k4_clamp_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_convolve_1x1_k4_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
 /* 4 to 8 inputs, 2 outputs or more, rq_mode 2 (small_s8) or 1 (small_clamp_s8): gemm.chan is one
  * stream (rules.fc_small_stream), the input held widened in registers; gemm.weights is NULL */

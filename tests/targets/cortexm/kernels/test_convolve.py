@@ -210,3 +210,75 @@ def test_convolve_reference_requantization(check):
     model_c = emit(g).files["model.c"]
     assert [int(m) for m in re.findall(r"\.rq_mode = (-?\d+)", model_c)] == [0, 0]
     assert check(g, n_inputs=6) == 9
+
+
+def _run_on_m4(g: Graph, tmp_path, n_inputs: int, seed: int, opt: str = "-O2") -> int:
+    """Every output of ``g`` (up to 8 inputs and outputs) as M4 firmware under QEMU against the reference
+    on ``n_inputs`` seeded inputs and the three edge inputs; returns the inputs compared."""
+    from rlx_edge.hil.qemu import run_qemu
+    from rlx_edge.targets.cortexm import build_model_firmware
+    from rlx_edge.targets.cortexm.firmware import IoLayout
+    from rlx_edge.targets.reference.interpreter import run
+
+    elf, _ = build_model_firmware(g, "qemu-m4", tmp_path, opt=opt)
+    layout = IoLayout.of(g)
+    samples = make_inputs(g, n_inputs, seed=seed)
+    got = run_qemu(elf, "qemu-m4", [layout.pack(s) for s in samples], output_dtype=np.uint8)
+    for k, (raw, sample) in enumerate(zip(got, samples, strict=True)):
+        outputs = layout.unpack(raw.tobytes())
+        for name, want in run(g, sample).items():
+            assert np.array_equal(outputs[name], want), f"{opt}: input {k}, output {name}"
+    return len(samples)
+
+
+def test_convolve_1x1_few_channels(check, tmp_path):
+    """rlx_convolve_1x1_k4_*: 1x1 on 1 to 4 input channels, a pixel's inputs one word (the word that
+    ends at its last byte; the tensor's first pixel from a copy where K < 4), two pixels through an
+    unrolled run of up to 8 channels (more: several passes), a last odd pixel alone. The relu
+    instance (lower bound the zero point, USAT of the accumulator), the clamp one (relu6: the upper
+    bound below 127 through the saturation, rq_add shifted) and the int8-range one (the sign
+    correction, its ties decided here: power-of-two scales put about one accumulator in 32 on a tie),
+    dense and strided, batches; other bounds stay on the GEMM. On QEMU (the asm) and both host
+    builds, and at --optimize size (the im2col kernel in the same plan)."""
+    rng = np.random.default_rng(41)
+    g = Graph("conv_k4")
+    # (input n, h, w, c), out_c, strides, activation, output zero point, kernel
+    relu, clamp, sign = "rlx_convolve_1x1_k4_relu_s8", "rlx_convolve_1x1_k4_clamp_s8", "rlx_convolve_1x1_k4_s8"
+    gemm = "rlx_convolve_1x1_s8"
+    cases = [
+        ((1, 7, 7, 3), 5, (1, 1), "relu", 9, relu),  # odd pixel count, the first pixel alone
+        ((2, 3, 5, 1), 11, (1, 1), "relu", -128, relu),  # batches in one run; 11 channels: 2 passes
+        ((1, 6, 7, 2), 3, (2, 1), "none", 7, sign),  # a run an output row, odd rows (a pixel alone each)
+        ((2, 5, 4, 4), 17, (2, 2), "none", -50, sign),  # whole words (no copy); 3 passes, strided batches
+        ((1, 10, 10, 3), 8, (1, 1), "none", "ties", sign),  # the sign correction's ties
+        ((2, 5, 3, 2), 10, (1, 2), "relu6", -20, clamp),  # upper bound 127 - 20 at the scale below; 2 passes
+        ((1, 4, 4, 3), 6, (1, 1), "relu_n1_to_1", 3, gemm),  # a lower bound below the zero point
+    ]
+    for k, ((n, h, w, c), o, strides, act, zp, _) in enumerate(cases):
+        if zp == "ties":
+            xq, wv = QuantParams(np.float32(2.0**-4), 0), rng.integers(-3, 4, (o, 1, 1, c)).astype(np.int8)
+            wqk = QuantParams(np.full(o, 2.0**-6, np.float32), np.zeros(o, np.int64), axis=0)
+            yq, bv = QuantParams(np.float32(2.0**-5), -3), rng.integers(-40, 40, o).astype(np.int32)
+        else:
+            xq, wv, wqk = rand_q(rng, 0.01, 0.1), rng.integers(-127, 128, (o, 1, 1, c)).astype(np.int8), wq(rng, o, 0)
+            # relu6 at 0.05: 6 / 0.05 = 120 above the zero point, inside int8
+            scale = 0.05 if act in ("relu6", "relu_n1_to_1") else rng.uniform(0.05, 0.5)
+            yq, bv = QuantParams(np.float32(scale), zp), rng.integers(-5000, 5000, o).astype(np.int32)
+        x = g.input(f"x{k}", (n, h, w, c), "i8", quant=xq)
+        y = g.conv2d(x, g.param(f"w{k}", wv, quant=wqk), g.param(f"b{k}", bv), name=f"conv{k}", strides=strides,
+                     padding="valid", activation=act, out_quant=yq)  # fmt: skip
+        g.output(y)
+    model_c = emit(g).files["model.c"]
+    calls = [line.split("(")[0].strip() for line in model_c.splitlines() if "rlx_convolve" in line and "(&" in line]
+    assert calls == [case[-1] for case in cases], calls
+    assert re.findall(r"\.act_min = (-?\d+), \.act_max = (-?\d+)", model_c)[5] == ("-20", "100")
+    assert _run_on_m4(g, tmp_path, n_inputs=4, seed=5) == 7
+    assert check(g, n_inputs=4, seed=5) == 7
+    # size: the im2col kernel for every conv, in the same plan (the scratch of the widened channels)
+    assert "rlx_convolve_1x1_k4" not in emit(g, "size").files["model.c"]
+    assert check(g, n_inputs=1, seed=5, optimize="size") == 4
+    # the ties happen: negative accumulators exactly halfway between two outputs
+    ties = [s["x4"].reshape(-1, 3).astype(np.int64) for s in make_inputs(g, 4, seed=5)]
+    wv4, bv4 = g.params["w4"].reshape(8, 3).astype(np.int64), g.params["b4"].astype(np.int64)
+    acc = np.concatenate([t @ wv4.T + bv4 for t in ties])
+    assert int(((acc < 0) & (acc % 32 == 16)).sum()) >= 20

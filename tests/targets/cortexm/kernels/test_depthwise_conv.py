@@ -5,6 +5,8 @@ rlx_depthwise_conv_s8 (--optimize size, few pixels) against the integer referenc
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from rlx_edge.targets.cortexm import emit, rules
 from rlx_edge.targets.reference import run
 from rlx_edge.targets.reference.compare import make_inputs
 
-from ..conftest import rand_q, wq
+from ..conftest import q, rand_q, wq
 
 _KERNEL_3X3 = {"balanced": "rlx_depthwise_conv_3x3_s8(", "speed": "rlx_depthwise_conv_3x3_wide_s8("}
 _PAIR = "rlx_depthwise_conv_3x3_pair_"  # pair_s8( and pair_clamp_s8(
@@ -23,14 +25,21 @@ _PAIR = "rlx_depthwise_conv_3x3_pair_"  # pair_s8( and pair_clamp_s8(
 
 def _dw_layer(g: Graph, rng, k: int, h: int, w: int, c: int, *, m: int = 1, kh: int = 3, kw: int = 3, s: int = 1,
               d: int = 1, pad: str | tuple[int, int, int, int] = "same", act: str = "none",
-              out_zp: int | None = None) -> None:  # fmt: skip
+              out_zp: int | None = None, ties: bool = False) -> None:  # fmt: skip
     """Depthwise layer k of g (its own input and output): random int8 weights and bias; pad "same",
-    "valid" or explicit (top, bottom, left, right); a random output zero point unless out_zp."""
+    "valid" or explicit (top, bottom, left, right); a random output zero point unless out_zp. ties:
+    weights in -1..1, small biases and scales whose product is about 1/4 (a right shift of 1 or 2),
+    so that many accumulators round from a tie, where the requantization's sign correction of a
+    negative one matters."""
     pads = pad if isinstance(pad, tuple) else (0, 0, 0, 0)
-    x = g.input(f"x{k}", (1, h, w, c), "i8", quant=rand_q(rng, 0.01, 0.1))
-    wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, c * m)).astype(np.int8), quant=wq(rng, c * m, 3))
-    b = g.param(f"b{k}", rng.integers(-3000, 3000, c * m).astype(np.int32))
-    oq = rand_q(rng, 0.02, 0.3)
+    n, wr, br = c * m, 1 if ties else 127, 30 if ties else 3000
+    xq = q(0.1, int(rng.integers(-100, 100))) if ties else rand_q(rng, 0.01, 0.1)
+    x = g.input(f"x{k}", (1, h, w, c), "i8", quant=xq)
+    w8 = rng.integers(-wr, wr + 1, (1, kh, kw, n)).astype(np.int8)
+    wqs = QuantParams(np.full(n, 0.05, np.float32), np.zeros(n, np.int64), axis=3) if ties else wq(rng, n, 3)
+    wt = g.param(f"w{k}", w8, quant=wqs)
+    b = g.param(f"b{k}", rng.integers(-br, br, n).astype(np.int32))
+    oq = q(0.02, int(rng.integers(-60, 60))) if ties else rand_q(rng, 0.02, 0.3)
     oq = oq if out_zp is None else QuantParams(oq.scale, out_zp)
     y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=oq, strides=(s, s),
                            dilations=(d, d), padding="explicit" if isinstance(pad, tuple) else pad, pads=pads,
@@ -47,6 +56,14 @@ def _dw_rq0_layer(g: Graph, rng, h: int, w: int, c: int, kh: int, kw: int) -> No
                            strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
                            depth_multiplier=1)  # fmt: skip
     g.output(y)
+
+
+def _output_rules(model_c: str) -> set[str]:
+    """The output rules of model_c's depthwise layers: "ref" (rq_mode 0), "sat" (2), "relu" (1 with
+    act_min at or above out_zp: the kernels leave out the sign correction) and "clamp" (1 below it)."""
+    found = re.findall(r"\.out_zp = (-?\d+), \.act_min = (-?\d+), \.act_max = -?\d+, \.rq_mode = (\d)", model_c)
+    names = {"0": "ref", "2": "sat"}
+    return {names.get(m) or ("relu" if int(lo) >= int(zp) else "clamp") for zp, lo, m in found}
 
 
 def _bit_exact_on_m4(g: Graph, tmp_path, seed: int) -> None:
@@ -245,20 +262,24 @@ def test_depthwise_line_bit_exact(check, tmp_path):
     and 1xK over several rows; every unrolled instance (2 to 9 taps, even and odd); lines whose
     length is not a multiple of 4 (the single-output tail); stride 2 (single outputs only); odd
     channel counts (a last group of 1 to 3, the per-lane widening and output); depth multiplier
-    2; same and valid padding; both output rules (saturating, and a clamp), and the reference
-    requantization (rq_mode 0), which the DSP build hands to the ring kernel in the same scratch."""
+    2; same and valid padding; the three fast output rules (saturating; a clamp above out_zp,
+    relu6, without the sign correction; one below it, relu_n1_to_1, with it, on ties), and the
+    reference requantization (rq_mode 0), which the DSP build hands to the ring kernel in the same
+    scratch."""
     rng = np.random.default_rng(31)
     g = Graph("dw_line")
-    # (h, w, c, multiplier, kh, kw, stride, padding)
+    # (h, w, c, multiplier, kh, kw, stride, padding[, activation: none and relu6 in turn])
+    n1 = "relu_n1_to_1"
     cases = [(12, 3, 8, 1, 5, 1, 1, "same"), (2, 13, 5, 1, 1, 7, 1, "same"), (12, 2, 4, 2, 4, 1, 1, "valid"),
-             (17, 1, 16, 1, 3, 1, 2, "same"), (9, 1, 8, 1, 9, 1, 1, "same"), (1, 11, 12, 1, 1, 2, 1, "valid"),
+             (17, 1, 16, 1, 3, 1, 2, "same", n1), (9, 1, 8, 1, 9, 1, 1, "same"), (1, 11, 12, 1, 1, 2, 1, "valid"),
              (1, 9, 4, 1, 1, 8, 1, "same")]  # fmt: skip
-    for k, (h, w, c, m, kh, kw, s, pad) in enumerate(cases):
-        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=["none", "relu6"][k % 2])
+    for k, (h, w, c, m, kh, kw, s, pad, *act) in enumerate(cases):
+        act = act[0] if act else ["none", "relu6"][k % 2]
+        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=act, ties=act == n1)
     _dw_rq0_layer(g, rng, 10, 1, 7, 6, 1)  # the runner takes 8 layers: this is the eighth
     model_c = emit(g).files["model.c"]
     assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases) + 1
-    assert {model_c.count(f".rq_mode = {m},") > 0 for m in (0, 1, 2)} == {True}  # every output rule runs
+    assert _output_rules(model_c) == {"ref", "sat", "relu", "clamp"}  # every output rule runs
     assert check(g, n_inputs=5) >= 5
     _bit_exact_on_m4(g, tmp_path, seed=5)
 
@@ -267,33 +288,47 @@ def test_depthwise_px_bit_exact(check, tmp_path):
     """rlx_depthwise_conv_px_s8 (balanced; a pixel at a time, 4 channels at once, the input read in place),
     on both host builds (the portable one runs the ring or, on at most 4 pixels, the generic kernel in
     its place) and under QEMU on M4 (its tap, row-run and output asm): windows whole along a row (the
-    row run) and clipped at every border (a run per window row); pixels walked along W, and along H on
-    a tall output or a Kx1 window (the table's taps transposed); odd channel counts (the last group
-    ends at the last channel and writes the previous group's channels again); depth multiplier 2
-    (the halfword taps), with a last group of 2 input channels; dilation 2; strides 1 to 3; same,
-    valid and explicit padding; a 3x3 window on 4 pixels with no padding (the pair kernel's
-    otherwise); both fast output rules (saturating, and a clamp) and the reference requantization
-    (rq_mode 0, the C output)."""
+    row run) and clipped at every border (output rows clipped across the run from a copy of their
+    window rows, rlx_dwp_sub; pixels clipped along it from a table per class of equal taps where a class
+    has 8 pixels or more in the rows whole across, at multipliers 1 (3x3 d2) and 2, else a run per window
+    row, as where the tables would take more than 4 KB: 9x9 on 12x11); pixels walked along W, and
+    along H on a tall output or a square one with a 1xK window (the table's taps transposed); odd
+    channel counts (the last group ends at the last channel and writes the previous group's channels
+    again); depth multiplier 2 (the halfword taps), with a last group of 2 input channels; dilation 2;
+    strides 1 to 3; same, valid and explicit padding; a 3x3 window on 4 pixels with no padding (the
+    pair kernel's otherwise); the three fast output rules (saturating; a clamp above out_zp, relu6,
+    without the sign correction; a clamp below it, relu_n1_to_1, with it, on ties), at multipliers 1 and 2,
+    and the reference requantization (rq_mode 0, the C output)."""
     rng = np.random.default_rng(41)
-    # (h, w, c, multiplier, kh, kw, stride, dilation, padding), two images (the runner takes 8 inputs)
+    # (h, w, c, multiplier, kh, kw, stride, dilation, padding[, activation: none and relu6 in turn]), two
+    # images (the runner takes 8 inputs)
+    n1 = "relu_n1_to_1"
     images = [[(8, 9, 8, 1, 5, 5, 1, 1, "same"), (11, 10, 13, 1, 7, 7, 2, 1, "same"), (9, 8, 8, 1, 3, 3, 1, 2, "same"),
                (7, 6, 4, 2, 3, 3, 1, 1, "same"), (9, 8, 5, 2, 3, 3, 2, 1, "valid"), (6, 4, 8, 1, 1, 9, 1, 1, "same"),
                (7, 3, 6, 1, 9, 1, 1, 1, "same"), (12, 5, 8, 1, 5, 3, 1, 1, "same")],
               [(6, 6, 12, 1, 3, 3, 2, 1, "valid"), (10, 7, 7, 1, 2, 4, 3, 1, (1, 0, 2, 1)),
-               (9, 9, 6, 1, 5, 5, 2, 1, "same")]]  # fmt: skip
+               (9, 9, 6, 1, 5, 5, 2, 1, "same"), (10, 9, 8, 1, 3, 3, 1, 2, "same", n1),
+               (11, 10, 6, 2, 3, 3, 1, 1, "same", n1), (6, 6, 8, 1, 1, 5, 1, 1, "same", "relu6"),
+               (12, 11, 4, 1, 9, 9, 1, 1, "same", "relu6")]]  # fmt: skip
+    tables = set()
     modes = set()
     for n, cases in enumerate(images):
         g = Graph(f"dw_px{n}")
-        for k, (h, w, c, m, kh, kw, s, d, pad) in enumerate(cases):
-            _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, d=d, pad=pad, act=["none", "relu6"][k % 2])
+        for k, (h, w, c, m, kh, kw, s, d, pad, *act) in enumerate(cases):
+            act = act[0] if act else ["none", "relu6"][k % 2]
+            _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, d=d, pad=pad, act=act, ties=act == n1)
         if n == 1:
             _dw_rq0_layer(g, rng, 6, 7, 8, 3, 5)
-        model_c = emit(g).files["model.c"]
+        files = emit(g).files
+        model_c = files["model.c"]
         assert model_c.count("rlx_depthwise_conv_px_s8(") == len(cases) + (n == 1)
-        modes |= {m for m in (0, 1, 2) if f".rq_mode = {m}," in model_c}
+        modes |= _output_rules(model_c)
+        # the class tables each layer's scratch holds (dwq's first word)
+        tables |= {int(t) > 0 for t in re.findall(r"_dwq\[\d+\] RLX_WEIGHT_ALIGN = \{\s*(-?\d+)", files["weights.c"])}
         assert check(g, n_inputs=5) >= 5
         _bit_exact_on_m4(g, tmp_path / g.name, seed=7)
-    assert modes == {0, 1, 2}  # every output rule runs
+    assert modes == {"ref", "sat", "relu", "clamp"}  # every output rule runs
+    assert tables == {True, False}  # class tables, and layers without (none clipped, or 9x9's over 4 KB)
 
 
 def test_depthwise_few_pixels_take_the_generic_kernel(check):
@@ -331,19 +366,22 @@ def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
     10 columns), on both sides of one image line (2x1x20, two blocks), and explicit pads (a third
     image, on M4) before the image only (2 lines at stride 1, 1 at stride 2: the block's first slots
     zeroed at its start, the last block having left none) and 2 lines on both sides of 2 lines;
-    same and valid padding; rq_mode 2, 1 (relu, relu6 clamps) and 0 (a multiplier above 1, the C
-    lines); a single output pixel keeps rlx_depthwise_conv_3x3_s8."""
+    same and valid padding; rq_mode 2, 1 (relu6, its clamp at out_zp: the saturating lines, then a clamp
+    over the output, 1,170 and 144 bytes; relu_n1_to_1, below out_zp: the clamped lines, on ties, where
+    their sign correction matters) and 0 (a
+    multiplier above 1, the C lines); a single output pixel keeps rlx_depthwise_conv_3x3_s8."""
     rng = np.random.default_rng(43)
     # (h, w, c, stride, padding, activation; "sat": none with out_zp -128), three images (the runner
     # takes 8 inputs); the saturating lines' outputs (n) left after their hexes, stride 1: 0 (n 18,
     # 6, 18 along W), 1 (19), 2 (2, 8), 3 (3), 4 (10), 5 (17); stride 2: 0 (12), 1 (7), 2 (8),
     # 3 (3 along W), 4 (10), 5 (17). Same padding leaves the last output's third tap outside the
     # image: n 17 at both strides is valid, so that an odd count's last output reads all its taps
-    images = [[(17, 3, 8, 1, "same", "none"), (18, 5, 13, 1, "same", "relu6"), (4, 20, 6, 1, "same", "relu"),
+    n1 = "relu_n1_to_1"
+    images = [[(17, 3, 8, 1, "same", "none"), (18, 5, 13, 1, "same", "relu6"), (4, 20, 6, 1, "same", n1),
                (20, 7, 3, 1, "valid", "sat"), (19, 4, 5, 1, "valid", "sat"), (35, 5, 4, 2, "valid", "sat"),
                (6, 6, 70, 1, "same", "sat"), (2, 1, 20, 1, "same", "sat")],
-              [(11, 4, 8, 1, "same", "relu6"), (14, 10, 17, 2, "same", "sat"), (9, 12, 8, 2, "valid", "relu6"),
-               (3, 3, 20, 1, "same", "sat"), (5, 6, 12, 2, "same", "sat"), (1, 2, 12, 1, "same", "relu6"),
+              [(11, 4, 8, 1, "same", "none"), (14, 10, 17, 2, "same", "sat"), (9, 12, 8, 2, "valid", n1),
+               (3, 3, 20, 1, "same", "sat"), (5, 6, 12, 2, "same", "sat"), (1, 2, 12, 1, "same", n1),
                (2, 2, 8, 2, "same", "none")],
               [(20, 6, 12, 1, (0, 1, 2, 0), "sat"), (5, 18, 8, 2, (1, 0, 0, 1), "relu6"),
                (2, 19, 20, 1, (2, 2, 1, 0), "sat"), (10, 3, 7, 1, "same", "sat"), (8, 5, 9, 1, "same", "sat"),
@@ -353,7 +391,8 @@ def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
         g = Graph(f"dw_pair{n}")
         for k, (h, w, c, s, pad, act) in enumerate(cases):
             sat = act == "sat"
-            _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act="none" if sat else act, out_zp=-128 if sat else None)
+            act, zp = ("none", -128) if sat else (act, None)
+            _dw_layer(g, rng, k, h, w, c, s=s, pad=pad, act=act, out_zp=zp, ties=act == n1)
         if n == 1:
             _dw_rq0_layer(g, rng, 17, 4, 5, 3, 3)
         model_c = emit(g).files["model.c"]
@@ -362,9 +401,10 @@ def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
         n_sat = sum(case[5] == "sat" for case in cases)
         assert model_c.count("rlx_depthwise_conv_3x3_pair_s8(") == n_sat + (n == 1)
         assert model_c.count("rlx_depthwise_conv_3x3_s8(") == (n == 1)
-        modes |= {m for m in (0, 1, 2) if f".rq_mode = {m}," in model_c}
+        modes |= _output_rules(model_c)
         kernels |= {k for k in ("pair_s8(", "pair_clamp_s8(") if k in model_c}
         if n < 2:  # the third image on M4 only: its ring is the same C on the host's DSP build (time)
             assert check(g, n_inputs=5) >= 5
         _bit_exact_on_m4(g, tmp_path / g.name, seed=6)
-    assert modes == {0, 1, 2} and len(kernels) == 2  # every output rule runs, the clamp on its own kernel
+    # every output rule runs, the clamps on their own kernel
+    assert modes == {"ref", "sat", "relu", "clamp"} and len(kernels) == 2
