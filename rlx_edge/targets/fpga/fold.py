@@ -32,13 +32,13 @@ the commit and command); layer kinds not calibrated use the nearest one
 (:data:`_KIND_OF`). Error of the estimate on the calibration designs
 (``tools/fpga_fold_calibrate.py --check``; Yosys 0.23; the fit minimizes
 relative errors): ECP5 (``synth_ecp5``) LUT within 12 %, FF within 14 %, DSP
-and BRAM exact; iCE40 (``synth_ice40 -dsp``) LUT within 10 %, FF within 7 %,
+and BRAM exact; iCE40 (``synth_ice40 -dsp``) LUT within 11 %, FF within 7 %,
 DSP within 2.5 %, BRAM within 4 blocks. Those errors come from the MAC layers
 (10 designs, 7 coefficients); depthwise (4 designs, 3), add, pool and softmax
 have as many designs as coefficients, so their fit is exact there and
 untested elsewhere. On whole models, out of sample (the ``validation`` rows:
-AD and KWS at PE x SIMD 8, ``synth_ecp5``), LUT +12.5 % / -1.7 %, FF -7.3 % /
--11 %, BRAM and DSP exact. The estimate counts Yosys' LUT4s (an ECP5
+AD and KWS at PE x SIMD 8, ``synth_ecp5``), LUT +13.6 % / +0.1 %, FF -5.9 % /
+-11.3 %, BRAM and DSP exact. The estimate counts Yosys' LUT4s (an ECP5
 CCU2C carry cell as two; LUT RAM and iCE40 carry cells apart), not nextpnr's
 packed slices; ``--pnr`` gives the routed figures.
 """
