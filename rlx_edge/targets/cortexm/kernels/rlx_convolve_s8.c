@@ -1289,6 +1289,47 @@ RLX_INLINE void rlx_gather_runs2(const int8_t *sa, const int8_t *sb, int32_t row
     }
 }
 
+/* rlx_conv_driver's pair of pixels a and b (fields inside the image at ra and rb, rlx_gather_runs2's),
+ * then the run of pairs after them along the walk's current output row whose fields lie inside the
+ * image too, short of the row's last pixel (where rlx_walk_next moves to the next row): each pair
+ * gathered and widened in one pass, then the GEMM, to out on (out_c bytes a pixel), with no walk
+ * step or path tests per pair; the walk is left past the run. Out of line, so that the driver's
+ * other paths keep their registers. Returns the run's pixels (0 without one). */
+static RLX_NOINLINE int32_t rlx_conv_pairs_inside(const rlx_conv_params *p, rlx_px_walk *walk, const int8_t *ra,
+                                                  const int8_t *rb, int8_t *out, int16_t *scratch)
+{
+    const int32_t seg = p->k_w * p->in_c, rows = p->k_h, row_step = p->dil_h * p->in_w * p->in_c;
+    const int32_t kq = p->gemm.k_quads, out_c = p->gemm.out_c, step = walk->step;
+    const rlx_gemm_params *const g = &p->gemm;
+    const rlx_gemm2_fn gemm2 = g->gemm2;
+    int32_t pairs = 0;
+    if (walk->ox >= walk->ox_lo) {
+        int32_t end = walk->ox_lo + walk->row_n;
+        end = end < walk->out_w - 1 ? end : walk->out_w - 1;
+        pairs = end > walk->ox ? (end - walk->ox) >> 1 : 0;
+    }
+    const int32_t run = 2 * pairs;
+    const int8_t *fa = walk->img + walk->row_off + walk->ox * step;
+    walk->ox += run;
+    uint32_t wa[RLX_IM2COL_LOCAL / 4], wb[RLX_IM2COL_LOCAL / 4];
+    for (;;) {
+        uint32_t c128[2];
+        int32_t suma = 0, sumb = 0;
+        rlx_gather_runs2(ra, rb, rows, seg, row_step, kq, wa, wb);
+        rlx_widen_pair_quads((const int8_t *)wa, (const int8_t *)wb, 4 * kq, scratch, &suma, &sumb);
+        c128[0] = (uint32_t)suma << 7;
+        c128[1] = (uint32_t)sumb << 7;
+        gemm2(g, scratch, out, out + out_c, c128);
+        if (pairs-- == 0) {
+            return run;
+        }
+        ra = fa;
+        rb = fa + step;
+        fa += 2 * step;
+        out += 2 * out_c;
+    }
+}
+
 static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
                             rlx_gather_fn gather)
 {
@@ -1324,6 +1365,11 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
                 uint32_t wa[RLX_IM2COL_LOCAL / 4], wb[RLX_IM2COL_LOCAL / 4];
                 int32_t suma = 0, sumb = 0;
                 if (ra && rb && p->dil_w == 1 && seg >= 4) {
+                    if ((uint32_t)(walk.ox + 2 - walk.ox_lo) < (uint32_t)walk.row_n) {
+                        /* this pair and the run of pairs inside the image after it on its row */
+                        px += rlx_conv_pairs_inside(p, &walk, ra, rb, dst + px * out_c, scratch);
+                        continue;
+                    }
                     rlx_gather_runs2(ra, rb, rows, seg, row_step, p->gemm.k_quads, wa, wb);
                 } else {
                     if (ra && p->dil_w == 1) {
