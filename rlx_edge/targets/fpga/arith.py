@@ -62,12 +62,17 @@ SRDHM_STAGES = DSP_STAGES + 2
 DSP_FAMILIES = ("ecp5",)
 
 
+def check_dsp_family(family: str | None) -> None:
+    """Raise ``ValueError`` unless ``family`` is ``None`` or one of :data:`DSP_FAMILIES`."""
+    if family is not None and family not in DSP_FAMILIES:
+        raise ValueError(f"no DSP primitive for {family!r}; known: {', '.join(DSP_FAMILIES)}")
+
+
 @contextlib.contextmanager
 def dsp_primitives(family: str | None):
     """:func:`dsp_product` calls made in this block (elaboration included) instantiate ``family``'s
     DSP primitive with its registers (``None``: a ``*`` between registers, for any device)."""
-    if family is not None and family not in DSP_FAMILIES:
-        raise ValueError(f"no DSP primitive for {family!r}; known: {', '.join(DSP_FAMILIES)}")
+    check_dsp_family(family)
     token = _DSP.set(family)
     try:
         yield

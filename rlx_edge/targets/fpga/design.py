@@ -591,10 +591,9 @@ class FpgaDesign(wiring.Component):
 
     def __init__(self, graph, parallelism: Any = "latency", name: str | None = None, dsp: str | None = None):
         from rlx_edge.ir.plan.program import Program
-        from rlx_edge.targets.fpga.arith import DSP_FAMILIES
+        from rlx_edge.targets.fpga.arith import check_dsp_family
 
-        if dsp is not None and dsp not in DSP_FAMILIES:
-            raise ValueError(f"no DSP primitive for {dsp!r}; known: {', '.join(DSP_FAMILIES)}")
+        check_dsp_family(dsp)
         self.dsp = dsp
 
         if isinstance(graph, Program):
