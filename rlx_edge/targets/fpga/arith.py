@@ -70,8 +70,8 @@ def check_dsp_family(family: str | None) -> None:
 
 @contextlib.contextmanager
 def dsp_primitives(family: str | None):
-    """:func:`dsp_product` calls made in this block (elaboration included) instantiate ``family``'s
-    DSP primitive with its registers (``None``: a ``*`` between registers, for any device)."""
+    """:func:`dsp_product` and :func:`register_copies` calls made in this block (elaboration included)
+    instantiate ``family``'s DSP and flip-flop primitives (``None``: plain registers, for any device)."""
     check_dsp_family(family)
     token = _DSP.set(family)
     try:
@@ -192,6 +192,67 @@ endmodule
 #: Verilog appended to a design that instantiates MULT18X18D (:func:`dsp_product` under
 #: :func:`dsp_primitives` ``("ecp5")``), for Verilator and Icarus
 DSP_SIM_MODEL = _dsp_sim_model()
+
+
+def register_copies(m: Module, d: Value, copies: int, name: str) -> list[Signal]:
+    """``copies`` registers of ``m`` that each load ``d`` at every clock edge (no reset; 0 before the
+    first edge): one source's fan-out split so that each copy drives a few loads beside it.
+
+    Why: one register driving the selects of hundreds of flip-flops or the address pins of block RAMs
+    across the chip was the critical path of several models on ECP5-85K (8-13 ns of routing). Yosys'
+    ``opt_merge`` folds identical registers back into one (a ``keep`` on the wire does not stop it),
+    so inside :func:`dsp_primitives` ``("ecp5")`` each bit of each copy is a TRELLIS_FF instance,
+    which it leaves alone (:data:`FF_SIM_MODEL` simulates it). Elsewhere they are plain registers:
+    the same cycles, and copies Yosys may merge."""
+    d = Value.cast(d)
+    out = [Signal(d.shape(), name=f"{name}_c{c}", reset_less=True) for c in range(copies)]
+    for c, q in enumerate(out):
+        if _DSP.get() != "ecp5":
+            m.d.sync += q.eq(d)
+            continue
+        for i in range(len(d)):
+            m.submodules[f"{name}_c{c}_ff{i}"] = Instance(
+                "TRELLIS_FF",
+                p_GSR="DISABLED",
+                p_CEMUX="1",
+                p_CLKMUX="CLK",
+                p_LSRMUX="LSR",
+                p_REGSET="RESET",
+                p_SRMODE="LSR_OVER_CE",
+                i_CLK=ClockSignal(),
+                i_CE=Const(1, 1),
+                i_LSR=Const(0, 1),
+                i_DI=d[i],
+                o_Q=q[i],
+            )
+    return out
+
+
+#: Verilog appended to a design built for ECP5 (:func:`register_copies` under :func:`dsp_primitives`
+#: ``("ecp5")``), for Verilator and Icarus: the one TRELLIS_FF configuration rlx-edge instantiates
+FF_SIM_MODEL = """
+// TRELLIS_FF: a simulation model of the ECP5 flip-flop in the configuration rlx-edge instantiates
+// (clocked on CLK's rising edge, CE and LSR unused, initial value 0): Q takes DI at every edge.
+// Synthesis skips it (Yosys defines SYNTHESIS) and keeps the instance as the device's primitive.
+`ifndef SYNTHESIS
+module TRELLIS_FF #(
+    parameter GSR = "ENABLED",
+    parameter CEMUX = "CE",
+    parameter CLKMUX = "CLK",
+    parameter LSRMUX = "LSR",
+    parameter REGSET = "RESET",
+    parameter SRMODE = "LSR_OVER_CE"
+) (input CLK, CE, LSR, DI, output reg Q);
+    initial Q = 1'b0;
+    generate
+        if (CEMUX != "1" || CLKMUX != "CLK" || REGSET != "RESET") begin : unsupported
+            initial $fatal(1, "TRELLIS_FF model: only CEMUX 1, CLKMUX CLK and REGSET RESET");
+        end
+    endgenerate
+    always @(posedge CLK) Q <= DI;
+endmodule
+`endif
+"""
 
 
 def wrap32(v: Value) -> Value:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -42,6 +42,7 @@ from rlx_edge.targets.fpga.arith import (
     dsp_product,
     pipelined_srdhm,
     pipelined_tree_sum,
+    register_copies,
     rounding_divide_by_pot,
     rounding_divide_by_pot_parts,
     rounding_masks,
@@ -196,9 +197,23 @@ def rom_latency(width: int, depth: int) -> int:
     and for a ROM of several banks, the banks' address registers and one stage per level of the bank
     multiplexer."""
     banks, levels = -(-max(depth, 1) // rom_bank_depth(width, depth)), 0
+    if banks == 1:
+        return 2 + (len(_rom_columns(width, depth)) > 1)
     while banks > 1:
         banks, levels = -(-banks // ROM_MUX_WAYS), levels + 1
     return 2 + levels + (levels > 0)
+
+
+#: block RAMs side by side that one copy of a ROM's address register drives (:func:`pipelined_rom`)
+ROM_COLUMN_BRAMS = 2
+
+
+def _rom_columns(width: int, depth: int) -> list[tuple[int, int]]:
+    """``(first bit, bits)`` of the columns a one-bank ROM is split into, each :data:`ROM_COLUMN_BRAMS`
+    block RAMs wide in the mode :func:`rom_bank_depth` chose; one column when that is all of it."""
+    bank = rom_bank_depth(width, depth)
+    step = ROM_COLUMN_BRAMS * max(bits for bits, words in BRAM_MODES if words == bank)
+    return [(lo, min(step, width - lo)) for lo in range(0, width, step)]
 
 
 def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> tuple[Signal, Signal]:
@@ -215,9 +230,20 @@ def pipelined_rom(m: Module, owner, name: str, width: int, words: list[int]) -> 
     bank = rom_bank_depth(width, len(words))
     addr = Signal(_addr_bits(len(words)), name=f"{name}_addr")
     if len(words) <= bank:
-        port = rom_port(m, owner, name, width, words)
-        m.d.comb += port.addr.eq(addr)
-        return addr, delay(m, port.data, 1, f"{name}_q", data=True)
+        columns = _rom_columns(width, len(words))
+        if len(columns) == 1:
+            port = rom_port(m, owner, name, width, words)
+            m.d.comb += port.addr.eq(addr)
+            return addr, delay(m, port.data, 1, f"{name}_q", data=True)
+        # a wide ROM in columns of a few block RAMs, each with its own copy of the address register: one
+        # register driving them all took 12.9 ns of routing on ECP5-85K (AD's critical path)
+        data = []
+        for c, (lo, bits) in enumerate(columns):
+            mask = (1 << bits) - 1
+            port = rom_port(m, owner, f"{name}_c{c}", bits, [(w >> lo) & mask for w in words])
+            m.d.comb += port.addr.eq(register_copies(m, addr, 1, f"{name}_c{c}_addr")[0])
+            data.append(port.data)
+        return addr, delay(m, Cat(*data), 1, f"{name}_q", data=True)
     bits = _addr_bits(bank)
     level = []
     for b in range(-(-len(words) // bank)):
@@ -726,14 +752,27 @@ class _MacLayer(LayerComponent):
             hold_params = Signal(0 if uniform else len(params), name="hold_params", reset_less=True)
             turns = Signal(range(serial + 1), name="rq_turns")  # turns left, the current one included
             hold_final = Signal(name="hold_final")
-            with m.If(v & last):
-                m.d.sync += [*(h.eq(a) for h, a in zip(hold, accs)), turns.eq(serial), hold_final.eq(final)]
-                if not uniform:
-                    m.d.sync += hold_params.eq(params)
+            load = v & last
+            with m.If(load):
+                m.d.sync += [turns.eq(serial), hold_final.eq(final)]
             with m.Elif(turns != 0):
-                m.d.sync += [*(hold[k].eq(hold[k + r]) for k in range(lanes - r)), turns.eq(turns - 1)]
-                if not uniform:
-                    m.d.sync += hold_params.eq(hold_params >> (r * fields))
+                m.d.sync += turns.eq(turns - 1)
+            # each lane's load and shift enables are copies of their own (load one stage early, shifting
+            # from the turns): one pair drove every hold register across the chip, the critical path
+            # of KWS and IC on ECP5-85K (6-7 ns of routing)
+            early = delay(m, s2["valid"], lag - 1, "valid_e") & delay(m, s2["last"], lag - 1, "last_e")
+            loads = register_copies(m, early & ~ResetSignal(), lanes, "hold_load")
+            shifts = register_copies(m, (load | (turns > 1)) & ~ResetSignal(), lanes, "hold_shift")
+            for k in range(lanes):
+                lane_params = slice(k * fields, (k + 1) * fields)
+                with m.If(loads[k]):
+                    m.d.sync += hold[k].eq(accs[k])
+                    if not uniform:
+                        m.d.sync += hold_params[lane_params].eq(params[lane_params])
+                with m.Elif(shifts[k] if k < lanes - r else Const(0, 1)):  # the last r lanes are not read again
+                    m.d.sync += hold[k].eq(hold[min(k + r, lanes - 1)])
+                    if not uniform:
+                        m.d.sync += hold_params[lane_params].eq(hold_params[(k + r) * fields : (k + r + 1) * fields])
             send, rq_accs, rq_params, tag = turns != 0, hold[:r], hold_params, hold_final & (turns == 1)
         if not uniform:
             for k in range(r):
@@ -1022,8 +1061,9 @@ class Pool2d(_ChannelWindow, LayerComponent):
 
     @property
     def latency(self) -> int:
-        # the read and its register, the window's sum or max, the divide (AVG_STAGES) or clamp, done
-        return 2 + 2 + (self.AVG_STAGES if self.kind == "avg" else 1) + window_lag(self.win)
+        # the read and its register, the window's sum or max (its candidate registered first), the divide
+        # (AVG_STAGES) or clamp, done
+        return 2 + 2 + (self.AVG_STAGES if self.kind == "avg" else 2) + window_lag(self.win)
 
     def elaborate(self, platform):
 
@@ -1041,6 +1081,14 @@ class Pool2d(_ChannelWindow, LayerComponent):
                 delay(m, s_, 1, n) for s_, n in ((v1, "v1r"), (first1, "first1r"), (last1, "last1r"),
                                                   (final1, "final1r"), (in1, "in1r"))
             )  # fmt: skip
+            in_x = in1  # in step with xword
+            if self.kind == "max":
+                # the tap's candidate is registered before the compare (below): the padding's select, the
+                # compare's carry chain and the max's select in one cycle took 10.4 ns on ECP5
+                v1, first1, last1, final1, in1 = (
+                    delay(m, s_, 1, n) for s_, n in ((v1, "v1c"), (first1, "first1c"), (last1, "last1c"),
+                                                      (final1, "final1c"), (in1, "in1c"))
+                )  # fmt: skip
 
             taps = w.kh * w.kw
             cnt = Signal(range(taps + 1))
@@ -1076,7 +1124,8 @@ class Pool2d(_ChannelWindow, LayerComponent):
                     acc_next = Mux(first1, 0, acc) + Mux(in1, x, 0)
                 else:
                     acc = Signal(signed(9), name=f"acc_{i}")
-                    cand = Mux(in1, x, -128)
+                    cand = Signal(signed(9), name=f"cand_{i}", reset_less=True)
+                    m.d.sync += cand.eq(Mux(in_x, x, -128))
                     acc_next = Mux(first1 | (cand > acc), cand, acc)
                 with m.If(v1):
                     m.d.sync += acc.eq(acc_next)

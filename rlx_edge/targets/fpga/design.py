@@ -40,6 +40,7 @@ from rlx_edge.ir.prepared import Prepared
 from rlx_edge.ir.rules import RuleTable
 from rlx_edge.ir.types import TensorType
 from rlx_edge.targets.fpga import components as hw
+from rlx_edge.targets.fpga.arith import register_copies
 from rlx_edge.targets.fpga.edges import EDGE_OPS, HostEdge, device_graph
 from rlx_edge.targets.fpga.upsample import ResizeBilinear, ResizeNearest, TransposeConv2d, transpose_conv_steps
 
@@ -851,33 +852,53 @@ class FpgaDesign(wiring.Component):
         for buf in self.buffers:
             rd[buf.index], wr[buf.index] = _ram(m, self.top_name, buf)
 
-        # phase == i + 1 (layer i runs) as a register of its own, set and cleared with phase: the compares
+        # phase == i + 1 (layer i runs) as registers of their own, set and cleared with phase: the compares
         # drove every buffer's port multiplexer from one register, and that fan-out across the chip was
-        # person_detect's critical path on ECP5-85K (16 ns of routing)
+        # person_detect's critical path on ECP5-85K (16 ns of routing). One such register still was (7-8 ns
+        # to the buffers' address multiplexers), so each port multiplexer has a copy of its own.
+        # Layers run in order, so a layer's done steps the phase by one and shifts the one-hot along: a
+        # multiplexer of constants per layer behind the phase register was AD's critical path (9.6 ns).
         running = [Signal(name=f"running_{i}") for i in range(nl)]
+        running_next = [Signal(name=f"running_{i}_next") for i in range(nl)]
+        done = [Signal(name=f"done_{i}") for i in range(nl)]  # layer i runs and is done
+        m.d.sync += [r.eq(n) for r, n in zip(running, running_next)]
         idle, drain = phase == 0, phase == nl + 1
-
-        def goto(k: int) -> list:
-            """Enter phase ``k``: the phase register and its one-hot copies."""
-            return [phase.eq(k), *(r.eq(k == j + 1) for j, r in enumerate(running))]
+        begin = Signal()  # every input is in: layer 0 starts
+        any_done = Cat(*done).any()
+        m.d.comb += [
+            n.eq((r & ~d) | (done[j - 1] if j else begin))
+            for j, (n, r, d) in enumerate(zip(running_next, running, done))
+        ]
+        with m.If(begin):
+            m.d.sync += [phase.eq(1), start.eq(1)]
+        with m.Elif(any_done):
+            # the last layer's done enters the drain phase and starts nothing
+            m.d.sync += [phase.eq(phase + 1), start.eq(~done[-1] if nl else 0)]
 
         # layers: each drives its buffers' ports only while its phase is active
         for i, layer in enumerate(self.layers):
             comp = layer.build(*self._ports(layer))
             comp.rom_sink = self.rom_sink
             m.submodules[f"l{i}_{_verilog_name(layer.kind)}"] = comp
+            port = wr[self.buffer_of[layer.output]]
+            # copies: one per read port, one for the write address and enables, one per 32 data bits
+            chunks = -(-len(port.data) // 32)
+            copies = register_copies(
+                m, running_next[i] & ~ResetSignal(), len(layer.inputs) + 1 + chunks, f"running_{i}"
+            )
             active = running[i]
             m.d.comb += comp.start.eq(start & active)
             for k, v in enumerate(layer.inputs):
-                port = rd[self.buffer_of[v]]
-                m.d.comb += getattr(comp, f"rd{k}_data").eq(port.data)
-                with m.If(active):
-                    m.d.comb += port.addr.eq(getattr(comp, f"rd{k}_addr"))
-            port = wr[self.buffer_of[layer.output]]
-            with m.If(active):
-                m.d.comb += [port.addr.eq(comp.wr_addr), port.en.eq(comp.wr_en), port.data.eq(comp.wr_data)]
-            with m.If(active & comp.done):
-                m.d.sync += [*goto(i + 2), start.eq(i + 1 < nl)]
+                rport = rd[self.buffer_of[v]]
+                m.d.comb += getattr(comp, f"rd{k}_data").eq(rport.data)
+                with m.If(copies[k]):
+                    m.d.comb += rport.addr.eq(getattr(comp, f"rd{k}_addr"))
+            with m.If(copies[len(layer.inputs)]):
+                m.d.comb += [port.addr.eq(comp.wr_addr), port.en.eq(comp.wr_en)]
+            for c in range(chunks):
+                with m.If(copies[len(layer.inputs) + 1 + c]):
+                    m.d.comb += port.data[32 * c : 32 * (c + 1)].eq(comp.wr_data[32 * c : 32 * (c + 1)])
+            m.d.comb += done[i].eq(active & comp.done)
 
         # input streams: fill each input buffer word by word
         in_done = []
@@ -899,8 +920,8 @@ class FpgaDesign(wiring.Component):
                     m.d.sync += cnt.eq(cnt + 1)
             in_done.append((full, cnt))
         all_in = Cat(*[f for f, _ in in_done]).all()
-        with m.If(idle & all_in):
-            m.d.sync += [*goto(1), start.eq(1)]
+        m.d.comb += begin.eq(idle & all_in)
+        with m.If(begin):
             m.d.sync += [c.eq(0) for _, c in in_done]
 
         # output streams: read ahead one word; the port holds its data while not enabled
@@ -933,7 +954,7 @@ class FpgaDesign(wiring.Component):
             out_done.append((sent, issued, beats))
         finished = Cat(*[s == b for s, _, b in out_done]).all()
         with m.If(drain & finished):
-            m.d.sync += goto(0)
+            m.d.sync += phase.eq(0)
             m.d.sync += [s.eq(0) for s, _, _ in out_done] + [i.eq(0) for _, i, _ in out_done]
         return m
 

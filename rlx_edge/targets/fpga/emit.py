@@ -6,7 +6,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from rlx_edge.targets.fpga.arith import DSP_SIM_MODEL, dsp_primitives
+from rlx_edge.targets.fpga.arith import DSP_SIM_MODEL, FF_SIM_MODEL, dsp_primitives
 from rlx_edge.targets.fpga.components import hex_lines
 from rlx_edge.targets.fpga.design import REGISTER_BUFFER_DEPTH, FpgaDesign
 
@@ -89,7 +89,7 @@ def to_verilog(design: FpgaDesign) -> str:
     with dsp_primitives(design.dsp):
         text = verilog.convert(design, name=design.top_name, emit_src=False)
     if design.dsp is not None:
-        text += DSP_SIM_MODEL
+        text += DSP_SIM_MODEL + FF_SIM_MODEL
     text += _RAM.format(top=design.top_name)
     if any(b.depth <= REGISTER_BUFFER_DEPTH for b in design.buffers):
         # a shallow buffer in flip-flops: a block RAM cannot hold every shape (Yosys found no mapping for

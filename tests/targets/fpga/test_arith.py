@@ -224,9 +224,11 @@ def test_pipelined_tree_sum_registers_every_two_levels():
     [
         (16, 512, 1024, 2),  # one block RAM: x18, not 16 side by side in x1
         (16, 3000, 1024, 4),  # 3 x18 block RAMs, not 2 x 2 in x9
-        (16, 4096, 4096, 2),  # 4 block RAMs either way: one bank of 4 x4 ones side by side
+        (16, 4096, 4096, 3),  # 4 block RAMs either way: one bank of 4 x4 ones, in 2 columns of 2
         (16, 40960, 8192, 5),  # AD's 640 x 128 layer: 5 banks of 8 x2 block RAMs, not 40 of one
         (32, 1500, 512, 4),  # 3 PDPW16KD in their 36-bit mode, not 4 in x18 or x9
+        (72, 300, 512, 2),  # one column: two 36-bit block RAMs share an address register
+        (100, 300, 512, 3),  # two columns (72 + 28 bits), each with its address register's copy
     ],
 )
 def test_rom_bank_depth_is_the_deepest_mode_that_wastes_no_block_ram(width, depth, bank, latency):
@@ -235,9 +237,12 @@ def test_rom_bank_depth_is_the_deepest_mode_that_wastes_no_block_ram(width, dept
     assert rom_latency(width, depth) == latency
 
 
-@pytest.mark.parametrize(("width", "depth"), [(16, 700), (16, 3000), (16, 5000), (16, 16 * 1024 + 1), (16, 20000)])
+@pytest.mark.parametrize(
+    ("width", "depth"), [(16, 700), (16, 4096), (100, 300), (16, 3000), (16, 5000), (16, 16 * 1024 + 1), (16, 20000)]
+)
 def test_pipelined_rom_reads_every_word_at_its_latency(width: int, depth: int):
-    """One bank, one, two and three levels of the bank multiplexer (1,024-word banks), and 5 banks of
+    """One bank (in one column, and in two of two block RAMs: 16 x 4,096 in x4 mode, 100 x 300 in x36), one,
+    two and three levels of the bank multiplexer (1,024-word banks), and 5 banks of
     4,096 words (x4 mode): sequential reads across every bank boundary, then random ones, each word
     distinct."""
     words = [(i * 7919) % (1 << width) for i in range(depth)]
