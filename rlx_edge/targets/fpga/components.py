@@ -577,10 +577,12 @@ class _MacLayer(LayerComponent):
     - 1: the words arrive from the block RAMs;
     - 2: the words registered as they came (a block RAM's clock-to-out is half a
       10 ns cycle on ECP5); the tap's inputs less the input zero point;
-    - 3: inputs and weights registered (9 and 8 bits, the multipliers' operands);
-    - 4: the operands registered again, a copy for each multiplier (in the DSP where it can);
-    - 5: the products registered, and 6 once more (:func:`~rlx_edge.targets.fpga.arith.dsp_product`);
-    - 6 + t: the adder tree, :func:`~rlx_edge.targets.fpga.arith.tree_stages` stages;
+    - 3: inputs registered (9 bits);
+    - 4: the multipliers' operands: inputs copied, a copy per :data:`OPERAND_FANOUT` multipliers, and
+      weights (8 bits) registered;
+    - 5: the operands registered again, a copy for each multiplier (in the DSP where it can);
+    - 6: the products registered, and 7 once more (:func:`~rlx_edge.targets.fpga.arith.dsp_product`);
+    - 7 + t: the adder tree, :func:`~rlx_edge.targets.fpga.arith.tree_stages` stages;
     - then accumulate (the bias loaded at a window's first tap), and the
       :class:`Requantizer` from the accumulator of a window's last tap.
 
@@ -589,9 +591,14 @@ class _MacLayer(LayerComponent):
 
     @staticmethod
     def operand_stage(width: int, depth: int) -> int:
-        """The stage the multipliers' operands are registered in: 3, or later when the weight ROM
-        (``width`` bits, ``depth`` words) takes longer (:func:`rom_latency`)."""
-        return max(3, rom_latency(width, depth))
+        """The stage the multipliers' operands are registered in: 4, or later when the weight ROM
+        (``width`` bits, ``depth`` words) takes longer (:func:`rom_latency`). An input is registered in
+        stage 3, then copied (:data:`OPERAND_FANOUT`)."""
+        return max(4, rom_latency(width, depth))
+
+    #: multipliers one copy of a dense layer's input operand feeds: one register feeding a row of PE
+    #: DSPs spread over the chip was AD's critical path on ECP5-85K (11.3 ns of routing)
+    OPERAND_FANOUT = 4
 
     @staticmethod
     def mac_latency(terms: int, operand_stage: int = 3, serial: int = 1) -> int:
@@ -666,17 +673,19 @@ class _MacLayer(LayerComponent):
         ``shared`` (dense), ``xs[p]`` else (depthwise, ``simd`` 1). Returns them and the stages they lag
         stage 2 by."""
         operands = self.operand_stage(len(wdata), self._weight_depth())
+        copies = -(-pe // self.OPERAND_FANOUT) if shared else 1
         x3 = []
         for i, x in enumerate(xs):
             r = Signal(signed(9), name=f"x3_{i}", reset_less=True)  # an int8 less a zero point: 9 bits
             m.d.sync += r.eq(x)
-            x3.append(delay(m, r, operands - 3, f"x{i}", data=True))  # in step with a deep ROM's words
+            late = delay(m, r, operands - 4, f"x{i}", data=True)  # in step with a deep ROM's words
+            x3.append(register_copies(m, late, copies, f"x4_{i}"))
         w3 = delay(m, wdata, operands - rom_latency(len(wdata), self._weight_depth()), "w", data=True)
         dots = []
         for p in range(pe):
             prods = []
             for s_ in range(simd):
-                x = x3[s_] if shared else x3[p]
+                x = x3[s_][p // self.OPERAND_FANOUT] if shared else x3[p][0]
                 prods.append(dsp_product(m, x, lane(w3, p * simd + s_), f"prod_{p}_{s_}"))
             dots.append(pipelined_tree_sum(m, prods, f"dot_{p}"))
         return dots, operands - 2 + DSP_STAGES + tree_stages(simd)
