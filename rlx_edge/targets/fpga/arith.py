@@ -201,8 +201,9 @@ def register_copies(m: Module, d: Value, copies: int, name: str) -> list[Signal]
     Why: one register driving the selects of hundreds of flip-flops or the address pins of block RAMs
     across the chip was the critical path of several models on ECP5-85K (8-13 ns of routing). Yosys'
     ``opt_merge`` folds identical registers back into one (a ``keep`` on the wire does not stop it),
-    so inside :func:`dsp_primitives` ``("ecp5")`` each bit of each copy is a TRELLIS_FF instance,
-    which it leaves alone (:data:`FF_SIM_MODEL` simulates it). Elsewhere they are plain registers:
+    so inside :func:`dsp_primitives` ``("ecp5")`` each bit of each copy is a TRELLIS_FF instance
+    configured and connected as Yosys maps a plain flip-flop (no clock enable: a constant on CE
+    kept the copies out of other flip-flops' slices), which it leaves alone (:data:`FF_SIM_MODEL` simulates it). Elsewhere they are plain registers:
     the same cycles, and copies Yosys may merge."""
     d = Value.cast(d)
     out = [Signal(d.shape(), name=f"{name}_c{c}", reset_less=True) for c in range(copies)]
@@ -218,9 +219,7 @@ def register_copies(m: Module, d: Value, copies: int, name: str) -> list[Signal]
                 p_CLKMUX="CLK",
                 p_LSRMUX="LSR",
                 p_REGSET="RESET",
-                p_SRMODE="LSR_OVER_CE",
                 i_CLK=ClockSignal(),
-                i_CE=Const(1, 1),
                 i_LSR=Const(0, 1),
                 i_DI=d[i],
                 o_Q=q[i],
@@ -232,7 +231,7 @@ def register_copies(m: Module, d: Value, copies: int, name: str) -> list[Signal]
 #: ``("ecp5")``), for Verilator and Icarus: the one TRELLIS_FF configuration rlx-edge instantiates
 FF_SIM_MODEL = """
 // TRELLIS_FF: a simulation model of the ECP5 flip-flop in the configuration rlx-edge instantiates
-// (clocked on CLK's rising edge, CE and LSR unused, initial value 0): Q takes DI at every edge.
+// (clocked on CLK's rising edge, no clock enable, LSR unused, initial value 0): Q takes DI at every edge.
 // Synthesis skips it (Yosys defines SYNTHESIS) and keeps the instance as the device's primitive.
 `ifndef SYNTHESIS
 module TRELLIS_FF #(
@@ -242,7 +241,7 @@ module TRELLIS_FF #(
     parameter LSRMUX = "LSR",
     parameter REGSET = "RESET",
     parameter SRMODE = "LSR_OVER_CE"
-) (input CLK, CE, LSR, DI, output reg Q);
+) (input CLK, LSR, DI, output reg Q);
     initial Q = 1'b0;
     generate
         if (CEMUX != "1" || CLKMUX != "CLK" || REGSET != "RESET") begin : unsupported
