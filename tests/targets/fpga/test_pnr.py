@@ -101,7 +101,7 @@ def test_design_too_large_for_up5k_names_the_resource(tmp_path: Path, capsys):
     model = tmp_path / "m.rlx"
     save(_three_fc(), model)
     out = tmp_path / "f"
-    assert main(["fpga", str(model), "-o", str(out), "--parallelism", "area", "--device", "up5k", "--pnr"]) == 2
+    assert main(["fpga", str(model), "-o", str(out), "--parallelism", "2", "--device", "up5k", "--pnr"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(
         "pnr_three_fc does not fit up5k (iCE40UP5K-SG48): needs 9 DSP (SB_MAC16), the device has 8; "
@@ -109,7 +109,7 @@ def test_design_too_large_for_up5k_names_the_resource(tmp_path: Path, capsys):
     )
     assert not out.exists()  # nothing half-written
     with pytest.raises(FitError, match="needs 9 DSP") as info:
-        build_fpga(_three_fc(), tmp_path / "again", parallelism="area", pnr="up5k")
+        build_fpga(_three_fc(), tmp_path / "again", parallelism=2, pnr="up5k")
     assert info.value.cells["SB_MAC16"] == 9 and info.value.cells["SB_LUT4"] > 100  # for reports of misfits
 
 
