@@ -203,8 +203,8 @@ def register_copies(m: Module, d: Value, copies: int, name: str) -> list[Signal]
     ``opt_merge`` folds identical registers back into one (a ``keep`` on the wire does not stop it),
     so inside :func:`dsp_primitives` ``("ecp5")`` each bit of each copy is a TRELLIS_FF instance
     configured and connected as Yosys maps a plain flip-flop (no clock enable: a constant on CE
-    kept the copies out of other flip-flops' slices), which it leaves alone (:data:`FF_SIM_MODEL` simulates it). Elsewhere they are plain registers:
-    the same cycles, and copies Yosys may merge."""
+    kept the copies out of other flip-flops' slices), which it leaves alone (:data:`FF_SIM_MODEL`
+    simulates it). Elsewhere they are plain registers: the same cycles, and copies Yosys may merge."""
     d = Value.cast(d)
     out = [Signal(d.shape(), name=f"{name}_c{c}", reset_less=True) for c in range(copies)]
     for c, q in enumerate(out):
