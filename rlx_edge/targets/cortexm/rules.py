@@ -391,40 +391,168 @@ def _dense_groups(wv: np.ndarray, groups: int) -> np.ndarray:
     return dense
 
 
-def _gemm2_instance(mode: int, out_c: int) -> str:
-    """The 4 x 2 GEMM instance (rlx_convolve_s8.c) of a convolution with requantization ``mode``
-    and ``out_c`` output channels: whole blocks of 4 rows run without row tests, and the int8
-    range (mode 2) saturates instead of clamping; a partial last block runs mode 2 as mode 1."""
+def _gemm2_instance(mode: int, out_c: int, hi: int) -> str:
+    """The 4 x 2 GEMM instance (rlx_convolve_s8.c) of a convolution with requantization ``mode``,
+    ``out_c`` output channels and upper bound ``hi``: whole blocks of 4 rows run without row tests,
+    the int8 range (mode 2) saturates instead of clamping, and an upper bound of 127 (ReLU) clamps
+    at the lower bound alone (M4 sweep, 3x3 16x16x3->16 s2: 4 instructions a block fewer); a
+    partial last block runs mode 2 as mode 1."""
     if mode == 0:
         return "rlx_gemm_2px_ref"
     if out_c % 4:
-        return "rlx_gemm_2px_part"
-    return "rlx_gemm_2px_sat" if mode == 2 else "rlx_gemm_2px_clamp"
+        return "rlx_gemm_2px_part_lo" if mode == 1 and hi == 127 else "rlx_gemm_2px_part"
+    if mode == 2:
+        return "rlx_gemm_2px_sat"
+    return "rlx_gemm_2px_lo" if hi == 127 else "rlx_gemm_2px_clamp"
 
 
 def _conv_layer(graph: Graph, node: Node, params: Prepared, wv: np.ndarray, bv: np.ndarray | None) -> Layer:
     """The convolution kernel's layer for weights ``wv`` [O, KH, KW, C] (the node's, or a depthwise's as dense)."""
-    o, kh, kw, _ = wv.shape
+    o, kh, kw, c = wv.shape
     pads = params.pads
-    gemm, consts, scratch = _gemm(graph, node, params, wv.reshape(o, -1), bv)
-    gemm["gemm2"] = Symbol(_gemm2_instance(gemm["rq_mode"], o))
     one_by_one = kh == 1 and kw == 1 and not any(pads)
-    fields = {
-        "gemm": gemm,
-        **_image_fields(graph, node),
-        **_window_fields(node, kh, kw, pads),
-        "in_zp": params.in_zp,
-    }
+    geometry = {**_image_fields(graph, node), **_window_fields(node, kh, kw, pads)}
     # size: the im2col kernel for every shape, so the 1x1 one is not linked
     kernel = "rlx_convolve_1x1_s8" if one_by_one and _OPTIMIZE.get() != "size" else "rlx_convolve_s8"
+    if kernel == "rlx_convolve_s8" and node.op == "conv2d" and _OPTIMIZE.get() != "size":
+        # a field (kh kw c bytes) of at most 256 bytes on channels not a multiple of 4 (rlx_convolve_s8's
+        # own test, e.g. 3x3 on 3 channels): its entry alone, which leaves the other paths unlinked (VWW's flash)
+        if wv[0].size <= 256 and c % 4:
+            kernel = "rlx_convolve_small_s8"
+    pad_bytes = 0
+    if kernel in ("rlx_convolve_s8", "rlx_convolve_small_s8") and any(pads) and geometry["dil_w"] == 1:
+        # a padded layer whose padded image is small (not at size): padded once into the scratch, every
+        # pixel pair then takes the paths of a field inside the image (their fast paths need no dilation
+        # along w: 3x3 d2 14x14x6 s2, M4 2.28 -> 2.44 instructions/MAC)
+        if _pad_image_bytes(geometry) <= _PAD_IMAGE_MAX and _OPTIMIZE.get() != "size":
+            kernel = kernel.replace("_s8", "_pad_s8")
+            pad_bytes = _pad_image_bytes(geometry)
+    w2 = wv.reshape(o, -1)
+    if kernel == "rlx_convolve_small_pad_s8" and not (kh == 3 and kw * c == 9):
+        w2 = w2[:, _split_order(kh, kw * c)]  # rlx_pair_split's order of the reduction
+    gemm, consts, scratch = _gemm(graph, node, params, w2, bv)
+    gemm["gemm2"] = Symbol(_gemm2_instance(gemm["rq_mode"], o, gemm["act_max"]))
+    fields = {"gemm": gemm, **geometry, "in_zp": params.in_zp}
+    scratch += pad_bytes
     k4 = conv_1x1_k4_stream(wv.reshape(o, -1), consts["chan"], gemm) if one_by_one else None
-    if k4 is not None:
-        scratch = max(scratch, 24 * o)  # the widened channels; every optimize level plans the same bytes
+    kw = conv_1x1_kw_stream(wv.reshape(o, -1), consts["chan"], gemm) if one_by_one else None
+    if k4 is not None or kw is not None:
+        # the widened channels; every optimize level plans the same bytes
+        k = wv.shape[-1]
+        scratch = max(scratch, 24 * o if k4 is not None else _kw_scratch(o, k))
         if _OPTIMIZE.get() != "size":
-            kernel, stream = k4
+            kernel, stream = k4 if k4 is not None else kw
             gemm.update(weights=None, chan=Const("chan"), gemm2=None)
             consts = {"chan": stream}
     return Layer(kernel, "rlx_conv_params", fields, consts, [("in", 0), ("out", 0), ("scratch", "int16_t")], scratch)
+
+
+_PAD_IMAGE_MAX = 2048  # bytes of padded image (scratch) rlx_convolve_pad_s8 and _small_pad_s8 take
+
+
+def _split_order(rows: int, seg: int) -> np.ndarray:
+    """The reduction order of rlx_convolve_small_pad_s8's fields other than 3 rows of 9 bytes
+    (rlx_pair_split), as indices into the (kh, kw, c) order of ``rows`` kernel rows of ``seg`` bytes:
+    each row's whole quads (seg & ~3 bytes), read in place from the padded image, then the rows' last
+    seg & 3 bytes, gathered; as many quads as the plain order's."""
+    whole = seg & ~3
+    idx = np.arange(rows * seg).reshape(rows, seg)
+    return np.concatenate([idx[:, :whole].reshape(-1), idx[:, whole:].reshape(-1)])
+
+
+def _pad_image_bytes(f: dict) -> int:
+    """rlx_pad_image's bytes (kernels/rlx_convolve_s8.c), whole words: the input rows and columns the
+    output windows reach, (out - 1) stride + (k - 1) dilation + 1 of each, of in_c bytes a pixel."""
+    hp = (f["out_h"] - 1) * f["stride_h"] + (f["k_h"] - 1) * f["dil_h"] + 1
+    wp = (f["out_w"] - 1) * f["stride_w"] + (f["k_w"] - 1) * f["dil_w"] + 1
+    return -(-hp * wp * f["in_c"] // 4) * 4
+
+
+_KW_ROWS = 8  # rlx_convolve_1x1_kw_s8.c's RLX_KW_ROWS: channels a group
+
+
+def _kw_scratch(o: int, k: int) -> int:
+    """rlx_convolve_1x1_kw_*'s scratch bytes: a group's records (the bias, K / 2 weight pairs,
+    the multiplier, rq_add and the shift, a word each) and its jump words (one a chunk of 2, and the entry)."""
+    rows = min(o, _KW_ROWS)
+    return 4 * (rows * (k // 2 + 4) + -(-rows // 2) + 1)
+
+
+def _chan_parts(chan: np.ndarray, gemm: dict, o: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """From _gemm's per-block constants ``chan``: every channel's folded bias, multiplier, rq_add and its
+    trailing zeros (the right shift e - 1), and whether the lower bound is the zero point and the
+    constant channels (multiplier 0, _requant) come out exact where the kernel clamps the doubled
+    accumulator at 0 and saturates at 127 less the upper bound's offset (hi - 127) before adding it
+    back (rlx_convolve_1x1_k4_relu_s8's and _clamp_s8's, rlx_convolve_1x1_kw_relu_s8's and _clamp_s8's)."""
+    zp, lo, hi = gemm["out_zp"], gemm["act_min"], gemm["act_max"]
+    ch = chan.astype(np.int64).reshape(-1, 12)
+    biases = ch[:, :4].copy()
+    biases[:, 0::2] -= biases[:, 1::2] << 8  # the even rows' words hold 256 x the odd row's bias
+    bias = fp.wrap_int32(biases.reshape(-1)[:o])
+    mult, add = ch[:, 4::2].reshape(-1)[:o], ch[:, 5::2].reshape(-1)[:o]
+    shift = np.array([(int(a) & -int(a)).bit_length() - 1 for a in add], np.int64)
+    const = (add[mult == 0] >> (shift[mult == 0] + 1)).astype(np.int64)
+    up = hi - 127  # the clamp instance's offset (0 for the others)
+    # the constant channels as the kernel computes them: saturated less up, then up added
+    exact = lo == zp and np.array_equal(np.clip(const - up, -128, 127) + up, np.clip(const, lo, hi))
+    return bias, mult, add, shift, bool(exact)
+
+
+def conv_1x1_kw_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[str, np.ndarray] | None:
+    """rlx_convolve_1x1_kw_*'s kernel and its one array (kernels/rlx_convolve_1x1_kw_s8.c) for a 1x1
+    layer's weights [O, K] and _gemm's per-block constants ``chan``; None where it does not apply (K
+    other than 8 and 16, the reference requantization, bounds other than the three instances').
+
+    Per channel K / 4 + 3 words: its folded bias (doubled for _s8, whose inputs the kernel doubles:
+    rlx_rq_fast's doubled accumulator), its K int8 weights in order, its multiplier and rq_add. The
+    instances and their bounds are rlx_convolve_1x1_k4_*'s (conv_1x1_k4_stream): _relu (the lower
+    bound the zero point, the upper one 127), _clamp (an upper bound u below 127: rq_add holds the
+    zero point less u - 127) and _s8 (the int8 range)."""
+    o, k = w2.shape
+    mode, hi = gemm["rq_mode"], gemm["act_max"]
+    if k not in (8, 16) or mode == 0:
+        return None
+    bias, mult, add, shift, exact = _chan_parts(chan, gemm, o)
+    up = hi - 127  # the clamp instance's offset (0 for the others)
+    add = add - (up << (shift + 1))
+    if exact and hi == 127:
+        kernel = "rlx_convolve_1x1_kw_relu_s8"
+    elif exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
+        kernel = "rlx_convolve_1x1_kw_clamp_s8"
+    elif mode == 2:
+        kernel = "rlx_convolve_1x1_kw_s8"
+        bias = 2 * bias  # |bias| < 2**30: fast_requant's bound
+    else:
+        return None
+    words = np.ascontiguousarray(w2, np.int8).view("<i4").reshape(o, k // 4).astype(np.int64)
+    stream = np.concatenate([bias[:, None], words, mult[:, None], add[:, None]], axis=1).reshape(-1)
+    return kernel, np.ascontiguousarray(stream, np.int32)
+
+
+_K4_E = 12  # rlx_convolve_1x1_k4_relu12_s8's one right shift (an immediate of its saturation)
+
+
+def _k4_relu12(
+    w2: np.ndarray, bias: np.ndarray, mult: np.ndarray, add: np.ndarray, e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """rlx_convolve_1x1_k4_relu12_s8's rq_add and scale 2**m per channel, or None where it does not apply.
+
+    _relu_s8 computes ``floor((2 acc mult + add 2**32 + 2**31) / 2**(32 + e))`` (SMMLAR, then a shift by
+    the channel's e); with the bias and weights scaled by ``2**m``, ``m = 12 - e >= 1``, SMMLA (no
+    rounding) of the doubled accumulator with ``add 2**m + 2**(m - 1)`` has the same numerator times
+    ``2**m`` over ``2**(32 + 12)``: the same floor, the shift one immediate. Needs m <= 8 (a scaled
+    int8 weight stays int16), the scaled, doubled accumulator below 2**31 (USAT's shift) and SMMLA's
+    sum inside int32; and at most 8 channels (its pass runs them all at once)."""
+    m = _K4_E - e.astype(np.int64)
+    if w2.shape[0] > 8 or np.any(m < 1) or np.any(m > 8):
+        return None
+    reach = np.abs(bias.astype(np.int64)) + 128 * np.abs(w2.astype(np.int64)).sum(axis=1)
+    scaled = reach << (m + 1)  # |2 acc 2**m| and every partial sum's
+    add2 = (add.astype(np.int64) << m) + (np.int64(1) << (m - 1))
+    top = np.abs(add2) + (scaled * mult.astype(np.int64) >> 32) + 1
+    if np.any(scaled >= 2**31) or np.any(top >= 2**31):
+        return None
+    return add2, np.int64(1) << m
 
 
 def conv_1x1_k4_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[str, np.ndarray] | None:
@@ -439,25 +567,25 @@ def conv_1x1_k4_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[st
     gives the zero point at 0, except on the constant channels (multiplier 0, _requant) whose value
     it gives whatever the accumulator, checked here. _clamp's upper bound u is below 127: its rq_add
     holds the zero point less u - 127 (the same trailing zeros), so that the saturation at 127 is
-    the clamp at u, and the kernel adds u - 127 back."""
+    the clamp at u, and the kernel adds u - 127 back. _relu12 (_k4_relu12) is _relu on at most 8
+    channels whose shifts e are 4 to 11: its stream holds the bias times 2**m (m = 12 - e), rq_add
+    2**m (add + 1/2) and 2**m in place of the trailing zeros (sweep 1x1 7x7x3->5, M4: 3.384 -> 2.902
+    instructions/MAC)."""
     o, k = w2.shape
-    mode, zp, lo, hi = gemm["rq_mode"], gemm["out_zp"], gemm["act_min"], gemm["act_max"]
+    mode, hi = gemm["rq_mode"], gemm["act_max"]
     if not 1 <= k <= 4 or mode == 0:
         return None
-    ch = chan.astype(np.int64).reshape(-1, 12)
-    biases = ch[:, :4].copy()
-    biases[:, 0::2] -= biases[:, 1::2] << 8  # the even rows' words hold 256 x the odd row's bias
-    bias = fp.wrap_int32(biases.reshape(-1)[:o])
-    mult, add = ch[:, 4::2].reshape(-1)[:o], ch[:, 5::2].reshape(-1)[:o]
-    shift = np.array([(int(a) & -int(a)).bit_length() - 1 for a in add], np.int64)
-    const = (add[mult == 0] >> (shift[mult == 0] + 1)).astype(np.int64)
+    bias, mult, add, shift, exact = _chan_parts(chan, gemm, o)
     up = hi - 127  # the clamp instance's offset (0 for the others)
-    # the constant channels as the kernel computes them: saturated less up, then up added
-    exact = np.array_equal(np.clip(const - up, -128, 127) + up, np.clip(const, lo, hi))
     add = add - (up << (shift + 1))
-    if lo == zp and exact and hi == 127:
+    scaled = _k4_relu12(w2, bias, mult, add, shift + 1) if exact and hi == 127 else None
+    if scaled is not None:
+        kernel = "rlx_convolve_1x1_k4_relu12_s8"
+        add, shift = scaled
+        bias = bias * shift  # the bias times 2**m: the stream's last word
+    elif exact and hi == 127:
         kernel = "rlx_convolve_1x1_k4_relu_s8"
-    elif lo == zp and exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
+    elif exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
         kernel = "rlx_convolve_1x1_k4_clamp_s8"
     elif mode == 2:
         kernel = "rlx_convolve_1x1_k4_s8"
@@ -500,20 +628,22 @@ def _dw_line(f: dict, pads: tuple) -> bool:
 
 def _dw_line_scratch(f: dict) -> int:
     """rlx_depthwise_conv_line_s8's scratch bytes: 4 int16 planes of the line its taps reach, and a
-    pair past it, rounded to words, then 4 int32 accumulators per output of the line; or the
-    ring's, which it runs without DSP or with rq_mode 0."""
+    pair past it, rounded to words, then 4 int32 accumulators per output of the line, rounded up to
+    a multiple of 4 outputs (its last quad of outputs runs whole); or the ring's, which it runs
+    without DSP or with rq_mode 0."""
     b = "h" if _dw_along_h(f) else "w"
     wp = (f[f"out_{b}"] - 1) * f[f"stride_{b}"] + f[f"k_{b}"]
-    return max(8 * ((wp + 3) & ~1) + 16 * f[f"out_{b}"], _dw_ring_scratch(f))
+    return max(8 * ((wp + 3) & ~1) + 16 * ((f[f"out_{b}"] + 3) & ~3), _dw_ring_scratch(f))
 
 
 def _dw_px(f: dict, pads: tuple, fast: bool) -> bool:
     """Whether the balanced build runs rlx_depthwise_conv_px_s8 (a pixel at a time, 4 channels at once,
-    the input read in place): depth multipliers 1 and 2 and at least 4 output channels (fewer take its
-    per-channel loop); more than 4 output pixels of a window the 1-D line kernel does not take (on
-    fewer, whose windows are mostly clipped, the generic kernel costs less: 5x5 s2 4x4x32, M4
-    4.21 vs 3.89 instructions/MAC); a 3x3 window (fast: the pair kernel's) only on at most 4 output
-    pixels with no padding (6x6x128 s2 valid: 7.19 vs 8.25; 2x2x64 same: 7.20 vs 6.63). M4 sweep,
+    the input read in place) on a layer _dw_pair_gen leaves: depth multipliers 1 and 2 and at least 4
+    output channels (fewer take its per-channel loop); more than 4 output pixels of a window the 1-D
+    line kernel does not take (on fewer, whose windows are mostly clipped, the generic kernel costs
+    less: 5x5 s2 4x4x32, M4 4.21 vs 3.89 instructions/MAC); a 3x3 window (fast: the pair kernel's)
+    only on at most 4 output pixels with no padding (6x6x128 s2 valid: 7.19 vs 8.25; 2x2x64 same:
+    7.20 vs 6.63). M4 sweep,
     instructions/MAC: 5x5 12x12x24 s2 3.62 -> 2.98, 7x7 14x14x12 s2 2.82 -> 2.45, 1x9 24x4x16 4.50
     -> 3.86, 3x3 d2 12x12x64 4.67 -> 4.08, 3x3 10x10x7 x2 s2 7.96 -> 5.38; the pair kernel stays ahead
     on larger 3x3 images (16x16x16: 2.63 vs 3.92), the line kernel on 9x1 24x4x16 (3.56 vs 4.02)."""
@@ -592,13 +722,52 @@ def _dw_pair_scratch(f: dict, c: int) -> int:
     the block's groups of 4 channels, wq halfwords a channel (the planes run along the output's
     longer axis; wq: the last output's taps and a pair's word past them, even). A block holds 4 to 32
     channels, its ring lines about 1 KB (2 KB where wq is 16 or less), or up to 4 KB as a sixteenth
-    of the layer's input and output (rlx_depthwise_conv_3x3_pair_s8's cb)."""
+    of the layer's input and output (rlx_depthwise_conv_3x3_pair_s8's cb); constants per output channel
+    (depth multiplier 2: two a channel of the block)."""
     a = "h" if f["out_h"] > f["out_w"] else "w"
     s = f[f"stride_{a}"]
     wq = ((f[f"out_{a}"] - 1) * s + 2 + 2 * s + 1) & ~1
     io = (f["in_h"] * f["in_w"] + f["out_h"] * f["out_w"]) * c // 16
     cb = min(c, min(32, max(4, min(max(io, 2048 if wq <= 16 else 1024), 4096) // (24 * wq) * 4)))
-    return 68 * cb + 24 * ((cb + 3) // 4) * wq
+    return 68 * f["ch_mult"] * cb + 24 * ((cb + 3) // 4) * wq
+
+
+def _dw_phases(f: dict) -> list[dict]:
+    """The phases rlx_depthwise_conv_3x3_pair_gen_s8 runs a layer as (as its C computes them): per
+    output row and column residue modulo the dilation, a 3x3 at stride 1 over the input rows and columns
+    of one residue, with its sizes and padding."""
+    dh, dw = f["dil_h"], f["dil_w"]
+
+    def axis(o: int, d: int, n_out: int, n_in: int, pad: int) -> tuple[int, int, int]:
+        r0 = (o - pad) % d  # the phase's first input row (column)
+        return -(-(n_out - o) // d), -(-(n_in - r0) // d), (r0 - o + pad) // d
+
+    out = []
+    for py in range(min(dh, f["out_h"])):
+        oh, ih, pt = axis(py, dh, f["out_h"], f["in_h"], f["pad_top"])
+        for px in range(min(dw, f["out_w"])):
+            ow, iw, pl = axis(px, dw, f["out_w"], f["in_w"], f["pad_left"])
+            out.append({**f, "in_h": ih, "in_w": iw, "out_h": oh, "out_w": ow, "pad_top": pt, "pad_left": pl,
+                        "dil_h": 1, "dil_w": 1})  # fmt: skip
+    return out
+
+
+def _dw_pair_gen(f: dict) -> bool:
+    """Whether the balanced build runs a 3x3 the pair kernels do not take on rlx_depthwise_conv_3x3_pair_gen_s8
+    (their lines, per phase of a dilation) rather than the pixel kernel: depth multiplier 2 at strides 1
+    and 2, and dilations at stride 1 where every phase has 30 outputs or more (the set-up runs per phase).
+    M4, instructions/MAC, pixel kernel (or the ring on 4 pixels or fewer) -> pair_gen: multiplier 2 (same
+    padding unless valid) 10x10x8 3.68 -> 2.46, 10x10x7 s2 5.06 -> 4.86, 16x16x8 s2 3.78 -> 3.04, 8x8x3
+    5.44 -> 3.34, 12x12x16 s2 valid 3.98 -> 3.88, 2x2x8 11.05 -> 7.11, 1x1x16 26.3 -> 15.6, but 7x5x6
+    valid 4.53 -> 4.66; d2 same: 12x12x64 3.41 -> 2.63, 16x16x32 3.29 -> 2.66, 20x6x8 3.40 -> 3.17
+    (phases of 10x3); phases of 25 or fewer lose: 10x10x16 3.64 -> 3.64, 9x9x12 3.81 -> 3.92, 14x14x8
+    d3 3.47 -> 4.08."""
+    if f["k_h"] != 3 or f["k_w"] != 3 or f["ch_mult"] > 2:
+        return False
+    if f["dil_h"] == 1 and f["dil_w"] == 1:
+        return f["ch_mult"] == 2 and f["stride_h"] <= 2 and f["stride_w"] <= 2
+    s1 = f["stride_h"] == 1 and f["stride_w"] == 1
+    return s1 and (f["out_h"] // f["dil_h"]) * (f["out_w"] // f["dil_w"]) >= 30
 
 
 @RULES.rule("depthwise_conv2d")
@@ -696,6 +865,11 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
                 consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
                 consts["pad3"] = np.full(3 * c, zp_x, np.int8)
                 guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
+    if optimize == "balanced" and _dw_pair_gen(fields):
+        # DSP cores: the pair kernel's lines (per phase of a dilation); the others the ring, in the larger scratch
+        scratch = max([_dw_ring_scratch(fields)] + [_dw_pair_scratch(ph, c) for ph in _dw_phases(fields)])
+        args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+        return Layer("rlx_depthwise_conv_3x3_pair_gen_s8", "rlx_dw_conv_params", fields, consts, args, scratch, guards)
     # balanced, small images and windows other than 3x3 (rules: _dw_px): a pixel at a time
     if optimize == "balanced" and _dw_px(fields, params.pads, fast):
         args = [("in", 0), ("out", 0), ("scratch", "int16_t")]

@@ -52,7 +52,8 @@ _WORD_PC = re.compile(r"\tadr|\bpc, #|\[pc(, #-?\d+)?\]")
 # the kernels whose asm takes its jump targets with ADR (rlx_convolve_s8.c, rlx_convolve_1x1_k4_s8.c): the
 # audit must see them
 _ADR_KERNELS = {"rlx_gemm_row_s8", "rlx_gemm_2px_sat", "rlx_gemm_2px_clamp", "rlx_gemm_2px_part",
-                "rlx_k4_pairs_relu", "rlx_k4_pairs_sign", "rlx_k4_pairs_clamp"}  # fmt: skip
+                "rlx_k4_pairs_relu", "rlx_k4_pairs_sign", "rlx_k4_pairs_clamp", "rlx_gemm_2px_lo",
+                "rlx_gemm_2px_part_lo", "rlx_kw_pass_relu", "rlx_kw_pass_clamp", "rlx_kw_pass_sign"}  # fmt: skip
 
 
 def _asm_kernels() -> list[Path]:
@@ -109,9 +110,11 @@ def _layer_params(g: Graph, rng: np.random.Generator, name: str, wshape: tuple, 
     return w, g.param(f"b_{name}", rng.integers(-3000, 3000, wshape[axis]).astype(np.int32))
 
 
-def _conv(g: Graph, rng, x: Tensor, o: int, k: int, act: str, name: str) -> Tensor:
+def _conv(g: Graph, rng, x: Tensor, o: int, k: int, act: str, name: str, padding: str = "same",
+          out_q: QuantParams | None = None) -> Tensor:  # fmt: skip
     w, b = _layer_params(g, rng, name, (o, k, k, x.shape[-1]), 0)
-    return g.conv2d(x, w, b, name=name, out_quant=rand_q(rng, 0.05, 0.3), strides=(1, 1), padding="same",
+    out_q = rand_q(rng, 0.05, 0.3) if out_q is None else out_q
+    return g.conv2d(x, w, b, name=name, out_quant=out_q, strides=(1, 1), padding=padding,
                     activation=act)  # fmt: skip
 
 
@@ -129,11 +132,15 @@ def _fc(g: Graph, rng, x: Tensor, o: int, act: str, name: str) -> Tensor:
 
 
 # every asm kernel's entry, as model.c calls it (and the 2-pixel GEMM's instances, as it names them)
-_BALANCED = ("rlx_fully_connected_s8(", "rlx_fc_small_s8(", "rlx_fc_small_clamp_s8(", "rlx_convolve_s8(",
+_BALANCED = ("rlx_fully_connected_s8(", "rlx_fc_small_s8(", "rlx_fc_small_clamp_s8(",
              "rlx_convolve_1x1_s8(", "rlx_gemm_2px_sat", "rlx_gemm_2px_clamp", "rlx_gemm_2px_part",
              "rlx_depthwise_conv_3x3_pair_s8(", "rlx_depthwise_conv_3x3_pair_clamp_s8(", "rlx_depthwise_conv_3x3_s8(",
              "rlx_depthwise_conv_px_s8(", "rlx_depthwise_conv_line_s8(", "rlx_depthwise_conv_ring_s8(",
-             "rlx_convolve_1x1_k4_relu_s8(", "rlx_convolve_1x1_k4_clamp_s8(", "rlx_convolve_1x1_k4_s8(")  # fmt: skip
+             "rlx_convolve_1x1_k4_relu12_s8(", "rlx_convolve_1x1_k4_clamp_s8(", "rlx_convolve_1x1_k4_s8(",
+             "rlx_convolve_pad_s8(", "rlx_convolve_small_pad_s8(")  # fmt: skip
+_BALANCED2 = ("rlx_convolve_s8(", "rlx_convolve_small_s8(", "rlx_gemm_2px_lo", "rlx_gemm_2px_part_lo",
+              "rlx_convolve_1x1_k4_relu_s8(", "rlx_convolve_1x1_kw_relu_s8(", "rlx_convolve_1x1_kw_clamp_s8(",
+              "rlx_convolve_1x1_kw_s8(", "rlx_depthwise_conv_3x3_pair_gen_s8(")  # fmt: skip
 _SPEED = ("rlx_depthwise_conv_3x3_wide_s8(",)
 
 
@@ -170,12 +177,30 @@ def _asm_graphs() -> tuple[tuple[Graph, str, tuple[str, ...]], ...]:
     g.output(_dw(g, rng, x, 7, 1, "none", "dw_line"))
     x = g.input("x6", (1, 6, 7, 3), "i8", quant=rand_q(rng, 0.01, 0.1))
     g.output(_dw(g, rng, x, 3, 3, "relu6", "dw_ring", m=3))
+    # (the runner takes at most 8 inputs and 8 outputs: the newer kernels are in a second model)
+    g2 = Graph("asm_balanced2")
+    # the pair kernel's general entry (multiplier 2)
+    x = g2.input("x0", (1, 8, 8, 4), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_dw(g2, rng, x, 3, 3, "relu6", "dw_pair_gen", m=2))
+    # conv without padding: the generic kernel (4k channels; ReLU: the GEMM's lower-bound instances, a
+    # whole and a partial block) and 3 rows of 9 bytes read in place
+    x = g2.input("x1", (1, 6, 7, 8), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_conv(g2, rng, _conv(g2, rng, x, 8, 3, "relu", "c_lo", "valid"), 6, 3, "relu", "c_part_lo", "valid"))
+    x = g2.input("x2", (1, 7, 7, 3), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_conv(g2, rng, x, 8, 3, "relu", "c_small", "valid"))
+    # 1x1 on 3 inputs to more than 8 outputs (k4's general ReLU), then on 8 and 16 inputs (the kw
+    # kernel's instances: relu, a clamp below 127 (ReLU6 at scale 0.1 from -128), none)
+    x = g2.input("x3", (1, 5, 6, 3), "i8", quant=rand_q(rng, 0.01, 0.1))
+    x = _conv(g2, rng, x, 11, 1, "relu", "c_k4_relu_wide")
+    x = _conv(g2, rng, _conv(g2, rng, x, 8, 1, "none", "c_to8"), 16, 1, "relu", "c_kw_relu")
+    x = _conv(g2, rng, x, 8, 1, "relu6", "c_kw_clamp", out_q=QuantParams(np.float32(0.1), -128))
+    g2.output(_conv(g2, rng, x, 8, 1, "none", "c_kw_none"))
     s = Graph("asm_speed")
     x = s.input("x0", (1, 7, 6, 8), "i8", quant=rand_q(rng, 0.01, 0.1))
     s.output(_dw(s, rng, _dw(s, rng, x, 3, 3, "none", "dw_wide"), 3, 3, "relu", "dw_wide_clamp"))
     x = s.input("x1", (1, 7, 6, 6), "i8", quant=rand_q(rng, 0.01, 0.1))
     s.output(_dw(s, rng, x, 3, 3, "relu6", "dw_wide_ring", s=2))
-    return (g, "balanced", _BALANCED), (s, "speed", _SPEED)
+    return (g, "balanced", _BALANCED), (g2, "balanced", _BALANCED2), (s, "speed", _SPEED)
 
 
 # the levels that align functions to 2 bytes; every other QEMU test runs the kernels at -O2, which

@@ -469,21 +469,50 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "sel    %[a0], %[a0], %[b1]\n\t"                                                                                \
     "ssub8  %[a2], %[b1], %[b0]\n\t"                                                                                \
     "sel    %[b0], %[b0], %[b1]\n\t"
-#define RLX_GEMM_2PX_ASM_BODY(CLAMP, STORE)                                                                         \
+/* rlx_gemm_2px_lo's clamp: the lower bound alone (the upper one 127, which the saturation keeps) */
+#define RLX_CLAMP_LO4_ASM                                                                                            \
+    "ldr    %[a1], [sp, #40]\n\t"                                                                                   \
+    "ssub8  %[a2], %[a0], %[a1]\n\t"                                                                                \
+    "sel    %[a0], %[a0], %[a1]\n\t"                                                                                \
+    "ssub8  %[a2], %[b0], %[a1]\n\t"                                                                                \
+    "sel    %[b0], %[b0], %[a1]\n\t"
+/* The MAC loop's entry and the loop: two quads a pass (RLX_GEMM_2PX_ASM_BODY), an odd count entering at
+ * the second (bit 0 set: Thumb state); or four a pass (RLX_GEMM_2PX_ASM_BODY4: the instances VWW does
+ * not link), a count of 4 n + 3, + 2, + 1 entering at the second, third, fourth quad */
+#define RLX_GEMM_ENTRY2_ASM                                                                                          \
+    "sub    %[xa], %[end], %[px]\n\t"                                                                               \
+    "adr    %[a1], 1f + 1\n\t"                                                                                      \
+    "tst    %[xa], #16\n\t"                                                                                         \
+    "it     ne\n\t"                                                                                                 \
+    "adrne  %[a1], 3f + 1\n\t"
+#define RLX_GEMM_LOOP2_ASM                                                                                           \
+    "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\tbne    1b\n\t"
+/* (the quad count's bits 0 and 1, 16 x them in the byte count, shifted to N and C: r = 1 is MI, 2 and 3
+ * CS, 3 HI, as Z is !N) */
+#define RLX_GEMM_ENTRY4_ASM                                                                                          \
+    "sub    %[xa], %[end], %[px]\n\t"                                                                               \
+    "adr    %[a1], 1f + 1\n\t"                                                                                      \
+    "lsls   %[xa], %[xa], #27\n\t"                                                                                  \
+    "it     mi\n\t"                                                                                                 \
+    "adrmi  %[a1], 13f + 1\n\t"                                                                                     \
+    "it     cs\n\t"                                                                                                 \
+    "adrcs  %[a1], 12f + 1\n\t"                                                                                     \
+    "it     hi\n\t"                                                                                                 \
+    "adrhi  %[a1], 3f + 1\n\t"
+#define RLX_GEMM_LOOP4_ASM                                                                                           \
+    "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM "12:\n\t" RLX_GEMM_QUAD_ASM "13:\n\t" RLX_GEMM_QUAD_ASM    \
+        "cmp    %[px], %[end]\n\tbne    1b\n\t"
+#define RLX_GEMM_2PX_ASM_BODY(CLAMP, STORE) RLX_GEMM_2PX_ASM_BODY_X(RLX_GEMM_ENTRY2_ASM, RLX_GEMM_LOOP2_ASM, CLAMP, STORE)
+#define RLX_GEMM_2PX_ASM_BODY4(CLAMP, STORE) RLX_GEMM_2PX_ASM_BODY_X(RLX_GEMM_ENTRY4_ASM, RLX_GEMM_LOOP4_ASM, CLAMP, STORE)
+#define RLX_GEMM_2PX_ASM_BODY_X(ENTRY, LOOP, CLAMP, STORE)                                                          \
     "sub    sp, sp, #56\n\t"                                                                                        \
     "strd   %[px], %[end], [sp, #0]\n\t"                                                                            \
     "strd   %[xa], %[xb], [sp, #8]\n\t"                                                                             \
     "strd   %[a0], %[wv], [sp, #16]\n\t"                                                                            \
     "strd   %[a1], %[a2], [sp, #24]\n\t"                                                                            \
     "strd   %[a3], %[b0], [sp, #40]\n\t"                                                                            \
-    /* the MAC loop's entry: two quads a pass, an odd count entering at the second (bit 0 set:                      \
-     * Thumb state) */                                                                                              \
-    "sub    %[xa], %[end], %[px]\n\t"                                                                               \
-    "adr    %[a1], 1f + 1\n\t"                                                                                      \
-    "tst    %[xa], #16\n\t"                                                                                         \
-    "it     ne\n\t"                                                                                                 \
-    "adrne  %[a1], 3f + 1\n\t"                                                                                      \
-    "strd   %[a1], %[b1], [sp, #32]\n\t"                                                                            \
+    /* the MAC loop's entry */                                                                                     \
+    ENTRY "strd   %[a1], %[b1], [sp, #32]\n\t"                                                                      \
     /* the requantization's entry: without the sign correction where b2 (the lower bound is the                     \
      * zero point) */                                                                                               \
     "adr    %[a1], 4f + 1\n\t"                                                                                      \
@@ -500,9 +529,7 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "ldrd   %[a2], %[a3], [%[px], #8]\n\t"                                                                          \
     "ldrd   %[b2], %[b3], [%[px], #8]\n\t"                                                                          \
     "ldrd   %[px], %[end], [sp, #0]\n\t"                                                                            \
-    "ldr    pc, [sp, #32]\n\t"                                                                                      \
-    "1:\n\t" RLX_GEMM_QUAD_ASM "3:\n\t" RLX_GEMM_QUAD_ASM "cmp    %[px], %[end]\n\t"                                \
-    "bne    1b\n\t"                                                                                                 \
+    "ldr    pc, [sp, #32]\n\t" LOOP                                                                                \
     /* every accumulator doubled (rlx_rq_fast's acc << 1), the even rows' less 256 sum(x) ([8], [12])               \
      * and 512 x the odd row's (rlx_even_start, rlx_even_end), then the rows, packed a pixel a word                 \
      * and stored */                                                                                                \
@@ -543,7 +570,8 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "str    %[px], [sp, #16]\n\t"                                                                                   \
     "cmp    %[px], %[xa]\n\t"                                                                                       \
     "bne    2b\n\t"
-/* out_c % 4 != 0: the last block's rows that exist ([36]: out_c % 4) a byte at a time. */
+/* out_c % 4 != 0: the last block's rows that exist ([36]: out_c % 4, shifted to the flags: C its bit 1, N
+ * its bit 0) as a halfword, then a byte. */
 #define RLX_STORE_PART_ASM                                                                                          \
     "add    %[px], %[px], #48\n\t"                                                                                  \
     "cmp    %[px], %[xa]\n\t"                                                                                       \
@@ -555,13 +583,15 @@ static RLX_NOINLINE void rlx_gemm_2px_blocks_ref(const rlx_gemm_params *g, const
     "b      2b\n\t"                                                                                                 \
     "5:\n\t"                                                                                                        \
     "ldr    %[xa], [sp, #36]\n\t"                                                                                   \
-    "6:\n\t"                                                                                                        \
-    "strb   %[a0], [%[end]], #1\n\t"                                                                                \
-    "strb   %[b0], [%[xb]], #1\n\t"                                                                                 \
-    "lsr    %[a0], %[a0], #8\n\t"                                                                                   \
-    "lsr    %[b0], %[b0], #8\n\t"                                                                                   \
-    "subs   %[xa], %[xa], #1\n\t"                                                                                   \
-    "bne    6b\n\t"
+    "lsls   %[xa], %[xa], #31\n\t"                                                                                  \
+    "itttt  cs\n\t"                                                                                                 \
+    "strhcs %[a0], [%[end]], #2\n\t"                                                                                \
+    "strhcs %[b0], [%[xb]], #2\n\t"                                                                                 \
+    "lsrcs  %[a0], %[a0], #16\n\t"                                                                                  \
+    "lsrcs  %[b0], %[b0], #16\n\t"                                                                                  \
+    "itt    mi\n\t"                                                                                                 \
+    "strbmi %[a0], [%[end]]\n\t"                                                                                    \
+    "strbmi %[b0], [%[xb]]\n\t"
 /* the 14 registers, with their values at entry (the frame's, stored first); the bounds are
  * read by the clamp only */
 #define RLX_GEMM_2PX_ASM_REGS(LO4, HI4, REST)                                                                       \
@@ -593,6 +623,14 @@ RLX_INLINE void rlx_gemm_2px_asm_clamp(const rlx_gemm_params *g, const int32_t *
                           0u);
     __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM, RLX_STORE_WHOLE_ASM) RLX_GEMM_2PX_ASM_OPS);
 }
+/* rq_mode 1 with the upper bound 127 (ReLU), the whole blocks [q, qend) */
+RLX_INLINE void rlx_gemm_2px_asm_lo(const rlx_gemm_params *g, const int32_t *q, const int32_t *qend,
+                                    const int8_t *w, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                    const uint32_t *c128)
+{
+    RLX_GEMM_2PX_ASM_REGS((uint32_t)(uint8_t)g->act_min * 0x01010101u, 0u, 0u);
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY4(RLX_CLAMP_LO4_ASM, RLX_STORE_WHOLE_ASM) RLX_GEMM_2PX_ASM_OPS);
+}
 /* out_c % 4 != 0, rq_mode 1 (and 2, whose bounds are int8's): every block in one pass, the last
  * one's existing rows stored a byte at a time */
 RLX_INLINE void rlx_gemm_2px_asm_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
@@ -602,7 +640,16 @@ RLX_INLINE void rlx_gemm_2px_asm_part(const rlx_gemm_params *g, const int16_t *x
     const int8_t *const w = g->weights;
     RLX_GEMM_2PX_ASM_REGS((uint32_t)(uint8_t)g->act_min * 0x01010101u, (uint32_t)(uint8_t)g->act_max * 0x01010101u,
                           (uint32_t)g->out_c & 3u);
-    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY(RLX_CLAMP4_ASM, RLX_STORE_PART_ASM) RLX_GEMM_2PX_ASM_OPS);
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY4(RLX_CLAMP4_ASM, RLX_STORE_PART_ASM) RLX_GEMM_2PX_ASM_OPS);
+}
+/* rlx_gemm_2px_asm_part with the upper bound 127 (ReLU): the lower bound's clamp alone */
+RLX_INLINE void rlx_gemm_2px_asm_part_lo(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                         const uint32_t *c128)
+{
+    const int32_t *const q = g->chan, *const qend = q + RLX_CHAN_WORDS * ((g->out_c + 3) >> 2);
+    const int8_t *const w = g->weights;
+    RLX_GEMM_2PX_ASM_REGS((uint32_t)(uint8_t)g->act_min * 0x01010101u, 0u, (uint32_t)g->out_c & 3u);
+    __asm__ volatile(RLX_GEMM_2PX_ASM_BODY4(RLX_CLAMP_LO4_ASM, RLX_STORE_PART_ASM) RLX_GEMM_2PX_ASM_OPS);
 }
 #define RLX_BLOCKS_SAT rlx_gemm_2px_asm_sat
 #define RLX_BLOCKS_CLAMP rlx_gemm_2px_asm_clamp
@@ -657,11 +704,31 @@ RLX_NOINLINE void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x,
     RLX_BLOCKS_CLAMP(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128);
 }
 
+RLX_NOINLINE void rlx_gemm_2px_lo(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                  const uint32_t *c128)
+{
+#if RLX_GEMM_ASM
+    rlx_gemm_2px_asm_lo(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128);
+#else
+    RLX_BLOCKS_CLAMP(g, g->chan, g->chan + RLX_CHAN_WORDS * (g->out_c >> 2), g->weights, x, out_a, out_b, c128);
+#endif
+}
+
 RLX_NOINLINE void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                                     const uint32_t *c128)
 {
 #if RLX_GEMM_ASM
     rlx_gemm_2px_asm_part(g, x, out_a, out_b, c128);
+#else
+    rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_CLAMP);
+#endif
+}
+
+RLX_NOINLINE void rlx_gemm_2px_part_lo(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                                       const uint32_t *c128)
+{
+#if RLX_GEMM_ASM
+    rlx_gemm_2px_asm_part_lo(g, x, out_a, out_b, c128);
 #else
     rlx_gemm_2px_any(g, x, out_a, out_b, c128, RLX_BLOCKS_CLAMP);
 #endif
@@ -726,11 +793,16 @@ RLX_INLINE void rlx_store4_mode(const rlx_gemm_params *g, const int32_t *q, int3
 }
 
 /* rq_mode 0 (the reference formula, where the fast form is not proven: rare) out of line: its
- * branches are not copied into every caller's flash, nor its registers into the fast path. */
+ * branches are not copied into every caller's flash, nor its registers into the fast path; a loop
+ * over the rows, so that the formula's code is there once, not four times. */
 static RLX_NOINLINE void rlx_store4_ref(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0,
                                         int32_t a1, int32_t a2, int32_t a3, int8_t *out)
 {
-    rlx_store4_mode(g, q, rows, a0, a1, a2, a3, out, 0);
+    const int32_t acc[4] = {rlx_even_end(a0, a1), a1, rlx_even_end(a2, a3), a3};
+    rows = rows < 4 ? rows : 4;
+    for (int32_t r = 0; r < rows; r++) {
+        out[r] = (int8_t)rlx_chan_out(0, g->out_zp, g->act_min, g->act_max, q[4 + 2 * r], q[5 + 2 * r], acc[r]);
+    }
 }
 
 RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t rows, int32_t a0, int32_t a1,
@@ -747,30 +819,6 @@ RLX_INLINE void rlx_store4(const rlx_gemm_params *g, const int32_t *q, int32_t r
  * no scratch. On DSP cores each input word is widened in registers
  * (SXTB16, SXTB16 ROR 8) once for 4 channels. The last, partial quad is
  * one zero-filled word, read without reading past the row. */
-#if RLX_GEMM_ASM
-/* rlx_mac4_quad of the next input word (px) against the block's next 4 weight words (pw): 1 + 4
- * loads, 2 + 4 SXTB16, 8 SMLAD for 16 MACs. */
-#define RLX_ROW_QUAD_ASM                              \
-    "ldr    %[xv], [%[px]], #4\n\t"                   \
-    "ldr    %[wv], [%[pw]], #16\n\t"                  \
-    "sxtb16 %[xe], %[xv]\n\t"                         \
-    "sxtb16 %[xv], %[xv], ror #8\n\t"                 \
-    "smlad  %[a0], %[xe], %[wv], %[a0]\n\t"           \
-    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
-    "smlad  %[a1], %[xe], %[wv], %[a1]\n\t"           \
-    "ldr    %[wv], [%[pw], #-12]\n\t"                 \
-    "smlad  %[a2], %[xe], %[wv], %[a2]\n\t"           \
-    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
-    "smlad  %[a3], %[xe], %[wv], %[a3]\n\t"           \
-    "ldr    %[wv], [%[pw], #-8]\n\t"                  \
-    "smlad  %[a0], %[xv], %[wv], %[a0]\n\t"           \
-    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
-    "smlad  %[a1], %[xv], %[wv], %[a1]\n\t"           \
-    "ldr    %[wv], [%[pw], #-4]\n\t"                  \
-    "smlad  %[a2], %[xv], %[wv], %[a2]\n\t"           \
-    "sxtb16 %[wv], %[wv], ror #8\n\t"                 \
-    "smlad  %[a3], %[xv], %[wv], %[a3]\n\t"
-#endif
 #if RLX_GEMM_ASM
 /* rlx_mac4_quad of the next input word (at r6) against the block's next 4 weight words (at r12):
  * 1 + 1 loads (LDM), 2 + 4 SXTB16, 8 SMLAD for 16 MACs; accumulators r0-r3, the weights r8-r11,
@@ -820,8 +868,8 @@ RLX_INLINE uint32_t rlx_sum4_u8(uint32_t w, uint32_t acc)
 
 #if RLX_GEMM_ASM
 /* rq_mode 1 and 2 (2 is 1 with int8's bounds) of one row of input: every block of 4 rows in one
- * asm block, its accumulators' start, its MAC loop over the whole quads (two a pass, entered at
- * the second for an odd count), the partial last quad (its two SXTB16 pairs t02, t13 ready), and
+ * asm block, its accumulators' start, its MAC loop over the whole quads (four a pass, entered at
+ * the quad that leaves a multiple of 4), the partial last quad (its two SXTB16 pairs t02, t13 ready), and
  * its 4 outputs requantized as RLX_RQ_ROW2_ASM does (one pixel), packed (BFI), clamped 4 lanes at
  * a time (SSUB8, SEL) and stored as one word, or a byte at a time for the rows that exist of a
  * partial last block. The registers are named (LDM fills them in ascending order): r0-r3 the
@@ -861,11 +909,17 @@ RLX_INLINE void rlx_gemm_row_asm(const int32_t *q, const int8_t *w, const int8_t
         "it     eq\n\t"
         "adreq  r3, 4f + 1\n\t"
         "str    r3, [sp, #16]\n\t"
-        /* the MAC loop's entry: its first quad, its second (an odd count), or none */
+        /* the MAC loop's entry (four quads a pass): its first quad, or for a count of 4 n + 3, + 2, + 1
+         * its second, third, fourth (the count's bits 0 and 1 shifted to N and C: MI, CS, and HI for 3,
+         * as Z is !N), or none */
         "adr    r3, 8f + 1\n\t"
-        "tst    r11, #1\n\t"
-        "it     ne\n\t"
-        "adrne  r3, 9f + 1\n\t"
+        "lsls   r4, r11, #31\n\t"
+        "it     mi\n\t"
+        "adrmi  r3, 11f + 1\n\t"
+        "it     cs\n\t"
+        "adrcs  r3, 10f + 1\n\t"
+        "it     hi\n\t"
+        "adrhi  r3, 9f + 1\n\t"
         "cmp    r11, #0\n\t"
         "it     eq\n\t"
         "adreq  r3, 3f + 1\n\t"
@@ -877,7 +931,7 @@ RLX_INLINE void rlx_gemm_row_asm(const int32_t *q, const int8_t *w, const int8_t
         "sub    r0, r0, r5\n\t"
         "sub    r2, r2, r5\n\t"
         "ldr    pc, [sp, #12]\n\t"
-        "8:\n\t" RLX_ROW_LDM_QUAD "9:\n\t" RLX_ROW_LDM_QUAD
+        "8:\n\t" RLX_ROW_LDM_QUAD "9:\n\t" RLX_ROW_LDM_QUAD "10:\n\t" RLX_ROW_LDM_QUAD "11:\n\t" RLX_ROW_LDM_QUAD
         "cmp    r6, lr\n\t"
         "bne    8b\n\t"
         "3:\n\t"
@@ -995,24 +1049,15 @@ static RLX_NOINLINE RLX_ROW_ALIGN void rlx_gemm_row_s8(const rlx_gemm_params *g,
                          rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), (uint32_t)rem, (uint32_t)full);
         return;
     }
-    /* rq_mode 0 (rare): the MAC loop of RLX_ROW_QUAD_ASM, the reference requantization in C */
+    /* rq_mode 0 (rare): one plain loop over the quads, the partial one the tail word (the fewest
+     * bytes of flash: no model measured here runs it), the reference requantization in C */
     int8_t *const out_end = out + g->out_c;
-    const int8_t *const x_end = x + 4 * full;
+    const int32_t kq = full + (rem != 0);
     for (const int32_t *bias = g->chan; out < out_end; bias += RLX_CHAN_WORDS, out += 4) {
         int32_t a0 = rlx_even_start(bias, c128), a1 = bias[1], a2 = rlx_even_start(bias + 2, c128), a3 = bias[3];
-        if (full > 0) {
-            const int8_t *px = x;
-            uint32_t xv, xe, wv;
-            __asm__ volatile("1:\n\t" RLX_ROW_QUAD_ASM "cmp    %[px], %[end]\n\t"
-                                                         "bne    1b\n\t"
-                             : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [px] "+r"(px),
-                               [pw] "+r"(w), [xv] "=&r"(xv), [xe] "=&r"(xe), [wv] "=&r"(wv)
-                             : [end] "r"(x_end)
-                             : "cc", "memory");
-        }
-        if (rem != 0) {
-            rlx_mac4_quad(rlx_sxtb16(tail), rlx_sxtb16_ror8(tail), w, &a0, &a1, &a2, &a3);
-            w += 16;
+        for (int32_t q = 0; q < kq; q++, w += 16) {
+            const uint32_t xv = q < full ? rlx_rd32(x + 4 * q) : tail;
+            rlx_mac4_quad(rlx_sxtb16(xv), rlx_sxtb16_ror8(xv), w, &a0, &a1, &a2, &a3);
         }
         rlx_store4_ref(g, bias, out_end - out, a0, a1, a2, a3, out);
     }
@@ -1107,11 +1152,18 @@ static void rlx_widen_pair(const int8_t *sa, const int8_t *sb, int32_t n, int16_
     rlx_widen_pair_quads(sa, sb, k, x, &suma, &sumb);
     if (k < n) {
         /* the last, partial quad (kq = ceil(n / 4)) as one word per pixel, zero-filled: one
-         * widening pass instead of a slot computation per value */
+         * widening pass instead of a slot computation per value; past 4 values, each pixel's last
+         * word (inside its values) shifted down past the values before the quad */
         uint32_t ta = 0, tb = 0;
-        for (int32_t t = 0; k + t < n; t++) {
-            ta |= (uint32_t)(uint8_t)sa[k + t] << (8 * t);
-            tb |= (uint32_t)(uint8_t)sb[k + t] << (8 * t);
+        if (n >= 4) {
+            const int32_t sh = 8 * (4 - (n - k));
+            ta = rlx_rd32(sa + n - 4) >> sh;
+            tb = rlx_rd32(sb + n - 4) >> sh;
+        } else {
+            for (int32_t t = 0; k + t < n; t++) {
+                ta |= (uint32_t)(uint8_t)sa[k + t] << (8 * t);
+                tb |= (uint32_t)(uint8_t)sb[k + t] << (8 * t);
+            }
         }
         rlx_widen_pair_quads((const int8_t *)&ta, (const int8_t *)&tb, 4, x + 2 * k, &suma, &sumb);
     }
@@ -1208,7 +1260,9 @@ RLX_INLINE void rlx_inside_range(int32_t n, int32_t span, int32_t s, int32_t pad
     *cnt = end > first ? end - first : 0;
 }
 
-static void rlx_walk_init(rlx_px_walk *w, const rlx_conv_params *p, const int8_t *img)
+/* inlined into both drivers, as into the one before rlx_conv_driver_small: called out of line, it
+ * costs rlx_conv_driver's walk its registers */
+RLX_INLINE void rlx_walk_init(rlx_px_walk *w, const rlx_conv_params *p, const int8_t *img)
 {
     const int32_t c = p->in_c;
     w->img = img;
@@ -1289,6 +1343,104 @@ RLX_INLINE void rlx_gather_runs2(const int8_t *sa, const int8_t *sb, int32_t row
     }
 }
 
+/* Quad k of a field of 3 rows of 9 bytes (3x3 on 3 channels, the usual first layer) inside the image,
+ * its rows at r0, r1, r2 (>= 9 bytes apart), read straight from the image (no copy of each run): a
+ * quad that straddles two rows is merged from two loads, the last one's tail 0; no load leaves
+ * [r0, r2 + 9). */
+RLX_INLINE uint32_t rlx_quad_9x3(const int8_t *r0, const int8_t *r1, const int8_t *r2, int32_t k)
+{
+    switch (k) {
+    case 0:
+        return rlx_rd32(r0);
+    case 1:
+        return rlx_rd32(r0 + 4);
+    case 2:
+        return (rlx_rd32(r1 - 1) & 0xFFFFFF00u) | (uint8_t)r0[8];
+    case 3:
+        return rlx_rd32(r1 + 3);
+    case 4:
+        return (rlx_rd32(r1 + 7) & 0xFFFFu) | (rlx_rd32(r2) << 16);
+    case 5:
+        return rlx_rd32(r2 + 2);
+    default:
+        return rlx_rd32(r2 + 5) >> 8;
+    }
+}
+
+#if RLX_GEMM_ASM
+/* One quad of both pixels, raw in ea and eb, widened into its slots (x steps to the next quad) and
+ * added to the pixels' two int16 lane sums sa, sb (at most 14 values a lane: no overflow). */
+#define RLX_9X3_WIDEN_ASM                                                                                            \
+    "sxtb16 %[oa], %[ea], ror #8\n\t"                                                                                \
+    "sxtb16 %[ea], %[ea]\n\t"                                                                                        \
+    "sxtb16 %[ob], %[eb], ror #8\n\t"                                                                                \
+    "sxtb16 %[eb], %[eb]\n\t"                                                                                        \
+    "strd   %[oa], %[ob], [%[x], #8]\n\t"                                                                            \
+    "strd   %[ea], %[eb], [%[x]], #16\n\t"                                                                           \
+    "sadd16 %[sa], %[sa], %[ea]\n\t"                                                                                 \
+    "sadd16 %[sa], %[sa], %[oa]\n\t"                                                                                 \
+    "sadd16 %[sb], %[sb], %[eb]\n\t"                                                                                 \
+    "sadd16 %[sb], %[sb], %[ob]\n\t"
+#endif
+
+/* rlx_conv_pairs_9x3's pair of fields of 3 rows of 9 bytes, pixel a's rows rsa bytes apart from ra and
+ * pixel b's rsb from rb (in the image, or a gathered field's 9): each quad of both fields read as
+ * rlx_quad_9x3 does, widened into its slots and summed, in registers (on the M4 in one asm block:
+ * GCC's schedule of the C spills). */
+RLX_INLINE void rlx_pair_9x3(const int8_t *ra, int32_t rsa, const int8_t *rb, int32_t rsb, int16_t *x,
+                             int32_t *suma, int32_t *sumb)
+{
+    const int8_t *const a1 = ra + rsa, *const a2 = a1 + rsa, *const b1 = rb + rsb, *const b2 = b1 + rsb;
+#if RLX_GEMM_ASM
+    uint32_t ea, oa, eb, ob, sa = 0, sb = 0;
+    __asm__("ldr    %[ea], [%[ra]]\n\t"
+            "ldr    %[eb], [%[rb]]\n\t" RLX_9X3_WIDEN_ASM
+            "ldr    %[ea], [%[ra], #4]\n\t"
+            "ldr    %[eb], [%[rb], #4]\n\t" RLX_9X3_WIDEN_ASM
+            "ldr    %[ea], [%[a1], #-1]\n\t"
+            "ldrb   %[oa], [%[ra], #8]\n\t"
+            "bfi    %[ea], %[oa], #0, #8\n\t"
+            "ldr    %[eb], [%[b1], #-1]\n\t"
+            "ldrb   %[ob], [%[rb], #8]\n\t"
+            "bfi    %[eb], %[ob], #0, #8\n\t" RLX_9X3_WIDEN_ASM
+            "ldr    %[ea], [%[a1], #3]\n\t"
+            "ldr    %[eb], [%[b1], #3]\n\t" RLX_9X3_WIDEN_ASM
+            "ldr    %[ea], [%[a1], #7]\n\t"
+            "ldr    %[oa], [%[a2]]\n\t"
+            "pkhbt  %[ea], %[ea], %[oa], lsl #16\n\t"
+            "ldr    %[eb], [%[b1], #7]\n\t"
+            "ldr    %[ob], [%[b2]]\n\t"
+            "pkhbt  %[eb], %[eb], %[ob], lsl #16\n\t" RLX_9X3_WIDEN_ASM
+            "ldr    %[ea], [%[a2], #2]\n\t"
+            "ldr    %[eb], [%[b2], #2]\n\t" RLX_9X3_WIDEN_ASM
+            "ldr    %[ea], [%[a2], #5]\n\t"
+            "ldr    %[eb], [%[b2], #5]\n\t"
+            "lsr    %[ea], %[ea], #8\n\t"
+            "lsr    %[eb], %[eb], #8\n\t" RLX_9X3_WIDEN_ASM
+            : [ea] "=&r"(ea), [oa] "=&r"(oa), [eb] "=&r"(eb), [ob] "=&r"(ob), [sa] "+&r"(sa), [sb] "+&r"(sb),
+              [x] "+&r"(x)
+            : [ra] "r"(ra), [a1] "r"(a1), [a2] "r"(a2), [rb] "r"(rb), [b1] "r"(b1), [b2] "r"(b2)
+            : "memory");
+    *suma += (int16_t)(sa & 0xFFFFu) + ((int32_t)sa >> 16);
+    *sumb += (int16_t)(sb & 0xFFFFu) + ((int32_t)sb >> 16);
+    return;
+#endif
+    /* unrolled by hand (GCC keeps the loop, and its switch): each quad's loads differ */
+#define RLX_PAIR_9X3_QUAD(k)                                                                                         \
+    do {                                                                                                             \
+        const uint32_t wa = rlx_quad_9x3(ra, a1, a2, k), wb = rlx_quad_9x3(rb, b1, b2, k);                           \
+        rlx_widen_pair_quads((const int8_t *)&wa, (const int8_t *)&wb, 4, x + 8 * (k), suma, sumb);                  \
+    } while (0)
+    RLX_PAIR_9X3_QUAD(0);
+    RLX_PAIR_9X3_QUAD(1);
+    RLX_PAIR_9X3_QUAD(2);
+    RLX_PAIR_9X3_QUAD(3);
+    RLX_PAIR_9X3_QUAD(4);
+    RLX_PAIR_9X3_QUAD(5);
+    RLX_PAIR_9X3_QUAD(6);
+#undef RLX_PAIR_9X3_QUAD
+}
+
 /* rlx_conv_driver's pair of pixels a and b (fields inside the image at ra and rb, rlx_gather_runs2's),
  * then the run of pairs after them along the walk's current output row whose fields lie inside the
  * image too, short of the row's last pixel (where rlx_walk_next moves to the next row): each pair
@@ -1329,6 +1481,46 @@ static RLX_NOINLINE int32_t rlx_conv_pairs_inside(const rlx_conv_params *p, rlx_
         out += 2 * out_c;
     }
 }
+
+#if RLX_USE_DSP
+/* rlx_conv_pairs_inside for fields of 3 rows of 9 bytes (3x3 on 3 channels; rlx_conv_driver_small):
+ * the first pair's rows rsa and rsb bytes apart (the image's, or a gathered field's 9, a field with a
+ * padded tap), each pair's quads read in place (rlx_pair_9x3); then the run after it, as there. */
+static RLX_NOINLINE int32_t rlx_conv_pairs_9x3(const rlx_conv_params *p, rlx_px_walk *walk, const int8_t *ra,
+                                               int32_t rsa, const int8_t *rb, int32_t rsb, int8_t *out,
+                                               int16_t *scratch)
+{
+    const int32_t row_step = p->dil_h * p->in_w * p->in_c;
+    const int32_t out_c = p->gemm.out_c, step = walk->step;
+    const rlx_gemm_params *const g = &p->gemm;
+    const rlx_gemm2_fn gemm2 = g->gemm2;
+    int32_t pairs = 0;
+    if (walk->ox >= walk->ox_lo) {
+        int32_t end = walk->ox_lo + walk->row_n;
+        end = end < walk->out_w - 1 ? end : walk->out_w - 1;
+        pairs = end > walk->ox ? (end - walk->ox) >> 1 : 0;
+    }
+    const int32_t run = 2 * pairs;
+    const int8_t *fa = walk->img + walk->row_off + walk->ox * step;
+    walk->ox += run;
+    for (;;) {
+        uint32_t c128[2];
+        int32_t suma = 0, sumb = 0;
+        rlx_pair_9x3(ra, rsa, rb, rsb, scratch, &suma, &sumb);
+        c128[0] = (uint32_t)suma << 7;
+        c128[1] = (uint32_t)sumb << 7;
+        gemm2(g, scratch, out, out + out_c, c128);
+        if (pairs-- == 0) {
+            return run;
+        }
+        ra = fa;
+        rb = fa + step;
+        rsa = rsb = row_step;
+        fa += 2 * step;
+        out += 2 * out_c;
+    }
+}
+#endif
 
 static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
                             rlx_gather_fn gather)
@@ -1405,10 +1597,101 @@ static void rlx_conv_driver(const rlx_conv_params *p, const int8_t *in, int8_t *
     }
 }
 
+#if RLX_USE_DSP
+/* rlx_conv_driver's paths of a small field alone (rlx_convolve_small_s8 on DSP builds, which then links
+ * none of the others): kernel rows of whole quads, the gathered words, the lone last pixel; and 3 rows
+ * of 9 bytes (3x3 on 3 channels) through rlx_conv_pairs_inside, the pairs with a padded tap too (each
+ * such field gathered, its rows 9 bytes apart). */
+static void rlx_conv_driver_small(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+    const int32_t out_c = p->gemm.out_c, kq = p->gemm.k_quads;
+    const int32_t pixels = p->out_h * p->out_w;
+    const int32_t seg = p->k_w * p->in_c, rows = p->k_h, row_step = p->dil_h * p->in_w * p->in_c;
+    const int32_t rows_fuse = p->dil_w == 1 && (seg & 3) == 0 && rows * seg == 4 * kq;
+    const int32_t f9x3 = p->dil_w == 1 && seg == 9 && rows == 3;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *img = in + n * p->in_h * p->in_w * p->in_c;
+        int8_t *dst = out + n * pixels * out_c;
+        rlx_px_walk walk;
+        rlx_walk_init(&walk, p, img);
+        int32_t px = 0;
+        for (; px + 2 <= pixels; px += 2) {
+            int32_t oya, oxa, oyb, oxb;
+            uint32_t c128[2];
+            const int8_t *ra = rlx_walk_next(&walk, &oya, &oxa);
+            const int8_t *rb = rlx_walk_next(&walk, &oyb, &oxb);
+            int32_t suma = 0, sumb = 0;
+            if (rows_fuse && ra && rb) {
+                for (int32_t i = 0; i < rows; i++, ra += row_step, rb += row_step) {
+                    rlx_widen_pair_quads(ra, rb, seg, scratch + 2 * i * seg, &suma, &sumb);
+                }
+            } else {
+                uint32_t wa[RLX_IM2COL_LOCAL / 4], wb[RLX_IM2COL_LOCAL / 4];
+                if (f9x3) {
+                    /* a field with a padded tap gathered, one inside the image read in place; this
+                     * pair and the run of pairs inside the image after it on the walk's row */
+                    int32_t rsa = row_step, rsb = row_step;
+                    if (!ra) {
+                        rlx_gather_small(p, img, oya, oxa, wa);
+                        ra = (const int8_t *)wa;
+                        rsa = 9;
+                    }
+                    if (!rb) {
+                        rlx_gather_small(p, img, oyb, oxb, wb);
+                        rb = (const int8_t *)wb;
+                        rsb = 9;
+                    }
+                    px += rlx_conv_pairs_9x3(p, &walk, ra, rsa, rb, rsb, dst + px * out_c, scratch);
+                    continue;
+                }
+                if (ra && rb && p->dil_w == 1 && seg >= 4) {
+                    if ((uint32_t)(walk.ox + 2 - walk.ox_lo) < (uint32_t)walk.row_n) {
+                        /* this pair and the run of pairs inside the image after it on its row */
+                        px += rlx_conv_pairs_inside(p, &walk, ra, rb, dst + px * out_c, scratch);
+                        continue;
+                    }
+                    rlx_gather_runs2(ra, rb, rows, seg, row_step, kq, wa, wb);
+                } else {
+                    if (ra && p->dil_w == 1) {
+                        rlx_gather_runs(ra, rows, seg, row_step, kq, wa);
+                    } else {
+                        rlx_gather_small(p, img, oya, oxa, wa);
+                    }
+                    if (rb && p->dil_w == 1) {
+                        rlx_gather_runs(rb, rows, seg, row_step, kq, wb);
+                    } else {
+                        rlx_gather_small(p, img, oyb, oxb, wb);
+                    }
+                }
+                rlx_widen_pair_quads((const int8_t *)wa, (const int8_t *)wb, 4 * kq, scratch, &suma, &sumb);
+            }
+            c128[0] = (uint32_t)suma << 7;
+            c128[1] = (uint32_t)sumb << 7;
+            p->gemm.gemm2(&p->gemm, scratch, dst + px * out_c, dst + (px + 1) * out_c, c128);
+        }
+        if (px < pixels) {
+            /* a lone last pixel, as in rlx_conv_driver */
+            rlx_gather_small(p, img, walk.oy, walk.ox, (uint32_t *)scratch);
+            rlx_gemm_row_s8(&p->gemm, (const int8_t *)scratch, 4 * kq, dst + px * out_c);
+        }
+    }
+}
+#endif
+
 void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
 {
     const int32_t small = p->gemm.k_quads * 4 <= RLX_IM2COL_LOCAL && (p->in_c & 3) != 0;
     rlx_conv_driver(p, in, out, scratch, small ? rlx_im2col_small : rlx_im2col_pixel);
+}
+
+void rlx_convolve_small_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+#if RLX_USE_DSP
+    rlx_conv_driver_small(p, in, out, scratch);
+#else
+    /* the portable build keeps the one driver (a copy of its small paths spills on the M3) */
+    rlx_conv_driver(p, in, out, scratch, rlx_im2col_small);
+#endif
 }
 
 /* The input pixel of output pixel ``*ox`` of the current output row, then the next one's: a row's last
@@ -1425,6 +1708,337 @@ RLX_INLINE const int8_t *rlx_pixel_then_next(const int8_t **src, const int8_t **
         *src += step;
     }
     return here;
+}
+
+/* n bytes of zp4's byte at dst: unaligned words, the last one ending at the run's end (n >= 4), or
+ * bytes */
+RLX_INLINE void rlx_fill_run(int8_t *dst, int32_t n, uint32_t zp4)
+{
+    if (n >= 4) {
+        const int32_t last = n - 4;
+        for (int32_t t = 0; t < last; t += 4) {
+            rlx_wr32(dst + t, zp4);
+            RLX_NO_LIBCALL();
+        }
+        rlx_wr32(dst + last, zp4);
+    } else {
+        for (int32_t t = 0; t < n; t++) {
+            dst[t] = (int8_t)zp4;
+            RLX_NO_LIBCALL();
+        }
+    }
+}
+
+/* The input image of a padded layer (one batch of p's) into img: the rows and columns the outputs'
+ * windows reach ((out - 1) stride + (k - 1) dilation + 1 of each), the input zero point where they
+ * fall outside the input; *q is then p on that image with no padding, one batch, so that every
+ * field lies inside it. The input's rows are copied in order, each row's right padding and the next
+ * one's left written as one gap after it a word at a time (the last word's overshoot, into the next
+ * row's bytes, rewritten by their copy); the rows above and below as one run each. */
+static void rlx_pad_image(const rlx_conv_params *p, const int8_t *in, int8_t *img, rlx_conv_params *q)
+{
+    const int32_t c = p->in_c, in_row = p->in_w * c;
+    const int32_t hp = (p->out_h - 1) * p->stride_h + (p->k_h - 1) * p->dil_h + 1;
+    const int32_t wp = (p->out_w - 1) * p->stride_w + (p->k_w - 1) * p->dil_w + 1;
+    const int32_t line = wp * c, left = p->pad_left * c;
+    const uint32_t zp4 = (uint32_t)(uint8_t)p->in_zp * 0x01010101u;
+    /* the input's columns within a padded row: [left, left + n); its rows within the image: [r0, r1) */
+    const int32_t n = left + in_row > line ? line - left : in_row;
+    const int32_t r0 = p->pad_top < hp ? p->pad_top : hp;
+    const int32_t r1 = n <= 0 ? r0 : p->pad_top + p->in_h < hp ? p->pad_top + p->in_h : hp;
+    int8_t *d = img;
+    if (r1 > r0) {
+        rlx_fill_run(d, r0 * line + left, zp4);
+        d += r0 * line + left;
+        int8_t *const dlast = d + (r1 - r0 - 1) * line;
+        for (const int8_t *src = in;; src += in_row, d += line) {
+            if (n >= 16) {
+                /* four words a pass, then the last 16 bytes as four words (over bytes the loop wrote) */
+                const int8_t *s = src, *const send = src + n - 16;
+                for (int8_t *t = d; s < send; s += 16, t += 16) {
+                    const uint32_t u = rlx_rd32(s), v = rlx_rd32(s + 4), w = rlx_rd32(s + 8), x = rlx_rd32(s + 12);
+                    rlx_wr32(t, u);
+                    rlx_wr32(t + 4, v);
+                    rlx_wr32(t + 8, w);
+                    rlx_wr32(t + 12, x);
+                }
+                const uint32_t u = rlx_rd32(send), v = rlx_rd32(send + 4), w = rlx_rd32(send + 8);
+                const uint32_t x = rlx_rd32(send + 12);
+                rlx_wr32(d + n - 16, u);
+                rlx_wr32(d + n - 12, v);
+                rlx_wr32(d + n - 8, w);
+                rlx_wr32(d + n - 4, x);
+            } else if (n >= 4) {
+                /* 4 to 15 bytes: words at 0, 4, 8 (as far as they fit) and n - 4 */
+                const int32_t last = n - 4, m1 = last < 4 ? last : 4, m2 = last < 8 ? last : 8;
+                const uint32_t u = rlx_rd32(src), v = rlx_rd32(src + m1), w = rlx_rd32(src + m2);
+                const uint32_t x = rlx_rd32(src + last);
+                rlx_wr32(d, u);
+                rlx_wr32(d + m1, v);
+                rlx_wr32(d + m2, w);
+                rlx_wr32(d + last, x);
+            } else {
+                rlx_copy_short(d, src, n);
+            }
+            if (d == dlast) {
+                break;
+            }
+            if (n >= 4) {
+                for (int8_t *z = d + n; z < d + line; z += 4) {
+                    rlx_wr32(z, zp4);
+                }
+            } else {
+                rlx_fill_run(d + n, line - n, zp4);
+            }
+        }
+        d += n;
+    }
+    rlx_fill_run(d, (int32_t)(img + hp * line - d), zp4);
+    *q = *p;
+    q->batches = 1;
+    q->in_h = hp;
+    q->in_w = wp;
+    q->pad_top = 0;
+    q->pad_left = 0;
+}
+
+/* The field of a pixel at r (rows of seg bytes, row_step apart) in rules._split_order's order, the
+ * weights' of rlx_convolve_small_pad_s8 other than 3 rows of 9 bytes: each row's whole quads (seg & ~3
+ * bytes), then every row's last seg & 3 bytes; the tail of the last of kq quads 0 */
+static void rlx_field_split(const int8_t *r, int32_t rows, int32_t seg, int32_t row_step, int32_t kq, int8_t *dst)
+{
+    const int32_t whole = seg & ~3, rem = seg & 3;
+    int8_t *tail = dst + rows * whole;
+    ((uint32_t *)dst)[kq - 1] = 0;
+    for (int32_t i = 0; i < rows; i++, r += row_step, dst += whole, tail += rem) {
+        rlx_copy_short(dst, r, whole);
+        rlx_copy_short(tail, r + whole, rem);
+    }
+}
+
+/* Pixels a and b's fields at ra and rb (rows of seg bytes, row_step apart) into their slots in
+ * rlx_field_split's order, their values summed into *suma, *sumb: a row's whole quads widened
+ * straight from the image (on the M4 in one asm loop over the rows: GCC's loops spill), then the
+ * rows' last seg & 3 bytes gathered into words (each row's as one word store of its last word
+ * shifted down, whose zero bytes the next row's store overwrites), widened after them. */
+static void rlx_pair_split(const int8_t *ra, const int8_t *rb, int32_t rows, int32_t seg, int32_t row_step,
+                           int16_t *x, int32_t *suma, int32_t *sumb)
+{
+    const int32_t whole = seg & ~3, rem = seg & 3;
+    /* pixel a's gathered bytes at [0], b's at [RLX_SPLIT_B]: rows (seg & 3) (or the whole field, at most
+     * 256 bytes) and a word for the last store's zero bytes */
+#define RLX_SPLIT_B (RLX_IM2COL_LOCAL / 4 + 1)
+    uint32_t l[2 * RLX_SPLIT_B];
+    uint32_t *const la = l, *const lb = l + RLX_SPLIT_B;
+    const int32_t lq = (rows * rem + 3) >> 2; /* the gathered bytes' quads */
+    if (lq > 0) {
+        la[lq - 1] = 0;
+        lb[lq - 1] = 0;
+    }
+#if RLX_GEMM_ASM
+    if (whole > 0) {
+        /* per row: its quads of both pixels widened into their slots (x steps on) and added to the
+         * pixels' int16 lane sums (at most 128 values a lane: no overflow), then (rem > 0) its last
+         * word shifted down by sh = 8 (4 - rem) stored at ta (b's RLX_SPLIT_B words on), ta stepping
+         * rem bytes; pixel b's bytes are d bytes on from a's. cfg: whole, the step to the next row,
+         * sh. */
+        /* (rem > 0) [3], [4]: the gathered quads of a, widened after the rows the same way (b's at
+         * 4 RLX_SPLIT_B bytes on) */
+        const uint32_t cfg[5] = {(uint32_t)whole, (uint32_t)(row_step - whole), (uint32_t)(8 * (4 - rem)),
+                                 (uint32_t)la, (uint32_t)(la + lq)};
+        uint32_t ea, oa, eb, ob, e, sa = 0, sb = 0, i = (uint32_t)rows;
+        int32_t d = (int32_t)(rb - ra);
+        int8_t *ta = (int8_t *)la;
+        if (rem > 0) {
+            __asm__("1:\n\t"
+                    "ldr    %[e], [%[cfg]]\n\t"
+                    "add    %[e], %[pa], %[e]\n\t"
+                    "2:\n\t"
+                    "ldr    %[eb], [%[pa], %[d]]\n\t"
+                    "ldr    %[ea], [%[pa]], #4\n\t" RLX_9X3_WIDEN_ASM
+                    "cmp    %[pa], %[e]\n\t"
+                    "bne    2b\n\t"
+                    "ldr    %[oa], [%[cfg], #8]\n\t"
+                    "sub    %[e], %[pa], %[oa], lsr #3\n\t"
+                    "ldr    %[eb], [%[e], %[d]]\n\t"
+                    "ldr    %[ea], [%[e]]\n\t"
+                    "lsr    %[ea], %[ea], %[oa]\n\t"
+                    "lsr    %[eb], %[eb], %[oa]\n\t"
+                    "str    %[ea], [%[ta]]\n\t"
+                    "str    %[eb], [%[ta], %[lb]]\n\t"
+                    "rsb    %[oa], %[oa], #32\n\t"
+                    "add    %[ta], %[ta], %[oa], lsr #3\n\t"
+                    "ldr    %[e], [%[cfg], #4]\n\t"
+                    "add    %[pa], %[pa], %[e]\n\t"
+                    "subs   %[i], %[i], #1\n\t"
+                    "bne    1b\n\t"
+                    "ldr    %[pa], [%[cfg], #12]\n\t"
+                    "ldr    %[e], [%[cfg], #16]\n\t"
+                    "mov    %[d], %[lb]\n\t"
+                    "3:\n\t"
+                    "ldr    %[eb], [%[pa], %[d]]\n\t"
+                    "ldr    %[ea], [%[pa]], #4\n\t" RLX_9X3_WIDEN_ASM
+                    "cmp    %[pa], %[e]\n\t"
+                    "bne    3b\n\t"
+                    : [ea] "=&r"(ea), [oa] "=&r"(oa), [eb] "=&r"(eb), [ob] "=&r"(ob), [e] "=&r"(e),
+                      [sa] "+&r"(sa), [sb] "+&r"(sb), [x] "+&r"(x), [pa] "+&r"(ra), [i] "+&r"(i), [ta] "+&r"(ta),
+                      [d] "+&r"(d)
+                    : [cfg] "r"(cfg), [lb] "I"(4 * RLX_SPLIT_B)
+                    : "cc", "memory");
+            *suma += (int16_t)(sa & 0xFFFFu) + ((int32_t)sa >> 16);
+            *sumb += (int16_t)(sb & 0xFFFFu) + ((int32_t)sb >> 16);
+            return;
+        } else {
+            __asm__("1:\n\t"
+                    "ldr    %[e], [%[cfg]]\n\t"
+                    "add    %[e], %[pa], %[e]\n\t"
+                    "2:\n\t"
+                    "ldr    %[eb], [%[pa], %[d]]\n\t"
+                    "ldr    %[ea], [%[pa]], #4\n\t" RLX_9X3_WIDEN_ASM
+                    "cmp    %[pa], %[e]\n\t"
+                    "bne    2b\n\t"
+                    "ldr    %[e], [%[cfg], #4]\n\t"
+                    "add    %[pa], %[pa], %[e]\n\t"
+                    "subs   %[i], %[i], #1\n\t"
+                    "bne    1b\n\t"
+                    : [ea] "=&r"(ea), [oa] "=&r"(oa), [eb] "=&r"(eb), [ob] "=&r"(ob), [e] "=&r"(e),
+                      [sa] "+&r"(sa), [sb] "+&r"(sb), [x] "+&r"(x), [pa] "+&r"(ra), [i] "+&r"(i)
+                    : [d] "r"(d), [cfg] "r"(cfg)
+                    : "cc", "memory");
+        }
+        *suma += (int16_t)(sa & 0xFFFFu) + ((int32_t)sa >> 16);
+        *sumb += (int16_t)(sb & 0xFFFFu) + ((int32_t)sb >> 16);
+        rlx_widen_pair_quads((const int8_t *)la, (const int8_t *)lb, 4 * lq, x, suma, sumb);
+        return;
+    }
+#endif
+    /* the C builds (and rows of fewer than 4 bytes): both fields gathered whole into la and lb in
+     * rlx_field_split's order, then widened in one pass (the M3's loops per row cost more) */
+    const int32_t kq = rows * (whole >> 2) + lq;
+    int8_t *da = (int8_t *)la, *db = (int8_t *)lb;
+    int8_t *ta = da + rows * whole, *tb = db + rows * whole;
+    la[kq - 1] = 0;
+    lb[kq - 1] = 0;
+    const int32_t sh = 8 * (4 - rem);
+    for (int32_t i = 0; i < rows; i++, ra += row_step, rb += row_step) {
+        for (int32_t t = 0; t < whole; t += 4, da += 4, db += 4) {
+            rlx_wr32(da, rlx_rd32(ra + t));
+            rlx_wr32(db, rlx_rd32(rb + t));
+            RLX_NO_LIBCALL();
+        }
+        if (rem > 0 && seg >= 4) {
+            /* the row's last word shifted down: its rem bytes, then zero bytes the next row's overwrite */
+            rlx_wr32(ta, rlx_rd32(ra + seg - 4) >> sh);
+            rlx_wr32(tb, rlx_rd32(rb + seg - 4) >> sh);
+        } else {
+            for (int32_t t = 0; t < rem; t++) {
+                ta[t] = ra[t];
+                tb[t] = rb[t];
+                RLX_NO_LIBCALL();
+            }
+        }
+        ta += rem;
+        tb += rem;
+    }
+    int32_t qa = 0, qb = 0; /* local sums: GCC keeps them in registers */
+    rlx_widen_pair_quads((const int8_t *)la, (const int8_t *)lb, 4 * kq, x, &qa, &qb);
+    *suma += qa;
+    *sumb += qb;
+#undef RLX_SPLIT_B
+}
+
+/* rlx_convolve_small_pad_s8's pixels on its padded image (every field inside, no dilation along w):
+ * pair by pair in output order, across the output rows too, each pair's quads read in place (3 rows
+ * of 9 bytes, rlx_pair_9x3; else rlx_pair_split's order, the weights' too), with no walk or path
+ * tests; a lone last pixel's field gathered in the same order, through the row kernel */
+static void rlx_conv_pad_pairs(const rlx_conv_params *q, const int8_t *img, int8_t *out, int16_t *scratch)
+{
+    const int32_t c = q->in_c, kq = q->gemm.k_quads, out_c = q->gemm.out_c, out_w = q->out_w;
+    const int32_t seg = q->k_w * c, rows = q->k_h, row_step = q->dil_h * q->in_w * c;
+    const int32_t step = q->stride_w * c, line = q->stride_h * q->in_w * c;
+    const int32_t pixels = q->out_h * out_w, f9x3 = seg == 9 && rows == 3;
+    const rlx_gemm_params *const g = &q->gemm;
+    const rlx_gemm2_fn gemm2 = g->gemm2;
+    /* at: the next pair's first field; rem: the pixels left on its output row, at included */
+    const int8_t *at = img, *row = img;
+    int32_t rem = out_w, px = 0;
+    for (; px + 2 <= pixels; px += 2, out += 2 * out_c) {
+        const int8_t *const ra = at, *rb;
+        if (rem > 2) {
+            rb = at + step;
+            at += 2 * step;
+            rem -= 2;
+        } else if (rem == 2) {
+            rb = at + step;
+            row += line;
+            at = row;
+            rem = out_w;
+        } else {
+            /* a the last of its row: b the first of the next, and the last of it where out_w is 1 */
+            row += line;
+            rb = row;
+            rem = out_w - 1;
+            if (rem == 0) {
+                row += line;
+                rem = out_w;
+            }
+            at = rem == out_w ? row : row + step;
+        }
+        uint32_t c128[2];
+        int32_t suma = 0, sumb = 0;
+        if (f9x3) {
+            rlx_pair_9x3(ra, row_step, rb, row_step, scratch, &suma, &sumb);
+        } else {
+            rlx_pair_split(ra, rb, rows, seg, row_step, scratch, &suma, &sumb);
+        }
+        c128[0] = (uint32_t)suma << 7;
+        c128[1] = (uint32_t)sumb << 7;
+        gemm2(g, scratch, out, out + out_c, c128);
+    }
+    if (px < pixels) {
+        if (f9x3) {
+            rlx_gather_runs(at, rows, seg, row_step, kq, (uint32_t *)scratch);
+        } else {
+            rlx_field_split(at, rows, seg, row_step, kq, (int8_t *)scratch);
+        }
+        rlx_gemm_row_s8(g, (const int8_t *)scratch, 4 * kq, out);
+    }
+}
+
+/* rlx_convolve_s8 and rlx_convolve_small_s8 on a padded layer whose padded image fits the scratch
+ * after the GEMM's two pixels (rules._conv_layer): each batch's image padded once (rlx_pad_image),
+ * then the pixels on it */
+void rlx_convolve_pad_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+    int8_t *const img = (int8_t *)(scratch + 8 * p->gemm.k_quads);
+    const int32_t small = p->gemm.k_quads * 4 <= RLX_IM2COL_LOCAL && (p->in_c & 3) != 0;
+    for (int32_t n = 0; n < p->batches; n++) {
+        rlx_conv_params q;
+        rlx_pad_image(p, in + n * p->in_h * p->in_w * p->in_c, img, &q);
+        rlx_conv_driver(&q, img, out + n * p->out_h * p->out_w * p->gemm.out_c, scratch,
+                        small ? rlx_im2col_small : rlx_im2col_pixel);
+    }
+}
+
+void rlx_convolve_small_pad_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+#if !RLX_USE_DSP
+    /* the portable build, fields in the plain order (3 rows of 9 bytes, rows of whole quads): the
+     * unpadded input, as rlx_convolve_small_s8 (the copy costs the M3 more than the padded taps:
+     * KWS's first layer 802,465 instructions padded, 799,233 not) */
+    const int32_t seg = p->k_w * p->in_c;
+    if ((seg == 9 && p->k_h == 3) || (seg & 3) == 0) {
+        rlx_convolve_small_s8(p, in, out, scratch);
+        return;
+    }
+#endif
+    int8_t *const img = (int8_t *)(scratch + 8 * p->gemm.k_quads);
+    for (int32_t n = 0; n < p->batches; n++) {
+        rlx_conv_params q;
+        int8_t *const dst = out + n * p->out_h * p->out_w * p->gemm.out_c;
+        rlx_pad_image(p, in + n * p->in_h * p->in_w * p->in_c, img, &q);
+        rlx_conv_pad_pairs(&q, img, dst, scratch);
+    }
 }
 
 /* 1x1 without padding: per pair of pixels one pass widens both and sums them (rlx_widen_pair). */

@@ -1,5 +1,6 @@
 /*
- * 3x3 depthwise, depth multiplier 1, no dilation, on DSP cores: a channel-planar ring (issue #17).
+ * 3x3 depthwise on DSP cores: a channel-planar ring (issue #17). Depth multiplier 1 without dilation in
+ * pair_s8 and pair_clamp_s8; multiplier 2, and dilations as phases of plain 3x3s, in pair_gen_s8.
  *
  * The image is walked in lines along the output's longer axis (rows, or columns of a tall image
  * such as KWS's 25x5). The 3 input lines a window spans are widened (input offset added, padding
@@ -27,29 +28,6 @@
 #include "rlx_nn_support.h"
 
 #if RLX_USE_DSP
-/* (lo, hi) as int16 halves of a word (PKHBT) */
-RLX_INLINE uint32_t rlx_dwp_pack(uint32_t lo, uint32_t hi)
-{
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-    uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
-    return r;
-#else
-    return (lo & 0xFFFFu) | (hi << 16);
-#endif
-}
-
-/* (the high half of lo, the high half of hi) of a word (PKHTB) */
-RLX_INLINE uint32_t rlx_dwp_packt(uint32_t hi, uint32_t lo)
-{
-#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-    uint32_t r;
-    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
-    return r;
-#else
-    return (hi & 0xFFFF0000u) | (lo >> 16);
-#endif
-}
 
 #if defined(__GNUC__)
 #define RLX_DWP_NOINLINE __attribute__((noinline))
@@ -379,13 +357,13 @@ RLX_DWP_LINE6(rlx_dwp_s2_sat, RLX_DWP_H2_0, RLX_DWP_H2, RLX_DWP_P2, RLX_DWP_S2)
  * are doubled for the fast requantization (rq_mode 0 halves the weights and reads the bias from
  * the layer); sums wrap as the asm's. */
 static void rlx_dwp_line_c(const rlx_dw_conv_params *p, const rlx_dwp_job *j, int32_t nc, int32_t c0, int32_t s,
-                           int32_t wq)
+                           int32_t wq, int32_t ms)
 {
     const rlx_rq_params rq = {p->rq_mode, p->out_zp, p->act_min, p->act_max, p->mult, p->shift, p->rq_add};
     const int32_t h = rq.mode == 0;
     for (int32_t c = 0; c < nc; c++) {
         const uint32_t *const q = j->k - RLX_DWP_E + RLX_DWP_K * c, *const wk = q + RLX_DWP_W;
-        const int32_t os = (int32_t)q[RLX_DWP_OS], pc = rlx_dwp_plane(c, wq);
+        const int32_t os = (int32_t)q[RLX_DWP_OS], pc = rlx_dwp_plane(c >> ms, wq);
         for (int32_t x = 0; x < j->n; x++) {
             uint32_t a = h ? (uint32_t)p->bias[c0 + c] : q[0];
             for (int32_t r = 0; r < 3; r++) {
@@ -427,19 +405,19 @@ typedef struct {
 } rlx_dwp_wjob;
 
 #if defined(RLX_DWP_ASM)
-/* two pixels of a group (pairs of pixels run two at a time: an odd count starts at the second) */
+/* two pixels of a group (pairs of pixels run two at a time: an odd count starts at the second): the
+ * bytes paired first (PKHBT: channels 0 and 1 of both pixels, PKHTB: 2 and 3), so that each SXTAB16
+ * gives one channel's two pixels, widened with the offset added: 10 instructions, not 12 */
 #define RLX_DWP_WIDEN2                                                                           \
     "ldr r0, [r7]\n\t"                                                                           \
     "ldr r1, [r7, r8]\n\t"                                                                       \
     "add r7, r7, r8, lsl #1\n\t"                                                                 \
-    "sxtab16 r2, r10, r0\n\t"                                                                    \
-    "sxtab16 r3, r10, r0, ror #8\n\t"                                                            \
-    "sxtab16 r4, r10, r1\n\t"                                                                    \
-    "sxtab16 r5, r10, r1, ror #8\n\t"                                                            \
-    "pkhbt r0, r2, r4, lsl #16\n\t"                                                              \
-    "pkhbt r1, r3, r5, lsl #16\n\t"                                                              \
-    "pkhtb r2, r4, r2, asr #16\n\t"                                                              \
-    "pkhtb r3, r5, r3, asr #16\n\t"                                                              \
+    "pkhbt r2, r0, r1, lsl #16\n\t"                                                              \
+    "pkhtb r3, r1, r0, asr #16\n\t"                                                              \
+    "sxtab16 r0, r10, r2\n\t"                                                                    \
+    "sxtab16 r1, r10, r2, ror #8\n\t"                                                            \
+    "sxtab16 r2, r10, r3\n\t"                                                                    \
+    "sxtab16 r3, r10, r3, ror #8\n\t"                                                            \
     "stmia r6!, {r0-r3}\n\t"
 static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_widen_asm(
     const rlx_dwp_wjob *j __attribute__((unused)))
@@ -584,19 +562,25 @@ typedef void (*rlx_dwp_line_fn)(const rlx_dwp_job *);
 
 /* The kernel, with the line routines of its output rule where the caller found that they fit the
  * layer (NULL: the C lines, rlx_dwp_line_c, which strides above 2 run as well); hex: they run 6
- * outputs a step (the saturating ones), else 4. */
+ * outputs a step (the saturating ones), else 4. st: NULL for the layer's own image, else the bytes
+ * between input pixels along W and along H, then between output pixels along W and along H (a phase
+ * of a dilated layer, whose sizes and padding p gives: rlx_depthwise_conv_3x3_pair_gen_s8). */
 static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
-                                         rlx_dwp_line_fn s1, rlx_dwp_line_fn s2, int32_t hex)
+                                         rlx_dwp_line_fn s1, rlx_dwp_line_fn s2, int32_t hex, const int32_t *st)
 {
     const int32_t ch = p->in_c, in_h = p->in_h, in_w = p->in_w, out_h = p->out_h, out_w = p->out_w;
+    /* depth multiplier 2 (ms 1): output channels 2 i and 2 i + 1 read input channel i's planes; blocks
+     * count input channels, the constants output channels */
+    const int32_t ms = p->ch_mult - 1, oc = ch << ms;
+    const int32_t ix = st ? st[0] : ch, iy = st ? st[1] : in_w * ch, ox = st ? st[2] : oc, oy = st ? st[3] : out_w * oc;
     /* L: the axis the line runs along; B: the one the ring steps across */
     const int32_t along_h = out_h > out_w;
     const int32_t n_l = along_h ? out_h : out_w, s_l = along_h ? p->stride_h : p->stride_w;
     const int32_t in_l = along_h ? in_h : in_w, pad_l = along_h ? p->pad_top : p->pad_left;
     const int32_t in_b = along_h ? in_w : in_h, pad_b = along_h ? p->pad_left : p->pad_top;
     const int32_t out_b = along_h ? out_w : out_h, s_b = along_h ? p->stride_w : p->stride_h;
-    const int32_t ps = along_h ? in_w * ch : ch, bs = along_h ? ch : in_w * ch, ob = along_h ? ch : out_w * ch;
-    const int32_t os = along_h ? out_w * ch : ch;
+    const int32_t ps = along_h ? iy : ix, bs = along_h ? ix : iy, ob = along_h ? ox : oy;
+    const int32_t os = along_h ? oy : ox;
     /* plane length: the last output's taps and the word past them that a pair's second
      * output reads (stride 2: one more pair); even, so that planes stay word-aligned */
     const int32_t wq = ((n_l - 1) * s_l + 2 + 2 * s_l + 1) & ~1;
@@ -612,12 +596,12 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     const int8_t *const wts = p->weights;
     const int32_t *const bias = p->bias, *const mult = p->mult, *const rq_add = p->rq_add;
     /* window line r's taps along the line: w[r * rstep + t * tstep] */
-    const int32_t rstep = along_h ? ch : 3 * ch, tstep = along_h ? 3 * ch : ch;
+    const int32_t rstep = along_h ? oc : 3 * oc, tstep = along_h ? 3 * oc : oc;
     uint32_t *const wk = (uint32_t *)(void *)scratch;
     /* a ring line: the planes of the block's groups of 4 channels (the last one's missing channels
      * unused), 4 wq halfwords each */
     const int32_t ls = (cb + 3) / 4 * 4 * wq;
-    int16_t *const ring = scratch + 2 * RLX_DWP_K * cb;
+    int16_t *const ring = scratch + 2 * RLX_DWP_K * (cb << ms);
     /* the plane positions that hold image pixels: [lo, hi); the others are padding, zeroed once */
     const int32_t lo = pad_l < wq ? pad_l : wq, hi = in_l + pad_l < wq ? in_l + pad_l : wq;
     for (int32_t i = 0; i < 3 * ls; i++) {
@@ -641,16 +625,18 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     const int32_t adv = hex ? 16 * s_l * (3 * (n_l / 6) + (r6 + 1) / 2)
                             : 16 * s_l * (2 * (n_l / 4 + (r4 == 3)) + (r4 == 1 || r4 == 2));
     /* the constants every block's channel k shares, set once */
-    for (int32_t k = 0; k < cb; k++) {
+    for (int32_t k = 0; k < cb << ms; k++) {
         uint32_t *const q = wk + RLX_DWP_K * k;
         q[RLX_DWP_OS] = (uint32_t)os;
         q[RLX_DWP_LH] = lo2;
         q[RLX_DWP_LH + 1] = hi2;
-        /* the next channel's planes: the next word of the group, or the next group's first */
-        q[RLX_DWP_PADJ] = (uint32_t)((k & 3) < 3 ? 4 - adv : 8 * wq - 12 - adv);
+        /* the next channel's planes: the same (the first of a multiplier's two), the next word of the
+         * group, or the next group's first */
+        q[RLX_DWP_PADJ] = (uint32_t)((k & ms) != ms ? 0 - adv : (k >> ms & 3) < 3 ? 4 - adv : 8 * wq - 12 - adv);
     }
-    for (int32_t c0 = 0; c0 < ch; c0 += cb) {
-        const int32_t nc = ch - c0 < cb ? ch - c0 : cb;
+    for (int32_t ic0 = 0; ic0 < ch; ic0 += cb) {
+        /* the block's input channels [ic0, ic0 + cb), its output channels [c0, c0 + nc) */
+        const int32_t c0 = ic0 << ms, nc = (ch - ic0 < cb ? ch - ic0 : cb) << ms;
         /* per channel and window line r: (w0, w1), (w1, w2) of its taps along the line, as int16,
          * doubled; 4 channels at a time from one word per tap (SXTB16 gives channels 0 and 2, ROR 8
          * 1 and 3; SXTAB16 of the word onto them doubles each half alone) */
@@ -663,12 +649,12 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
                 const uint32_t e0 = rlx_sxtab16(rlx_sxtb16(t0), t0), o0 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(t0), t0);
                 const uint32_t e1 = rlx_sxtab16(rlx_sxtb16(t1), t1), o1 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(t1), t1);
                 const uint32_t e2 = rlx_sxtab16(rlx_sxtb16(t2), t2), o2 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(t2), t2);
-                q[2 * r] = rlx_dwp_pack(e0, e1), q[2 * r + 1] = rlx_dwp_pack(e1, e2);
-                q[RLX_DWP_K + 2 * r] = rlx_dwp_pack(o0, o1), q[RLX_DWP_K + 2 * r + 1] = rlx_dwp_pack(o1, o2);
-                q[2 * RLX_DWP_K + 2 * r] = rlx_dwp_packt(e1, e0);
-                q[2 * RLX_DWP_K + 2 * r + 1] = rlx_dwp_packt(e2, e1);
-                q[3 * RLX_DWP_K + 2 * r] = rlx_dwp_packt(o1, o0);
-                q[3 * RLX_DWP_K + 2 * r + 1] = rlx_dwp_packt(o2, o1);
+                q[2 * r] = rlx_pack_lo16(e0, e1), q[2 * r + 1] = rlx_pack_lo16(e1, e2);
+                q[RLX_DWP_K + 2 * r] = rlx_pack_lo16(o0, o1), q[RLX_DWP_K + 2 * r + 1] = rlx_pack_lo16(o1, o2);
+                q[2 * RLX_DWP_K + 2 * r] = rlx_pack_hi16(e0, e1);
+                q[2 * RLX_DWP_K + 2 * r + 1] = rlx_pack_hi16(e1, e2);
+                q[3 * RLX_DWP_K + 2 * r] = rlx_pack_hi16(o0, o1);
+                q[3 * RLX_DWP_K + 2 * r + 1] = rlx_pack_hi16(o1, o2);
             }
         }
         for (; c < c0 + nc; c++) {
@@ -677,7 +663,7 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
                 const int8_t *const w = wts + r * rstep + c;
                 const uint32_t w0 = (uint32_t)(int32_t)w[0] << 1, w1 = (uint32_t)(int32_t)w[tstep] << 1;
                 const uint32_t w2 = (uint32_t)(int32_t)w[2 * tstep] << 1;
-                q[2 * r] = rlx_dwp_pack(w0, w1), q[2 * r + 1] = rlx_dwp_pack(w1, w2);
+                q[2 * r] = rlx_pack_lo16(w0, w1), q[2 * r + 1] = rlx_pack_lo16(w1, w2);
             }
         }
         for (c = c0; c < c0 + nc; c++) {
@@ -700,11 +686,11 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
         /* per group of a line: a lead word where the pixels start at an odd position, pairs, a
          * trail word where one pixel is left */
         const int32_t lead = lo & 1 && npix > 0, np = (npix - lead) / 2, trail = (npix - lead) & 1;
-        rlx_dwp_wjob wj = {NULL, ps, NULL, 16 * np, nc / 4, off2, 4 - npix * ps, 8 * wq - 16 * (lead + np + trail),
-                           lead, trail};
+        rlx_dwp_wjob wj = {NULL, ps, NULL, 16 * np, (nc >> ms) / 4, off2, 4 - npix * ps,
+                           8 * wq - 16 * (lead + np + trail), lead, trail};
         for (int32_t n = 0; n < p->batches; n++) {
-            const int8_t *img = in + n * in_h * in_w * ch + (lo - pad_l) * ps + c0;
-            int8_t *o = out + n * out_h * out_w * ch + c0;
+            const int8_t *img = in + n * in_h * in_w * ch + (lo - pad_l) * ps + ic0;
+            int8_t *o = out + n * out_h * out_w * oc + c0;
             /* image lines are widened in order into consecutive ring slots (mod 3): the ring holds
              * the last 3, the window's (strides up to 3). A line outside the image reads the slot
              * its index maps to, which no line of its window holds (3 lines, 3 slots), zeroed if it
@@ -725,7 +711,7 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
             }
             for (int32_t k = 0, ib0 = -pad_b; k < out_b; k++, ib0 += s_b, o += ob) {
                 for (const int32_t last = ib0 + 2 < in_b ? ib0 + 2 : in_b - 1; nxt <= last; nxt++) {
-                    rlx_dwp_widen(&wj, img + nxt * bs, sl[ns], nc, wq, lo, hi, p->in_offset);
+                    rlx_dwp_widen(&wj, img + nxt * bs, sl[ns], nc >> ms, wq, lo, hi, p->in_offset);
                     zs &= ~(1u << ns);
                     ns = ns == 2 ? 0 : ns + 1;
                 }
@@ -744,7 +730,7 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
                 if (s1 != NULL && s_l <= 2) {
                     (s_l == 1 ? s1 : s2)(&job);
                 } else {
-                    rlx_dwp_line_c(p, &job, nc, c0, s_l, wq);
+                    rlx_dwp_line_c(p, &job, nc, c0, s_l, wq, ms);
                 }
                 s0 = s0 + sb3 < 3 ? s0 + sb3 : s0 + sb3 - 3;
             }
@@ -754,30 +740,41 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
 #endif
 
 #if RLX_USE_DSP && defined(RLX_DWP_ASM)
-/* n int8 values at o clamped to [lo, hi]: 8 a step (two words: SSUB8 sets GE where the first
- * operand is at least the second, SEL picks by it), the rest one at a time */
+/* n int8 values at o clamped to [lo, hi]: up to a word boundary one at a time, then 16 a step (LDM and STM of
+ * 4 words, the registers pinned in ascending order as they fill them; SSUB8 sets GE where the first operand
+ * is at least the second, SEL picks by it), the rest one at a time */
+#define RLX_DWP_CLAMP4(X)                                                                        \
+    "ssub8 %[t], %[" X "], %[l]\n\t"                                                               \
+    "sel %[" X "], %[" X "], %[l]\n\t"                                                             \
+    "ssub8 %[t], %[h], %[" X "]\n\t"                                                               \
+    "sel %[" X "], %[" X "], %[h]\n\t"
 static RLX_DWP_NOINLINE void rlx_dwp_clamp_out(int8_t *o, int32_t n, int32_t lo, int32_t hi)
 {
     const uint32_t l4 = 0x01010101u * (uint8_t)lo, h4 = 0x01010101u * (uint8_t)hi;
-    for (; n >= 8; n -= 8, o += 8) {
-        uint32_t a = rlx_rd32(o), b = rlx_rd32(o + 4), t;
-        __asm__("ssub8 %[t], %[a], %[l]\n\t"
-                "sel %[a], %[a], %[l]\n\t"
-                "ssub8 %[t], %[h], %[a]\n\t"
-                "sel %[a], %[a], %[h]\n\t"
-                "ssub8 %[t], %[b], %[l]\n\t"
-                "sel %[b], %[b], %[l]\n\t"
-                "ssub8 %[t], %[h], %[b]\n\t"
-                "sel %[b], %[b], %[h]\n\t"
-                : [a] "+r"(a), [b] "+r"(b), [t] "=&r"(t)
-                : [l] "r"(l4), [h] "r"(h4));
-        rlx_wr32(o, a);
-        rlx_wr32(o + 4, b);
+    for (; n > 0 && ((uintptr_t)o & 3u) != 0u; n--, o++) {
+        *o = (int8_t)rlx_clamp(*o, lo, hi);
+    }
+    if (n >= 16) {
+        register uint32_t a __asm__("r2"), b __asm__("r3"), c __asm__("r12"), d __asm__("lr");
+        uint32_t t;
+        int32_t k = n >> 4;
+        __asm__ volatile("1:\n\t"
+                         "ldmia %[o], {%[a], %[b], %[c], %[d]}\n\t" RLX_DWP_CLAMP4("a") RLX_DWP_CLAMP4("b")
+                             RLX_DWP_CLAMP4("c") RLX_DWP_CLAMP4("d")
+                         "stmia %[o]!, {%[a], %[b], %[c], %[d]}\n\t"
+                         "subs %[k], %[k], #1\n\t"
+                         "bne 1b\n\t"
+                         : [o] "+r"(o), [k] "+r"(k), [a] "=&r"(a), [b] "=&r"(b), [c] "=&r"(c), [d] "=&r"(d),
+                           [t] "=&r"(t)
+                         : [l] "r"(l4), [h] "r"(h4)
+                         : "memory", "cc");
+        n &= 15;
     }
     for (; n > 0; n--, o++) {
         *o = (int8_t)rlx_clamp(*o, lo, hi);
     }
 }
+#undef RLX_DWP_CLAMP4
 #endif
 
 /* rq_mode 2 (saturating) with out_zp -128 on the asm lines (RLX_DWP_RQS: no sign correction); any
@@ -786,9 +783,9 @@ void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *i
 {
 #if RLX_USE_DSP && defined(RLX_DWP_ASM)
     const int32_t sat = p->rq_mode == 2 && p->out_zp <= p->act_min;
-    rlx_dwp_run(p, in, out, scratch, sat ? rlx_dwp_s1_sat : NULL, sat ? rlx_dwp_s2_sat : NULL, 1);
+    rlx_dwp_run(p, in, out, scratch, sat ? rlx_dwp_s1_sat : NULL, sat ? rlx_dwp_s2_sat : NULL, 1, NULL);
 #elif RLX_USE_DSP
-    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 1);
+    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 1, NULL);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
 #endif
@@ -805,15 +802,77 @@ void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int
          * correction changes only outputs at most out_zp, which the clamp raises to act_min with it
          * or without, then the clamp over the layer's output (M4 sweep, instructions/MAC, the
          * clamped lines then these: 3x3 8x8x96 valid 3.24, 2.74; 16x16x16 2.62, 2.38) */
-        rlx_dwp_run(p, in, out, scratch, rlx_dwp_s1_sat, rlx_dwp_s2_sat, 1);
+        rlx_dwp_run(p, in, out, scratch, rlx_dwp_s1_sat, rlx_dwp_s2_sat, 1, NULL);
         rlx_dwp_clamp_out(out, p->batches * p->out_h * p->out_w * p->in_c, p->act_min, p->act_max);
         return;
     }
     const int32_t clamp = p->rq_mode == 1 || p->rq_mode == 2;
-    rlx_dwp_run(p, in, out, scratch, clamp ? rlx_dwp_s1_clamp : NULL, clamp ? rlx_dwp_s2_clamp : NULL, 0);
+    rlx_dwp_run(p, in, out, scratch, clamp ? rlx_dwp_s1_clamp : NULL, clamp ? rlx_dwp_s2_clamp : NULL, 0, NULL);
 #elif RLX_USE_DSP
-    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 0);
+    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 0, NULL);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
+#endif
+}
+
+/* The pair kernel's lines where pair_s8 and pair_clamp_s8 do not take the layer (balanced, rules.py's
+ * _dw_pair_gen): depth multiplier 2 (output channels 2 i and 2 i + 1 read input channel i's planes), and
+ * a dilated 3x3 at stride 1: per phase (py, px), the outputs whose row and column are py and px modulo the
+ * dilation read only the input rows and columns of one residue (r0, c0), so they are a plain 3x3 at
+ * stride 1 over that sub-image (its own sizes and padding), run with pixel steps d times the layer's
+ * (the block set-up again per phase). SMLAD on tap pairs, where the pixel kernel takes a tap of 4
+ * channels in 8 instructions. The output rule as pair_s8 and pair_clamp_s8 choose theirs; cores
+ * without DSP run the ring (the scratch is the larger of the two). */
+void rlx_depthwise_conv_3x3_pair_gen_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
+{
+#if RLX_USE_DSP
+    rlx_dwp_line_fn s1 = NULL, s2 = NULL;
+    int32_t hex = 1, post = 0;
+#if defined(RLX_DWP_ASM)
+    if (p->rq_mode != 0 && p->out_zp <= p->act_min) {
+        /* saturating, or a ReLU's clamp after them (as pair_clamp_s8) */
+        s1 = rlx_dwp_s1_sat;
+        s2 = rlx_dwp_s2_sat;
+        post = p->rq_mode == 1;
+    } else if (p->rq_mode != 0) {
+        s1 = rlx_dwp_s1_clamp;
+        s2 = rlx_dwp_s2_clamp;
+        hex = 0;
+    }
+#endif
+    const int32_t dh = p->dil_h, dw = p->dil_w, ch = p->in_c, oc = p->out_c;
+    const int32_t st[4] = {dw * ch, dh * p->in_w * ch, dw * oc, dh * p->out_w * oc};
+    rlx_dw_conv_params q = *p;
+    q.batches = 1;
+    q.dil_h = 1;
+    q.dil_w = 1;
+    for (int32_t n = 0; n < p->batches; n++) {
+        const int8_t *const img = in + n * p->in_h * p->in_w * ch;
+        int8_t *const o = out + n * p->out_h * p->out_w * oc;
+        for (int32_t py = 0; py < dh && py < p->out_h; py++) {
+            /* the phase's first input row, and the padding rows before it at its step */
+            const int32_t r0 = ((py - p->pad_top) % dh + dh) % dh;
+            q.out_h = (p->out_h - py + dh - 1) / dh;
+            q.in_h = (p->in_h - r0 + dh - 1) / dh;
+            q.pad_top = (r0 - py + p->pad_top) / dh;
+            for (int32_t px = 0; px < dw && px < p->out_w; px++) {
+                const int32_t c0 = ((px - p->pad_left) % dw + dw) % dw;
+                q.out_w = (p->out_w - px + dw - 1) / dw;
+                q.in_w = (p->in_w - c0 + dw - 1) / dw;
+                q.pad_left = (c0 - px + p->pad_left) / dw;
+                rlx_dwp_run(&q, img + (r0 * p->in_w + c0) * ch, o + (py * p->out_w + px) * oc, scratch, s1, s2, hex,
+                            st);
+            }
+        }
+    }
+#if defined(RLX_DWP_ASM)
+    if (post) {
+        rlx_dwp_clamp_out(out, p->batches * p->out_h * p->out_w * oc, p->act_min, p->act_max);
+    }
+#else
+    (void)post;
+#endif
+#else
+    rlx_depthwise_conv_ring_s8(p, in, out, scratch);
 #endif
 }

@@ -1223,7 +1223,19 @@ void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, i
  * without DSP run the ring, in the same scratch (rules.py's _dw_line_scratch). */
 #define RLX_DW1_MAXP 5 /* weight pairs a channel: windows up to 9 taps (rules.py) */
 
+
 #if RLX_USE_DSP
+/* one column of 4 channels at src into the 4 planes (len halfwords apart) at d, the input offset added */
+RLX_INLINE void rlx_dw1_widen1(const int8_t *src, int16_t *d, int32_t len, uint32_t off2)
+{
+    const uint32_t xv = rlx_rd32(src);
+    const uint32_t x02 = rlx_sxtab16(off2, xv), x13 = rlx_sxtab16_ror8(off2, xv);
+    d[0] = (int16_t)x02;
+    d[len] = (int16_t)x13;
+    d[2 * len] = (int16_t)(x02 >> 16);
+    d[3 * len] = (int16_t)(x13 >> 16);
+}
+
 /* One channel's accumulators (doubled) along a line, into every fourth word of acc (the group's
  * four channels interleaved, as the outputs are): x its plane at the first output's first tap,
  * w its weight pairs (even set, odd set), np pairs. Apart from the requantization, so that the
@@ -1234,12 +1246,15 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
 {
     int32_t t = 0;
 #if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-    if (s == 1 && np >= 2 && np <= 5 && n >= 4) {
+    if (s == 1 && np >= 2 && np <= 5 && n >= 1) {
         /* the quads in asm: GCC reloads the weights and spills a word of x every quad (41 instructions
-         * for 9 taps, here 37); the words of x alternate between xa and xb, each loaded once */
+         * for 9 taps, here 37); the words of x alternate between xa and xb, each loaded once. The last
+         * quad runs whole, past n: its extra outputs read past the plane (into the next one, or the
+         * accumulators) and land in the accumulators' rounding (rules.py's _dw_line_scratch), which
+         * the requantization does not read; cheaper than a tail of single outputs. */
         uint32_t xa, xb, we, wo;
         int32_t a0, a1, a2, a3;
-        const int16_t *const xe = x + 4 * (n / 4);
+        const int16_t *const xe = x + 4 * ((n + 3) / 4);
 #define RLX_DW1_PAIR(XC, XN, XOFF, WOFF)                       \
     "ldr     %[" XN "], [%[x], #" XOFF "]\n\t"                 \
     "ldrd    %[we], %[wo], [%[w], #" WOFF "]\n\t"              \
@@ -1285,7 +1300,7 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
 #undef RLX_DW1_P4
 #undef RLX_DW1_QUADS
 #undef RLX_DW1_PAIR
-        t = 4 * (n / 4);
+        t = n;
     }
 #endif
     if (s == 1) {
@@ -1318,26 +1333,33 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
     }
 }
 
-static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, const uint32_t *w, int32_t np, int32_t n, int32_t s,
-                                             int32_t b2, int32_t *acc)
+/* The nc channels of a group: plane l at x + l len, its weights at w + l 2 RLX_DW1_MAXP, its doubled bias
+ * b2[l]; one call a line, the window's pair count a constant in each loop. */
+static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, const uint32_t *w, int32_t np, int32_t n,
+                                             int32_t s, const int32_t *b2, int32_t *acc, int32_t nc)
 {
+#define RLX_DW1_ALL(NP)                                                                                   \
+    for (int32_t l = 0; l < nc; l++) {                                                                    \
+        rlx_dw1_macs(x + l * len, w + l * 2 * RLX_DW1_MAXP, (NP), n, s, b2[l], acc + l);                  \
+    }
     switch (np) {
     case 2:
-        rlx_dw1_macs(x, w, 2, n, s, b2, acc);
+        RLX_DW1_ALL(2);
         break;
     case 3:
-        rlx_dw1_macs(x, w, 3, n, s, b2, acc);
+        RLX_DW1_ALL(3);
         break;
     case 4:
-        rlx_dw1_macs(x, w, 4, n, s, b2, acc);
+        RLX_DW1_ALL(4);
         break;
     case 5:
-        rlx_dw1_macs(x, w, 5, n, s, b2, acc);
+        RLX_DW1_ALL(5);
         break;
     default:
-        rlx_dw1_macs(x, w, np, n, s, b2, acc);
+        RLX_DW1_ALL(np);
         break;
     }
+#undef RLX_DW1_ALL
 }
 #endif
 
@@ -1353,6 +1375,104 @@ typedef struct {
 } rlx_dw1_rq;
 static void rlx_dw1_rq_line(const int32_t *ac, const rlx_dw1_rq *q, int8_t *dst, int8_t *end, int32_t os,
                             int32_t rule);
+#endif
+
+#if RLX_USE_DSP
+/* A whole group's constants, out of line (in the kernel, GCC spills them into ~2x the instructions): the
+ * weight pairs of its 4 channels (wt), their doubled biases (b2) and, where the requantization's asm is
+ * compiled, its constants (mae: (mult, rq_add, shift) a channel, rlx_dw1_rq's) */
+static RLX_NOINLINE_DW void rlx_dw1_group4(const rlx_dw_conv_params *p, int32_t c0, int32_t kb, int32_t np,
+                                           uint32_t (*wt)[2 * RLX_DW1_MAXP], int32_t *b2, int32_t *mae)
+{
+    const int32_t oc = p->out_c;
+    /* tap t of the window is weight row t either way (the other axis has one tap): a word of the 4
+     * channels a tap, widened and doubled (SXTB16 then SXTAB16 of the word: channels 0 and 2; ROR 8:
+     * 1 and 3), then each half's taps paired (2 j, 2 j + 1 and 2 j - 1, 2 j; 0 outside the window) */
+    uint32_t em = 0u, om = 0u; /* tap 2 j - 1: -1 at first */
+    const int8_t *wr = p->weights + c0;
+    for (int32_t j = 0; j < np; j++, wr += 2 * oc) {
+        const uint32_t w0 = 2 * j < kb ? rlx_rd32(wr) : 0u, w1 = 2 * j + 1 < kb ? rlx_rd32(wr + oc) : 0u;
+        const uint32_t e0 = rlx_sxtab16(rlx_sxtb16(w0), w0), o0 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w0), w0);
+        const uint32_t e1 = rlx_sxtab16(rlx_sxtb16(w1), w1), o1 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w1), w1);
+        wt[0][2 * j] = rlx_pack_lo16(e0, e1), wt[0][2 * j + 1] = rlx_pack_lo16(em, e0);
+        wt[1][2 * j] = rlx_pack_lo16(o0, o1), wt[1][2 * j + 1] = rlx_pack_lo16(om, o0);
+        wt[2][2 * j] = rlx_pack_hi16(e0, e1), wt[2][2 * j + 1] = rlx_pack_hi16(em, e0);
+        wt[3][2 * j] = rlx_pack_hi16(o0, o1), wt[3][2 * j + 1] = rlx_pack_hi16(om, o0);
+        em = e1, om = o1;
+    }
+#if defined(RLX_DW1_RQ_ASM)
+    for (int32_t l = 0; l < 4; l++) {
+        const int32_t ad = p->rq_add[c0 + l];
+        b2[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
+        mae[3 * l] = p->mult[c0 + l];
+        mae[3 * l + 1] = ad;
+        mae[3 * l + 2] = rlx_rq_e(ad);
+    }
+#else
+    (void)b2;
+    (void)mae;
+#endif
+}
+#endif
+
+#if defined(RLX_DW1_RQ_ASM)
+/* The constants of rlx_dw1_line4 through a call. */
+typedef struct {
+    int16_t *plane;
+    int32_t len, clo, ncols, in_step, np, n, s, os, rule;
+    uint32_t off2;
+    const uint32_t *wt;
+    const int32_t *b2;
+    int32_t *acc;
+    const rlx_dw1_rq *q;
+} rlx_dw1_ln;
+
+/* One line of a whole group of depth multiplier 1, out of line (in the kernel, GCC keeps the line loop's
+ * values on the stack): the image line at src widened into the planes (a single column where the line
+ * starts at an odd position, then pairs of columns a word a plane, their bytes paired first: channels 0
+ * and 1 of both, 2 and 3, so that one SXTAB16 gives a channel's two columns with the offset added; the
+ * pairs in asm, 15 instructions a pair, GCC's 19), then its MACs and outputs to dst. */
+static RLX_NOINLINE_DW void rlx_dw1_line4(const rlx_dw1_ln *L, const int8_t *src, int8_t *dst)
+{
+    const int32_t len = L->len, st = L->in_step, ncols = L->ncols;
+    const uint32_t off2 = L->off2;
+    int16_t *d = L->plane + L->clo;
+    int32_t i = 0;
+    if (L->clo & 1 && ncols > 0) {
+        rlx_dw1_widen1(src, d, len, off2);
+        i = 1, src += st, d++;
+    }
+    if (i + 2 <= ncols) {
+        int16_t *const de = d + ((ncols - i) & ~1);
+        uint32_t x0_, x1_, t_;
+        __asm__ volatile("0:\n\t"
+                         "ldr     %[x0], [%[src]]\n\t"
+                         "ldr     %[x1], [%[src], %[st]]\n\t"
+                         "add     %[src], %[src], %[st], lsl #1\n\t"
+                         "pkhbt   %[t], %[x0], %[x1], lsl #16\n\t"
+                         "pkhtb   %[x1], %[x1], %[x0], asr #16\n\t"
+                         "sxtab16 %[x0], %[o2], %[t]\n\t"
+                         "sxtab16 %[t], %[o2], %[t], ror #8\n\t"
+                         "str     %[t], [%[d], %[l1]]\n\t"
+                         "sxtab16 %[t], %[o2], %[x1]\n\t"
+                         "sxtab16 %[x1], %[o2], %[x1], ror #8\n\t"
+                         "str     %[t], [%[d], %[l2]]\n\t"
+                         "str     %[x1], [%[d], %[l3]]\n\t"
+                         "str     %[x0], [%[d]], #4\n\t"
+                         "cmp     %[d], %[de]\n\t"
+                         "bne     0b\n\t"
+                         : [x0] "=&r"(x0_), [x1] "=&r"(x1_), [t] "=&r"(t_), [src] "+r"(src), [d] "+r"(d)
+                         : [st] "r"(st), [o2] "r"(off2), [l1] "r"(2 * len), [l2] "r"(4 * len), [l3] "r"(6 * len),
+                           [de] "r"(de)
+                         : "memory", "cc");
+        i += (ncols - i) & ~1;
+    }
+    if (i < ncols) {
+        rlx_dw1_widen1(src, d, len, off2);
+    }
+    rlx_dw1_macs_any(L->plane, len, L->wt, L->np, L->n, L->s, L->b2, L->acc, 4);
+    rlx_dw1_rq_line(L->acc, L->q, dst, dst + L->n * L->os, L->os, L->rule);
+}
 #endif
 
 void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch)
@@ -1390,30 +1510,62 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
     const int32_t rule = sat ? 0 : lo < p->out_zp ? 1 : 2;
 #endif
     const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
+#if defined(RLX_DW1_RQ_ASM)
+    const rlx_dw1_ln ln = {plane, len, clo, ncols, b.in_step, np, b.n_out, b.stride,
+                           b.out_step, rule, off2, wt[0], gk.b, acc, &lq};
+#endif
     gk.lohi[0] = 0x01010101u * (uint8_t)lo;
     gk.lohi[1] = 0x01010101u * (uint8_t)hi;
     for (int32_t c0 = 0; c0 < oc; c0 += 4) {
         const int32_t nc = oc - c0 < 4 ? oc - c0 : 4;
+        if (nc == 4) {
+#if defined(RLX_DW1_RQ_ASM)
+            rlx_dw1_group4(p, c0, kb, np, wt, gk.b, lq.mae);
+#else
+            rlx_dw1_group4(p, c0, kb, np, wt, gk.b, NULL);
+#endif
+        }
+#if defined(RLX_DW1_RQ_ASM)
+        /* (rlx_dw1_group4 wrote a whole group's) */
+        for (int32_t l = 0; l < nc && nc < 4; l++) {
+#else
         for (int32_t l = 0; l < nc; l++) {
-            /* tap t of the window is weight row t either way (the other axis has one tap) */
+#endif
             const int8_t *const w8 = p->weights + c0 + l;
-            for (int32_t j = 0; j < np; j++) {
+            for (int32_t j = 0; j < np && nc < 4; j++) {
                 const int32_t k = 2 * j;
                 const int32_t w0 = k < kb ? 2 * w8[k * oc] : 0, w1 = k + 1 < kb ? 2 * w8[(k + 1) * oc] : 0;
                 const int32_t wm = k > 0 ? 2 * w8[(k - 1) * oc] : 0;
                 wt[l][2 * j] = ((uint32_t)w0 & 0xFFFFu) | ((uint32_t)w1 << 16);
                 wt[l][2 * j + 1] = ((uint32_t)wm & 0xFFFFu) | ((uint32_t)w0 << 16);
             }
+            const int32_t mu = p->mult[c0 + l], ad = p->rq_add[c0 + l];
             gk.b[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
-            gk.ma[2 * l] = p->mult[c0 + l];
-            gk.ma[2 * l + 1] = p->rq_add[c0 + l];
-            gk.e[l] = rlx_rq_e(gk.ma[2 * l + 1]);
+            /* one copy of the requantization: the asm's layout where it is compiled (the C below reads it too) */
 #if defined(RLX_DW1_RQ_ASM)
-            lq.mae[3 * l] = gk.ma[2 * l];
-            lq.mae[3 * l + 1] = gk.ma[2 * l + 1];
-            lq.mae[3 * l + 2] = gk.e[l];
+            lq.mae[3 * l] = mu;
+            lq.mae[3 * l + 1] = ad;
+            lq.mae[3 * l + 2] = rlx_rq_e(ad);
+#else
+            gk.ma[2 * l] = mu;
+            gk.ma[2 * l + 1] = ad;
+            gk.e[l] = rlx_rq_e(ad);
 #endif
         }
+#if defined(RLX_DW1_RQ_ASM)
+        if (m == 1 && nc == 4) {
+            const int8_t *src = in + (clo - b.pad) * b.in_step + c0;
+            int8_t *dst = out + c0;
+            for (int32_t nb = 0; nb < p->batches; nb++) {
+                for (int32_t ia = 0; ia < a.n_out; ia++) {
+                    rlx_dw1_line4(&ln, src + ia * a.stride * a.in_step, dst + ia * a.out_step);
+                }
+                src += p->in_h * p->in_w * p->in_c;
+                dst += p->out_h * p->out_w * oc;
+            }
+            continue;
+        }
+#endif
         for (int32_t nb = 0; nb < p->batches; nb++) {
             const int8_t *const img = in + nb * p->in_h * p->in_w * p->in_c;
             int8_t *const o = out + nb * p->out_h * p->out_w * oc;
@@ -1421,13 +1573,24 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
                 const int8_t *src = img + ia * a.stride * a.in_step + (clo - b.pad) * b.in_step + c0 / m;
                 int16_t *d = plane + clo;
                 if (m == 1 && nc == 4) {
-                    for (int32_t i = 0; i < ncols; i++, src += b.in_step, d++) {
-                        const uint32_t xv = rlx_rd32(src);
-                        const uint32_t x02 = rlx_sxtab16(off2, xv), x13 = rlx_sxtab16_ror8(off2, xv);
-                        d[0] = (int16_t)x02;
-                        d[len] = (int16_t)x13;
-                        d[2 * len] = (int16_t)(x02 >> 16);
-                        d[3 * len] = (int16_t)(x13 >> 16);
+                    /* a single column where the line starts at an odd position, then pairs of columns a word
+                     * a plane: their bytes paired first (channels 0 and 1 of both, 2 and 3), so that one
+                     * SXTAB16 gives a channel's two columns with the offset added */
+                    int32_t i = 0;
+                    if (clo & 1 && ncols > 0) {
+                        rlx_dw1_widen1(src, d, len, off2);
+                        i = 1, src += b.in_step, d++;
+                    }
+                    for (; i + 2 <= ncols; i += 2, src += 2 * b.in_step, d += 2) {
+                        const uint32_t x0 = rlx_rd32(src), x1 = rlx_rd32(src + b.in_step);
+                        const uint32_t x01 = rlx_pack_lo16(x0, x1), x23 = rlx_pack_hi16(x0, x1);
+                        rlx_wr32(d, rlx_sxtab16(off2, x01));
+                        rlx_wr32(d + len, rlx_sxtab16_ror8(off2, x01));
+                        rlx_wr32(d + 2 * len, rlx_sxtab16(off2, x23));
+                        rlx_wr32(d + 3 * len, rlx_sxtab16_ror8(off2, x23));
+                    }
+                    if (i < ncols) {
+                        rlx_dw1_widen1(src, d, len, off2);
                     }
                 } else {
                     for (int32_t l = 0; l < nc; l++) {
@@ -1438,9 +1601,7 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
                         }
                     }
                 }
-                for (int32_t l = 0; l < nc; l++) {
-                    rlx_dw1_macs_any(plane + l * len, wt[l], np, b.n_out, b.stride, gk.b[l], acc + l);
-                }
+                rlx_dw1_macs_any(plane, len, wt[0], np, b.n_out, b.stride, gk.b, acc, nc);
                 int8_t *dst = o + ia * a.out_step + c0;
                 const int32_t *ac = acc;
 #if defined(RLX_DW1_RQ_ASM)
@@ -1468,10 +1629,24 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
                     continue;
                 }
 #endif
-                for (int32_t t = 0; t < b.n_out; t++, ac += 4, dst += b.out_step) {
-                    for (int32_t l = 0; l < nc; l++) {
-                        const int32_t v = (rlx_smmlar(ac[l], gk.ma[2 * l], gk.ma[2 * l + 1]) + (ac[l] >> 31)) >> gk.e[l];
-                        dst[l] = (int8_t)(sat ? rlx_sat8(v) : rlx_clamp(v, lo, hi));
+                /* a channel at a time, its constants in registers along the line */
+                for (int32_t l = 0; l < nc; l++) {
+#if defined(RLX_DW1_RQ_ASM)
+                    const int32_t mu = lq.mae[3 * l], ad = lq.mae[3 * l + 1], ex = lq.mae[3 * l + 2];
+#else
+                    const int32_t mu = gk.ma[2 * l], ad = gk.ma[2 * l + 1], ex = gk.e[l];
+#endif
+                    const int32_t *al = ac + l;
+                    int8_t *dl = dst + l;
+                    int8_t *const dend = dl + b.n_out * b.out_step;
+                    if (sat) {
+                        for (; dl != dend; al += 4, dl += b.out_step) {
+                            *dl = (int8_t)rlx_sat8((rlx_smmlar(*al, mu, ad) + (*al >> 31)) >> ex);
+                        }
+                    } else {
+                        for (; dl != dend; al += 4, dl += b.out_step) {
+                            *dl = (int8_t)rlx_clamp((rlx_smmlar(*al, mu, ad) + (*al >> 31)) >> ex, lo, hi);
+                        }
                     }
                 }
             }

@@ -69,8 +69,12 @@ void rlx_gemm_2px_ref(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a,
                       const uint32_t *c128); /* rq_mode 0 */
 void rlx_gemm_2px_part(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                        const uint32_t *c128); /* rq_mode 1 or 2, out_c % 4 != 0 */
+void rlx_gemm_2px_part_lo(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                          const uint32_t *c128); /* rq_mode 1, act_max 127, out_c % 4 != 0 */
 void rlx_gemm_2px_clamp(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                         const uint32_t *c128); /* rq_mode 1, out_c % 4 == 0 */
+void rlx_gemm_2px_lo(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
+                     const uint32_t *c128); /* rq_mode 1, act_max 127 (the lower bound alone), out_c % 4 == 0 */
 void rlx_gemm_2px_sat(const rlx_gemm_params *g, const int16_t *x, int8_t *out_a, int8_t *out_b,
                       const uint32_t *c128); /* rq_mode 2, out_c % 4 == 0 */
 
@@ -217,14 +221,32 @@ typedef struct {
 } rlx_quantize_params;
 
 void rlx_convolve_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* rlx_convolve_s8 for a field of at most 256 bytes (k_h k_w in_c) on in_c not a multiple of 4 only
+ * (e.g. 3x3 on 3 channels): the other paths are not linked */
+void rlx_convolve_small_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_convolve_1x1_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* rlx_convolve_s8 and rlx_convolve_small_s8 on a padded layer: scratch holds, after the two pixels
+ * of int16 (16 k_quads bytes), the input padded with its zero point as far as the windows reach
+ * (rules._pad_image_bytes), written once a batch */
+void rlx_convolve_pad_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_convolve_small_pad_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 /* 1x1 on 1 to 4 input channels, rq_mode 1 or 2 (rlx_convolve_1x1_k4_s8.c): gemm.chan is one stream
  * of 5 words a channel (rules.conv_1x1_k4_stream), gemm.weights NULL, scratch 24 bytes a channel.
  * _relu_s8: the lower bound is the output zero point and the upper one 127; _clamp_s8: the lower
  * bound the zero point, the upper one below 127; _s8: rq_mode 2. */
 void rlx_convolve_1x1_k4_relu_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_convolve_1x1_k4_clamp_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* _relu_s8 with every channel's shift e in 4 to 11: the stream's last two words are rq_add 2**m (add + 1/2)
+ * and 2**m, m = 12 - e (rules.conv_1x1_k4_stream) */
+void rlx_convolve_1x1_k4_relu12_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_convolve_1x1_k4_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* 1x1 on 8 or 16 input channels, rq_mode 1 or 2 (rlx_convolve_1x1_kw_s8.c), each instance one entry for
+ * both K: gemm.chan is one stream of K / 4 + 3 words a channel (rules.conv_1x1_kw_stream), gemm.weights
+ * NULL; scratch: a group's widened records (rules._kw_scratch). The instances' bounds as
+ * rlx_convolve_1x1_k4_*'s. */
+void rlx_convolve_1x1_kw_relu_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_convolve_1x1_kw_clamp_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+void rlx_convolve_1x1_kw_s8(const rlx_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_fully_connected_s8(const rlx_fc_params *p, const int8_t *in, int8_t *out);
 /* 4 to 8 inputs, 2 outputs or more, rq_mode 2 (small_s8) or 1 (small_clamp_s8): gemm.chan is one
  * stream (rules.fc_small_stream), the input held widened in registers; gemm.weights is NULL */
@@ -241,6 +263,10 @@ void rlx_depthwise_conv_3x3_wide_s8(const rlx_dw_conv_params *p, const int8_t *i
 void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out,
                                           int16_t *scratch);
+/* balanced 3x3, depth multiplier 2 or a dilation at stride 1: the pair kernel's lines (per phase of the
+ * dilation) on DSP cores, the ring elsewhere; scratch: the larger of the ring's and the pair kernel's on
+ * the largest phase (rules.py) */
+void rlx_depthwise_conv_3x3_pair_gen_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 /* any other window (balanced, speed); scratch: widened weights, a ring of widened rows and a zero row (rules.py) */
 void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 /* 1-D windows (Kx1, 1xK) on DSP cores, the ring elsewhere; scratch: the larger of its planes and the ring (rules.py) */

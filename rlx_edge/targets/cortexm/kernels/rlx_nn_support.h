@@ -96,6 +96,29 @@ RLX_INLINE uint32_t rlx_rd32(const void *p)
 
 RLX_INLINE void rlx_wr32(void *p, uint32_t v) { memcpy(p, &v, 4); }
 
+/* (the low half of lo, the low half of hi) as a word's int16 halves (PKHBT), and (the high half of lo,
+ * the high half of hi) (PKHTB): GCC writes either in C as 3 to 5 instructions */
+RLX_INLINE uint32_t rlx_pack_lo16(uint32_t lo, uint32_t hi)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    return r;
+#else
+    return (lo & 0xFFFFu) | (hi << 16);
+#endif
+}
+RLX_INLINE uint32_t rlx_pack_hi16(uint32_t lo, uint32_t hi)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
+    return r;
+#else
+    return (hi & 0xFFFF0000u) | (lo >> 16);
+#endif
+}
+
 #if RLX_USE_DSP
 /* GCC folds this rotate into the ROR operand of SXTB16 / SXTAB16. */
 RLX_INLINE uint32_t rlx_ror(uint32_t x, uint32_t n) { return (x >> n) | (x << (32u - n)); }

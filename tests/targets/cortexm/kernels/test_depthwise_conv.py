@@ -1,7 +1,7 @@
-"""rlx_depthwise_conv_3x3_pair_s8 and rlx_depthwise_conv_3x3_s8 (int8 layouts), rlx_depthwise_conv_3x3_wide_s8
-(--optimize speed's int16 layouts), rlx_depthwise_conv_px_s8 (balanced: most other windows, a pixel at a
-time), rlx_depthwise_conv_ring_s8 (the rest), rlx_depthwise_conv_line_s8 (long 1-D lines) and
-rlx_depthwise_conv_s8 (--optimize size, few pixels) against the integer reference."""
+"""rlx_depthwise_conv_3x3_pair_s8, _pair_gen_s8 and rlx_depthwise_conv_3x3_s8 (int8 layouts),
+rlx_depthwise_conv_3x3_wide_s8 (--optimize speed's int16 layouts), rlx_depthwise_conv_px_s8 (balanced: most
+other windows, a pixel at a time), rlx_depthwise_conv_ring_s8 (the rest), rlx_depthwise_conv_line_s8 (long 1-D
+lines) and rlx_depthwise_conv_s8 (--optimize size, few pixels) against the integer reference."""
 
 from __future__ import annotations
 
@@ -24,37 +24,39 @@ _PAIR = "rlx_depthwise_conv_3x3_pair_"  # pair_s8( and pair_clamp_s8(
 
 
 def _dw_layer(g: Graph, rng, k: int, h: int, w: int, c: int, *, m: int = 1, kh: int = 3, kw: int = 3, s: int = 1,
-              d: int = 1, pad: str | tuple[int, int, int, int] = "same", act: str = "none",
-              out_zp: int | None = None, ties: bool = False) -> None:  # fmt: skip
-    """Depthwise layer k of g (its own input and output): random int8 weights and bias; pad "same",
-    "valid" or explicit (top, bottom, left, right); a random output zero point unless out_zp. ties:
+              d: int | tuple[int, int] = 1, pad: str | tuple[int, int, int, int] = "same", act: str = "none",
+              out_zp: int | None = None, ties: bool = False, batch: int = 1) -> None:  # fmt: skip
+    """Depthwise layer k of g (its own input and output): random int8 weights and bias; dilation d (both
+    axes, or (H, W)); pad "same", "valid" or explicit (top, bottom, left, right); a random output zero
+    point unless out_zp. ties:
     weights in -1..1, small biases and scales whose product is about 1/4 (a right shift of 1 or 2),
     so that many accumulators round from a tie, where the requantization's sign correction of a
     negative one matters."""
     pads = pad if isinstance(pad, tuple) else (0, 0, 0, 0)
     n, wr, br = c * m, 1 if ties else 127, 30 if ties else 3000
     xq = q(0.1, int(rng.integers(-100, 100))) if ties else rand_q(rng, 0.01, 0.1)
-    x = g.input(f"x{k}", (1, h, w, c), "i8", quant=xq)
+    x = g.input(f"x{k}", (batch, h, w, c), "i8", quant=xq)
     w8 = rng.integers(-wr, wr + 1, (1, kh, kw, n)).astype(np.int8)
     wqs = QuantParams(np.full(n, 0.05, np.float32), np.zeros(n, np.int64), axis=3) if ties else wq(rng, n, 3)
     wt = g.param(f"w{k}", w8, quant=wqs)
     b = g.param(f"b{k}", rng.integers(-br, br, n).astype(np.int32))
     oq = q(0.02, int(rng.integers(-60, 60))) if ties else rand_q(rng, 0.02, 0.3)
     oq = oq if out_zp is None else QuantParams(oq.scale, out_zp)
+    dil = d if isinstance(d, tuple) else (d, d)
     y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=oq, strides=(s, s),
-                           dilations=(d, d), padding="explicit" if isinstance(pad, tuple) else pad, pads=pads,
+                           dilations=dil, padding="explicit" if isinstance(pad, tuple) else pad, pads=pads,
                            activation=act, depth_multiplier=m)  # fmt: skip
     g.output(y)
 
 
-def _dw_rq0_layer(g: Graph, rng, h: int, w: int, c: int, kh: int, kw: int) -> None:
-    """A depthwise layer of g in rq_mode 0 (its own input "xr" and output): weights in -1..1 and a
-    small output scale, so that its multipliers are above 1, as the GEMM's test does."""
+def _dw_rq0_layer(g: Graph, rng, h: int, w: int, c: int, kh: int, kw: int, d: int = 1, m: int = 1) -> None:
+    """A depthwise layer of g in rq_mode 0 (its own input "xr" and output), dilation d, depth multiplier m:
+    weights in -1..1 and a small output scale, so that its multipliers are above 1, as the GEMM's test does."""
     x = g.input("xr", (1, h, w, c), "i8", quant=QuantParams(np.float32(0.1), 5))
-    wt = g.param("wr", rng.integers(-1, 2, (1, kh, kw, c)).astype(np.int8), quant=wq(rng, c, 3))
+    wt = g.param("wr", rng.integers(-1, 2, (1, kh, kw, c * m)).astype(np.int8), quant=wq(rng, c * m, 3))
     y = g.depthwise_conv2d(x, wt, None, name="dwr", out_quant=QuantParams(np.float32(0.0009), -3),
-                           strides=(1, 1), dilations=(1, 1), padding="same", activation="none",
-                           depth_multiplier=1)  # fmt: skip
+                           strides=(1, 1), dilations=(d, d), padding="same", activation="none",
+                           depth_multiplier=m)  # fmt: skip
     g.output(y)
 
 
@@ -104,9 +106,10 @@ def test_depthwise_random(check, fast, optimize):
     generic = "rlx_depthwise_conv_s8(" if optimize == "size" else "rlx_depthwise_conv_ring_s8("
     want = _KERNEL_3X3[optimize] if fast else generic
     # balanced: the pair kernel takes strides 1 and 2 but single output pixels; the pixel kernel
-    # takes other windows with multipliers 1 and 2 (rules._dw_px), the ring the others
-    also = _PAIR if fast else "rlx_depthwise_conv_px_s8("
-    assert model_c.count(want) + (model_c.count(also) if optimize == "balanced" else 0) == 8
+    # takes other windows with multipliers 1 and 2 (rules._dw_px), pair_gen 3x3 ones with multiplier 2
+    # (rules._dw_pair_gen), the ring the others
+    also = (_PAIR,) if fast else ("rlx_depthwise_conv_px_s8(", "rlx_depthwise_conv_3x3_pair_gen_s8(")
+    assert model_c.count(want) + (sum(map(model_c.count, also)) if optimize == "balanced" else 0) == 8
     assert check(g, n_inputs=5, optimize=optimize) == 8
 
 
@@ -179,7 +182,9 @@ def test_depth_multiplier_on_one_channel_runs_as_a_convolution(check):
         b = g.param(f"b{k}", rng.integers(-3000, 3000, m).astype(np.int32))
         g.output(g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=rand_q(rng, 0.02, 0.3), **attrs))
     model_c = emit(g).files["model.c"]
-    assert "rlx_depthwise_conv" not in model_c and model_c.count("rlx_convolve_s8(") == len(cases)
+    # the conv kernels: generic, or on the image padded in scratch (rlx_convolve_pad_s8)
+    convs = len(re.findall(r"rlx_convolve_(?:pad_)?s8\(", model_c))
+    assert "rlx_depthwise_conv" not in model_c and convs == len(cases)
     assert check(g, n_inputs=5) >= 5  # inputs compared, bit-exact on both builds
 
 
@@ -233,14 +238,15 @@ def test_depthwise_3x3_group_ring_speed_on_m4_bit_exact(tmp_path):
 
 def test_depthwise_ring_every_window_bit_exact(check, tmp_path, monkeypatch):
     """rlx_depthwise_conv_ring_s8 (every window but the plain 3x3 and the long 1-D lines of
-    rlx_depthwise_conv_line_s8; the balanced build gives most of them to rlx_depthwise_conv_px_s8,
-    turned off here, and keeps the ring for multipliers above 2, fewer than 4 channels and cores
-    without DSP), on both host builds and under QEMU on M4 (its tap and output
-    asm): 2-D windows; Kx1 windows, which run along H, on a one-column image; 1xK on a one-row
-    image; odd channel counts (a last group of 1 to 3); depth multipliers 2 (the halfword
-    widening) and 3; dilation 2 (taps not adjacent in the ring); same and valid padding; both
-    fast output rules (saturating, and a clamp)."""
+    rlx_depthwise_conv_line_s8; the balanced build gives most of them to rlx_depthwise_conv_px_s8 and
+    3x3 ones with multiplier 2 to rlx_depthwise_conv_3x3_pair_gen_s8, both turned off here, and keeps
+    the ring for multipliers above 2, fewer than 4 channels and cores without DSP), on both host
+    builds and under QEMU on M4 (its tap and output asm): 2-D windows; Kx1 windows, which run along
+    H, on a one-column image; 1xK on a one-row image; odd channel counts (a last group of 1 to 3);
+    depth multipliers 2 (the halfword widening) and 3; dilation 2 (taps not adjacent in the ring);
+    same and valid padding; both fast output rules (saturating, and a clamp)."""
     monkeypatch.setattr(rules, "_dw_px", lambda f, pads, fast: False)
+    monkeypatch.setattr(rules, "_dw_pair_gen", lambda f: False)
     rng = np.random.default_rng(29)
     g = Graph("dw_ring")
     # (h, w, c, multiplier, kh, kw, stride, dilation, padding)
@@ -260,7 +266,8 @@ def test_depthwise_line_bit_exact(check, tmp_path):
     """rlx_depthwise_conv_line_s8 (1-D windows, lines of 8 outputs or more; SMLAD on channel
     planes), on both host builds and under QEMU on M4 (its output asm): Kx1 over several columns
     and 1xK over several rows; every unrolled instance (2 to 9 taps, even and odd); lines whose
-    length is not a multiple of 4 (the single-output tail); stride 2 (single outputs only); odd
+    length is not a multiple of 4 (the C's single-output tail; the asm's whole last quad, into the
+    scratch rules.py rounds up); a batch of 2; stride 2 (single outputs only); odd
     channel counts (a last group of 1 to 3, the per-lane widening and output); depth multiplier
     2; same and valid padding; the three fast output rules (saturating; a clamp above out_zp,
     relu6, without the sign correction; one below it, relu_n1_to_1, with it, on ties), and the
@@ -275,7 +282,8 @@ def test_depthwise_line_bit_exact(check, tmp_path):
              (1, 9, 4, 1, 1, 8, 1, "same")]  # fmt: skip
     for k, (h, w, c, m, kh, kw, s, pad, *act) in enumerate(cases):
         act = act[0] if act else ["none", "relu6"][k % 2]
-        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=act, ties=act == n1)
+        # a batch of 2 on the 9x1 (the whole groups' line loop steps per image)
+        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, s=s, pad=pad, act=act, ties=act == n1, batch=1 + (k == 4))
     _dw_rq0_layer(g, rng, 10, 1, 7, 6, 1)  # the runner takes 8 layers: this is the eighth
     model_c = emit(g).files["model.c"]
     assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases) + 1
@@ -304,11 +312,11 @@ def test_depthwise_px_bit_exact(check, tmp_path):
     # images (the runner takes 8 inputs)
     n1 = "relu_n1_to_1"
     images = [[(8, 9, 8, 1, 5, 5, 1, 1, "same"), (11, 10, 13, 1, 7, 7, 2, 1, "same"), (9, 8, 8, 1, 3, 3, 1, 2, "same"),
-               (7, 6, 4, 2, 3, 3, 1, 1, "same"), (9, 8, 5, 2, 3, 3, 2, 1, "valid"), (6, 4, 8, 1, 1, 9, 1, 1, "same"),
+               (7, 6, 4, 2, 3, 2, 1, 1, "same"), (9, 8, 5, 2, 2, 3, 2, 1, "valid"), (6, 4, 8, 1, 1, 9, 1, 1, "same"),
                (7, 3, 6, 1, 9, 1, 1, 1, "same"), (12, 5, 8, 1, 5, 3, 1, 1, "same")],
               [(6, 6, 12, 1, 3, 3, 2, 1, "valid"), (10, 7, 7, 1, 2, 4, 3, 1, (1, 0, 2, 1)),
                (9, 9, 6, 1, 5, 5, 2, 1, "same"), (10, 9, 8, 1, 3, 3, 1, 2, "same", n1),
-               (11, 10, 6, 2, 3, 3, 1, 1, "same", n1), (6, 6, 8, 1, 1, 5, 1, 1, "same", "relu6"),
+               (11, 10, 6, 2, 3, 5, 1, 1, "same", n1), (6, 6, 8, 1, 1, 5, 1, 1, "same", "relu6"),
                (12, 11, 4, 1, 9, 9, 1, 1, "same", "relu6")]]  # fmt: skip
     tables = set()
     modes = set()
@@ -408,3 +416,44 @@ def test_depthwise_3x3_pair_bit_exact(check, tmp_path):
         _bit_exact_on_m4(g, tmp_path / g.name, seed=6)
     # every output rule runs, the clamps on their own kernel
     assert modes == {"ref", "sat", "relu", "clamp"} and len(kernels) == 2
+
+
+def test_depthwise_3x3_pair_gen_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_3x3_pair_gen_s8 (balanced: the pair kernel's lines for a 3x3 with depth multiplier 2,
+    output channels 2 i and 2 i + 1 on input channel i's planes, and for a dilated one at stride 1, per phase
+    of the dilation, where every phase has 30 outputs or more), on both host builds (the portable one runs
+    the ring) and under QEMU on M4. Dilated (first image): dilations 2, 3 along H with 2 along W, and 2
+    along H only; output sizes not a multiple of the dilation (phases of unequal sizes); phases along W and
+    along H (tall); same, valid and explicit padding (phases padded unequally, or not at all); 36 channels
+    (blocks of several groups, and a remainder) and odd counts; two images; a dilated 3x3 with a phase of 25
+    outputs keeps the pixel kernel. Multiplier 2 (second image): strides 1 and 2; lines along W and H;
+    input channels 3 and 7 (widened one at a time past the groups) and 36 (several blocks); with dilation
+    2 too; same, valid and explicit padding; two images. Both: the four output rules (saturating; relu6,
+    its clamp at out_zp: the saturating lines, then a clamp over the output; relu_n1_to_1 below out_zp on
+    ties, and rq_mode 2 with another out_zp: the clamped lines; rq_mode 0: the C lines)."""
+    rng = np.random.default_rng(47)
+    n1 = "relu_n1_to_1"
+    # (h, w, c, multiplier, stride, dilation, padding, activation; "sat": none with out_zp -128, "none":
+    # another out_zp); the first image's last case keeps the pixel kernel
+    images = [[(12, 12, 8, 1, 1, 2, "same", "sat"), (13, 11, 13, 1, 1, 2, "same", "relu6"),
+               (25, 16, 6, 1, 1, (3, 2), "valid", n1), (14, 20, 36, 1, 1, 2, "same", "none"),
+               (12, 13, 12, 1, 1, 2, (1, 2, 3, 0), "sat"), (16, 8, 5, 1, 1, (2, 1), "same", "sat"),
+               (10, 10, 8, 1, 1, 2, "same", "sat")],
+              [(10, 10, 8, 2, 1, 1, "same", "sat"), (9, 12, 7, 2, 2, 1, "same", "relu6"),
+               (17, 6, 20, 2, 1, 1, "valid", n1), (11, 13, 3, 2, 2, 1, (1, 0, 2, 1), "none"),
+               (14, 14, 6, 2, 1, 2, "same", "sat"), (12, 12, 36, 2, 2, 1, "same", "sat"),
+               (8, 9, 4, 2, 1, 1, "same", "none")]]  # fmt: skip
+    for n, cases in enumerate(images):
+        g = Graph(f"dw_pair_gen{n}")
+        for k, (h, w, c, m, s, d, pad, act) in enumerate(cases):
+            sat = act == "sat"
+            act, zp = ("none", -128) if sat else (act, None)
+            _dw_layer(g, rng, k, h, w, c, m=m, s=s, d=d, pad=pad, act=act, out_zp=zp, ties=act == n1,
+                      batch=1 + (k == 1))  # fmt: skip
+        _dw_rq0_layer(g, rng, 12, 12, 4, 3, 3, d=2 - n, m=1 + n)
+        model_c = emit(g).files["model.c"]
+        assert model_c.count("rlx_depthwise_conv_3x3_pair_gen_s8(") == len(cases) + 1 - (n == 0)
+        assert model_c.count("rlx_depthwise_conv_px_s8(") == (n == 0)
+        assert _output_rules(model_c) == {"ref", "sat", "relu", "clamp"}
+        assert check(g, n_inputs=5) >= 5
+        _bit_exact_on_m4(g, tmp_path / g.name, seed=9)
