@@ -732,7 +732,7 @@ class _MacLayer(LayerComponent):
         With fewer requantizer lanes than accumulators (:meth:`requant_lanes`), a completed group is
         latched and shifted through the requantizer a few lanes a cycle, with its parameters."""
         params, fields, uniform = self._params_rom(m, q, groups, lanes, pindex, lag)
-        v, first, last, final = (delay(m, s2[n], lag, f"{n}_d") for n in ("valid", "first", "last", "final"))
+        v, last, final = (delay(m, s2[n], lag, f"{n}_d") for n in ("valid", "last", "final"))
         r, serial = self.rq_lanes, self._serial()
         rq = Requantizer(
             r,
@@ -744,11 +744,14 @@ class _MacLayer(LayerComponent):
         )
         m.submodules.requant = rq
         accs = []
+        # each lane's first-tap flag a copy of its own (only read while valid: no reset): one register
+        # selecting every lane's bias was KWS's critical path on ECP5-85K (5.9 ns of routing)
+        firsts = register_copies(m, delay(m, s2["first"], lag - 1, "first_e", data=True), lanes, "first_c")
         for k in range(lanes):
             p = params[k * fields : (k + 1) * fields]
             acc = Signal(signed(32), name=f"acc_{k}", reset_less=True)  # the first valid step loads it
             # the bias starts the sum (int32 wraps, so the order of the additions does not matter)
-            acc_next = share(wrap32(Mux(first, p[:32].as_signed(), acc) + dots[k]), f"acc_next_{k}")
+            acc_next = share(wrap32(Mux(firsts[k], p[:32].as_signed(), acc) + dots[k]), f"acc_next_{k}")
             with m.If(v):
                 m.d.sync += acc.eq(acc_next)
             accs.append(acc_next)
