@@ -498,6 +498,24 @@ def _chan_parts(chan: np.ndarray, gemm: dict, o: int) -> tuple[np.ndarray, np.nd
     return bias, mult, add, shift, bool(exact)
 
 
+def _fast_1x1_instance(
+    chan: np.ndarray, gemm: dict, o: int
+) -> tuple[str | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The instance of the k4 and kw 1x1 kernels a layer takes ("relu", "clamp", "" for the int8 range,
+    None for none of them) and _chan_parts' bias, multiplier, rq_add (less the clamp's offset) and
+    trailing zeros."""
+    bias, mult, add, shift, exact = _chan_parts(chan, gemm, o)
+    hi = gemm["act_max"]
+    add = add - ((hi - 127) << (shift + 1))  # the clamp instance's offset (0 for the others)
+    if exact and hi == 127:
+        inst = "relu"
+    elif exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
+        inst = "clamp"
+    else:
+        inst = "" if gemm["rq_mode"] == 2 else None
+    return inst, bias, mult, add, shift
+
+
 def conv_1x1_kw_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[str, np.ndarray] | None:
     """rlx_convolve_1x1_kw_*'s kernel and its one array (kernels/rlx_convolve_1x1_kw_s8.c) for a 1x1
     layer's weights [O, K] and _gemm's per-block constants ``chan``; None where it does not apply (K
@@ -509,21 +527,15 @@ def conv_1x1_kw_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[st
     bound the zero point, the upper one 127), _clamp (an upper bound u below 127: rq_add holds the
     zero point less u - 127) and _s8 (the int8 range)."""
     o, k = w2.shape
-    mode, hi = gemm["rq_mode"], gemm["act_max"]
+    mode = gemm["rq_mode"]
     if k not in (8, 16) or mode == 0:
         return None
-    bias, mult, add, shift, exact = _chan_parts(chan, gemm, o)
-    up = hi - 127  # the clamp instance's offset (0 for the others)
-    add = add - (up << (shift + 1))
-    if exact and hi == 127:
-        kernel = "rlx_convolve_1x1_kw_relu_s8"
-    elif exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
-        kernel = "rlx_convolve_1x1_kw_clamp_s8"
-    elif mode == 2:
-        kernel = "rlx_convolve_1x1_kw_s8"
-        bias = 2 * bias  # |bias| < 2**30: fast_requant's bound
-    else:
+    inst, bias, mult, add, _ = _fast_1x1_instance(chan, gemm, o)
+    if inst is None:
         return None
+    kernel = f"rlx_convolve_1x1_kw_{inst}_s8" if inst else "rlx_convolve_1x1_kw_s8"
+    if not inst:
+        bias = 2 * bias  # |bias| < 2**30: fast_requant's bound
     words = np.ascontiguousarray(w2, np.int8).view("<i4").reshape(o, k // 4).astype(np.int64)
     stream = np.concatenate([bias[:, None], words, mult[:, None], add[:, None]], axis=1).reshape(-1)
     return kernel, np.ascontiguousarray(stream, np.int32)
@@ -572,25 +584,18 @@ def conv_1x1_k4_stream(w2: np.ndarray, chan: np.ndarray, gemm: dict) -> tuple[st
     2**m (add + 1/2) and 2**m in place of the trailing zeros (sweep 1x1 7x7x3->5, M4: 3.384 -> 2.902
     instructions/MAC)."""
     o, k = w2.shape
-    mode, hi = gemm["rq_mode"], gemm["act_max"]
+    mode = gemm["rq_mode"]
     if not 1 <= k <= 4 or mode == 0:
         return None
-    bias, mult, add, shift, exact = _chan_parts(chan, gemm, o)
-    up = hi - 127  # the clamp instance's offset (0 for the others)
-    add = add - (up << (shift + 1))
-    scaled = _k4_relu12(w2, bias, mult, add, shift + 1) if exact and hi == 127 else None
+    inst, bias, mult, add, shift = _fast_1x1_instance(chan, gemm, o)
+    if inst is None:
+        return None
+    kernel = f"rlx_convolve_1x1_k4_{inst}_s8" if inst else "rlx_convolve_1x1_k4_s8"
+    scaled = _k4_relu12(w2, bias, mult, add, shift + 1) if inst == "relu" else None
     if scaled is not None:
         kernel = "rlx_convolve_1x1_k4_relu12_s8"
         add, shift = scaled
         bias = bias * shift  # the bias times 2**m: the stream's last word
-    elif exact and hi == 127:
-        kernel = "rlx_convolve_1x1_k4_relu_s8"
-    elif exact and np.all(np.abs(add) < 2**30 - 1):  # no overflow of SMMLAR's sum
-        kernel = "rlx_convolve_1x1_k4_clamp_s8"
-    elif mode == 2:
-        kernel = "rlx_convolve_1x1_k4_s8"
-    else:
-        return None
     wpad = np.zeros((o, 4), np.int64)
     wpad[:, 4 - k :] = w2
     words = wpad.astype(np.uint8).view("<i4").reshape(-1).astype(np.int64)
