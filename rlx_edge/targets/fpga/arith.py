@@ -51,8 +51,8 @@ def share(v: Value, name: str = "t") -> Value:
 _DSP: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlx_fpga_dsp", default=None)
 
 #: cycles from the operands of :func:`dsp_product` to its product: the operands registered (a copy at
-#: each multiplier), the product registered, and registered once more
-DSP_STAGES = 3
+#: each multiplier), the product registered, and registered twice more
+DSP_STAGES = 4
 
 #: cycles from the operands of :func:`pipelined_srdhm` to its result: the partial products, their
 #: sums, the high word
@@ -83,14 +83,16 @@ def dsp_primitives(family: str | None):
 def dsp_product(m: Module, a: Value, b: Value, name: str = "prod") -> Value:
     """``a * b`` (signed or unsigned) :data:`DSP_STAGES` cycles later.
 
-    Why three registers: with every DSP of a device in use, a layer's multipliers sit far from its
+    Why four registers: with every DSP of a device in use, a layer's multipliers sit far from its
     logic. A ``*`` between fabric registers was a route in, the multiply and a route out in one
     cycle (17-21 ns on ECP5-85K); Yosys 0.23 does not move registers into the MULT18X18D. Inside
     :func:`dsp_primitives` ``("ecp5")`` the operands and the product are the MULT18X18D's own input
-    and output registers (its data sheet's REG_INPUTA/B and REG_OUTPUT), and the third register
-    takes the product to the fabric: each long route is then a hop between registers. Elsewhere,
-    and for operands wider than the DSP's 18 bits, the same three registers are in the fabric (the
-    simulation model of :data:`DSP_SIM_MODEL` computes the same).
+    and output registers (its data sheet's REG_INPUTA/B and REG_OUTPUT), and two fabric registers
+    take the product on: with one, the route from the DSP to it was IC's and one KWS seed's critical
+    path (9.8 ns of routing at 95 MHz); with two, the placer can put the first between the DSP and
+    the logic. Elsewhere, and for operands wider than the DSP's 18 bits, four registers are in the
+    fabric, the extra one on the operands (the simulation model of :data:`DSP_SIM_MODEL` computes
+    the same).
 
     A :class:`Const` ``b`` of 0 gives a constant 0 and one that is a power of two a shift, in logic,
     as Yosys makes of them (no DSP); any other constant takes a DSP as a signal does."""
@@ -127,15 +129,15 @@ def dsp_product(m: Module, a: Value, b: Value, name: str = "prod") -> Value:
             **ports,
         )
         m.d.comb += prod.eq(p36[:width].as_signed() if signed_out else p36[:width])
-    else:
-        ar = Signal(a.shape(), name=f"{name}_a", reset_less=True)
-        m.d.sync += ar.eq(a)
-        if cb is not None:  # a constant needs no register
-            br = b
-        else:
-            br = Signal(b.shape(), name=f"{name}_b", reset_less=True)
-            m.d.sync += br.eq(b)
-        m.d.sync += prod.eq(ar * br)
+        out = Signal(shape, name=f"{name}_q", reset_less=True)
+        m.d.sync += out.eq(prod)
+        return delay(m, out, DSP_STAGES - 3, f"{name}_r", data=True)
+    # in the fabric the extra stage goes before the multiply: iCE40's SB_MAC16 takes the operand,
+    # product and adder registers of a dot product in, which a register between product and adder
+    # would prevent (the three-FC test design then needs 12 SB_MAC16 instead of 9)
+    ar = delay(m, a, DSP_STAGES - 2, f"{name}_a", data=True)
+    br = b if cb is not None else delay(m, b, DSP_STAGES - 2, f"{name}_b", data=True)  # a constant: no register
+    m.d.sync += prod.eq(ar * br)
     out = Signal(shape, name=f"{name}_q", reset_less=True)
     m.d.sync += out.eq(prod)
     return out

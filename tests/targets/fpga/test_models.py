@@ -79,7 +79,7 @@ def test_cycles_within_bound_of_macs_per_pe_simd(fpga_runs, key):
         if row["op"] in MAC_OPS:
             assert row["pe"] * row["simd"] <= PARALLELISM
             # fill: window lag (3), ROM read (+1 per bank-multiplexer level and for the banks' address
-            # registers), operands, products (3: arith.dsp_product), adder tree, accumulate,
-            # requantizer (5 of its 9 stages the doubling high multiply), write; and with the
+            # registers), operands, products (4: arith.dsp_product), adder tree, accumulate,
+            # requantizer (6 of its 10 stages the doubling high multiply), write; and with the
             # requantizer lanes shared, the latch and one turn per lane group (at most PE)
-            assert row["cycles"] <= row["ideal_cycles"] + 23 + row["pe"], row
+            assert row["cycles"] <= row["ideal_cycles"] + 25 + row["pe"], row
