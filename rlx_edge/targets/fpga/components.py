@@ -710,10 +710,11 @@ class _MacLayer(LayerComponent):
                 row |= v << (k * fields)
             rows.append(row)
         port = rom_port(m, self, "params", fields * lanes, rows)
-        # an index is a few bits, a word up to 73 per lane: delay the address, register the word once
-        m.d.comb += port.addr.eq(delay(m, index, lag, "pidx", data=True))
-        word = Signal(len(port.data), name="params_word", reset_less=True)
-        m.d.sync += word.eq(port.data)
+        # an index is a few bits, a word up to 73 per lane: delay the address, register the word twice, so
+        # that the placer can put one register by the ROM and one by the accumulators (with one, its route
+        # to the bias multiplexers was the critical path of KWS and AD on ECP5-85K: 6-6.5 ns of routing)
+        m.d.comb += port.addr.eq(delay(m, index, lag - 1, "pidx", data=True))
+        word = delay(m, port.data, 2, "params_word", data=True)
         return word, fields, uniform
 
     def _acc_bits(self, q: ChannelQuant) -> int:
