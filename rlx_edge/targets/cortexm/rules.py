@@ -634,11 +634,13 @@ def _dw_line(f: dict, pads: tuple) -> bool:
 def _dw_line_scratch(f: dict) -> int:
     """rlx_depthwise_conv_line_s8's scratch bytes: 4 int16 planes of the line its taps reach, and a
     pair past it, rounded to words, then 4 int32 accumulators per output of the line, rounded up to
-    a multiple of 4 outputs (its last quad of outputs runs whole); or the ring's, which it runs
-    without DSP or with rq_mode 0."""
+    a multiple of 4 outputs, of 8 for windows of 2 to 5 taps (the last iteration of its MACs runs
+    whole: a quad, or four steps of two outputs); or the ring's, which it runs without DSP or with
+    rq_mode 0."""
     b = "h" if _dw_along_h(f) else "w"
-    wp = (f[f"out_{b}"] - 1) * f[f"stride_{b}"] + f[f"k_{b}"]
-    return max(8 * ((wp + 3) & ~1) + 16 * ((f[f"out_{b}"] + 3) & ~3), _dw_ring_scratch(f))
+    n, k = f[f"out_{b}"], f[f"k_{b}"]
+    wp = (n - 1) * f[f"stride_{b}"] + k
+    return max(8 * ((wp + 3) & ~1) + 16 * ((n + 7) & ~7 if k <= 5 else (n + 3) & ~3), _dw_ring_scratch(f))
 
 
 def _dw_px(f: dict, pads: tuple, fast: bool) -> bool:
@@ -726,14 +728,16 @@ def _dw_pair_scratch(f: dict, c: int) -> int:
     then 3 ring lines (lines outside the image read a slot zeroed in the ring), each the planes of
     the block's groups of 4 channels, wq halfwords a channel (the planes run along the output's
     longer axis; wq: the last output's taps and a pair's word past them, even). A block holds 4 to 32
-    channels, its ring lines about 1 KB (2 KB where wq is 16 or less), or up to 4 KB as a sixteenth
-    of the layer's input and output (rlx_depthwise_conv_3x3_pair_s8's cb); constants per output channel
+    channels, its ring lines about 1 KB (2 KB where wq is 20 or less: 8 outputs at stride 2, 16 at
+    stride 1, whose set-up per block and line weighs most; 4 KB gave 16x16x32 s2 on M4 2.84
+    instructions/MAC instead of 2.92, for 4.5 KB more arena: not taken), or up to 4 KB as a sixteenth of the
+    layer's input and output (rlx_depthwise_conv_3x3_pair_s8's cb); constants per output channel
     (depth multiplier 2: two a channel of the block)."""
     a = "h" if f["out_h"] > f["out_w"] else "w"
     s = f[f"stride_{a}"]
     wq = ((f[f"out_{a}"] - 1) * s + 2 + 2 * s + 1) & ~1
     io = (f["in_h"] * f["in_w"] + f["out_h"] * f["out_w"]) * c // 16
-    cb = min(c, min(32, max(4, min(max(io, 2048 if wq <= 16 else 1024), 4096) // (24 * wq) * 4)))
+    cb = min(c, min(32, max(4, min(max(io, 2048 if wq <= 20 else 1024), 4096) // (24 * wq) * 4)))
     return 68 * f["ch_mult"] * cb + 24 * ((cb + 3) // 4) * wq
 
 
@@ -773,6 +777,94 @@ def _dw_pair_gen(f: dict) -> bool:
         return f["ch_mult"] == 2 and f["stride_h"] <= 2 and f["stride_w"] <= 2
     s1 = f["stride_h"] == 1 and f["stride_w"] == 1
     return s1 and (f["out_h"] // f["dil_h"]) * (f["out_w"] // f["dil_w"]) >= 30
+
+
+def _dw_small(f: dict, pads: tuple, rq: tuple) -> bool:
+    """Whether the balanced build runs rlx_depthwise_conv_small_s8 (4 output channels of a pixel at once from
+    tap pairs, in place; no set-up but the groups' widened weights) rather than a kernel whose per-group or
+    per-phase set-up outweighs such a layer's taps: a 3x3 window (any stride, dilation and padding) with
+    the fast requantization (rq_mode 1, 2); depth multiplier 2 on at most 25 output pixels (pair_gen's
+    phases) with 4 input channels or more; multiplier 1 on at most 4 pixels with no padding (the pixel
+    kernel's tables; the pair kernel keeps padded ones) and 16 channels or more. M4 sweep,
+    instructions/MAC: 3x3 6x6x128 s2 valid 6.578 -> 2.902, 3x3 10x10x7 x2 s2 same 4.820 -> 2.765. rq:
+    (rq_mode, mult, rq_add, the accumulators' bound); rq_add offset by (127 - act_max) 2**shift
+    (_dw_small_consts) must keep SMMLAR's sum inside int32, as fast_requant checks the plain one."""
+    mode, mult, add, bound = rq
+    if f["k_h"] != 3 or f["k_w"] != 3 or mode == 0:
+        return False
+    add = np.asarray(add, np.int64)
+    e = np.array([(int(a) & -int(a)).bit_length() for a in add], np.int64)
+    v_max = (np.asarray(bound, np.int64) * np.asarray(mult, np.int64) >> 31) + 2
+    if np.any(np.abs(add + ((127 - f["act_max"]) << e)) + v_max + 1 >= 2**31):
+        return False
+    pixels = f["out_h"] * f["out_w"]
+    if f["ch_mult"] == 2:
+        return f["in_c"] >= 4 and pixels <= 25
+    return f["ch_mult"] == 1 and f["out_c"] >= 16 and pixels <= 4 and not any(pads)
+
+
+def _dw_small_scratch(f: dict) -> int:
+    """rlx_depthwise_conv_small_s8's scratch bytes: 18 words (the walk's constants, the tap offsets), the
+    table of a chunk of at most 16 groups of 4 output channels (47 words each), then a copy of the input
+    the windows reach with the zero point around it, where they reach past the image (rounded up to 16
+    bytes: its fill stores 16 at a time); or the ring's (cores without DSP, more than 4 output pixels)."""
+    hp = (f["out_h"] - 1) * f["stride_h"] + (f["k_h"] - 1) * f["dil_h"] + 1
+    wp = (f["out_w"] - 1) * f["stride_w"] + (f["k_w"] - 1) * f["dil_w"] + 1
+    pt, pl = f["pad_top"], f["pad_left"]
+    copy = pt > 0 or pl > 0 or hp - pt > f["in_h"] or wp - pl > f["in_w"]
+    groups = f["in_c"] // 2 if f["ch_mult"] == 2 else (f["out_c"] + 3) // 4
+    own = 72 + 188 * min(groups, 16) + ((hp * wp * f["in_c"] + 15) // 16 * 16 if copy else 0)
+    return max(own, _dw_ring_scratch(f) if f["out_h"] * f["out_w"] > 4 else 0)
+
+
+# rlx_depthwise_conv_small_s8's tap pairs, after tap 0 alone
+_DWS_PAIRS = ((1, 2), (3, 4), (5, 6), (7, 8))
+
+
+def _dw_small_consts(
+    w_taps: np.ndarray, bias_full: np.ndarray, mult: np.ndarray, add: np.ndarray, m: int, in_c: int, lo: int, hi: int
+) -> np.ndarray:
+    """rlx_depthwise_conv_small_s8's dwq: per group of 4 output channels (multiplier 1: channels 4 i, the
+    last group ending at the last channel; multiplier 2: those of input channels 2 i, 2 i + 1) 29 words:
+    the doubled biases with the input offset folded in over all 9 taps (wrapping as the C does), tap 0's
+    4 weights in one int8 word, per pair of taps (1, 2) ... (7, 8) two int8 words [w0 w1 w0' w1'],
+    [w2 w3 w2' w3'], (mult, rq_add + (127 - act_max) 2**shift, right shift) per channel, act_min + 127 -
+    act_max and act_max - 127 in every byte, and the input and output bytes to the next group (0 on the
+    last). With multiplier 2 and an odd channel count, then 17 words for the last input channel's 2
+    outputs: their biases, tap 0's word [w0 0 w1 0], a word [w0 w1 w0' w1'] per pair, their
+    requantization, the clamp's 2 words and 2 zeros."""
+    k, cm = w_taps.shape
+    wt = np.zeros((9, cm), np.int64)
+    wt[:k] = w_taps  # taps past the window: zero weights
+    if m == 1:
+        starts = [min(4 * g, cm - 4) for g in range((cm + 3) // 4)]
+    else:
+        starts = [2 * g for g in range(in_c // 2)]
+    e = np.array([(int(a) & -int(a)).bit_length() for a in add], np.int64)  # rlx_rq_e
+    # outputs offset by 127 - hi: SSAT's saturation at 127 is the clamp at hi (_dw_small checks int32)
+    add = np.asarray(add, np.int64) + ((127 - hi) << e)
+    b2 = fp.wrap_int32(2 * bias_full.astype(np.int64))
+    bounds = [np.array([b & 0xFF] * 4, np.uint8).view("<i4")[0] for b in (lo + 127 - hi, hi - 127)]
+    groups = []
+    for g, i0 in enumerate(starts):
+        c0 = m * i0
+        w4 = wt[:, c0 : c0 + 4]
+        words = [w4[0]] + [w4[[t, t, u, u, t, t, u, u], [0, 1, 0, 1, 2, 3, 2, 3]] for t, u in _DWS_PAIRS]
+        entries = np.concatenate(words).astype(np.int8).view("<i4").astype(np.int64)
+        mae = np.stack([mult[c0 : c0 + 4], add[c0 : c0 + 4], e[c0 : c0 + 4]], axis=1).astype(np.int64).reshape(-1)
+        step = starts[g + 1] - i0 if g + 1 < len(starts) else 0
+        tail = np.array([*bounds, step, m * step], np.int64)
+        groups.append(np.concatenate([b2[c0 : c0 + 4], entries, mae, tail]))
+    if m == 2 and in_c % 2:
+        # the last input channel's 2 outputs: tap 0's word [w0 0 w1 0], a word [w0 w1 w0' w1'] per pair
+        c0 = cm - 2
+        w2 = wt[:, c0:]
+        first = np.array([w2[0, 0], 0, w2[0, 1], 0])
+        pairs = [w2[[t, t, u, u], [0, 1, 0, 1]] for t, u in _DWS_PAIRS]
+        words = np.concatenate([first, *pairs]).astype(np.int8).view("<i4").astype(np.int64)
+        mae = np.stack([mult[c0:], add[c0:], e[c0:]], axis=1).astype(np.int64).reshape(-1)
+        groups.append(np.concatenate([b2[c0:], words, mae, [*bounds, 0, 0]]))
+    return np.ascontiguousarray(np.concatenate(groups).astype(np.int32))
 
 
 @RULES.rule("depthwise_conv2d")
@@ -870,6 +962,16 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
                 consts["dwq"] = np.ascontiguousarray(dwq.astype(np.int32)).reshape(-1)
                 consts["pad3"] = np.full(3 * c, zp_x, np.int8)
                 guards["weights16x2"] = guards["dwq"] = guards["pad3"] = "dsp"
+    if optimize == "balanced" and _dw_small(fields, params.pads, (mode, mult, add, bound)):
+        # DSP cores: no set-up but a group's widened weights; the others the general kernel or the ring
+        args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
+        fields["dwq"] = Const("dwq")
+        consts["dwq"] = _dw_small_consts(w_taps, bias_full, mult, add, m, c, lo, hi)
+        guards["dwq"] = "dsp"
+        for key in ("weights", "bias", "mult", "rq_add"):
+            guards[key] = "portable"
+        return Layer("rlx_depthwise_conv_small_s8", "rlx_dw_conv_params", fields, consts, args,
+                     _dw_small_scratch(fields), guards)  # fmt: skip
     if optimize == "balanced" and _dw_pair_gen(fields):
         # DSP cores: the pair kernel's lines (per phase of a dilation); the others the ring, in the larger scratch
         scratch = max([_dw_ring_scratch(fields)] + [_dw_pair_scratch(ph, c) for ph in _dw_phases(fields)])

@@ -119,11 +119,11 @@ def _conv(g: Graph, rng, x: Tensor, o: int, k: int, act: str, name: str, padding
 
 
 def _dw(g: Graph, rng, x: Tensor, kh: int, kw: int, act: str, name: str, s: int = 1, m: int = 1,
-        zp: int | None = None) -> Tensor:  # fmt: skip
+        zp: int | None = None, padding: str = "same") -> Tensor:  # fmt: skip
     w, b = _layer_params(g, rng, name, (1, kh, kw, x.shape[-1] * m), 3)
     out_q = rand_q(rng, 0.05, 0.3) if zp is None else QuantParams(np.float32(rng.uniform(0.05, 0.3)), zp)
     return g.depthwise_conv2d(x, w, b, name=name, out_quant=out_q, strides=(s, s),
-                              dilations=(1, 1), padding="same", activation=act, depth_multiplier=m)  # fmt: skip
+                              dilations=(1, 1), padding=padding, activation=act, depth_multiplier=m)  # fmt: skip
 
 
 def _fc(g: Graph, rng, x: Tensor, o: int, act: str, name: str) -> Tensor:
@@ -140,7 +140,8 @@ _BALANCED = ("rlx_fully_connected_s8(", "rlx_fc_small_s8(", "rlx_fc_small_clamp_
              "rlx_convolve_pad_s8(", "rlx_convolve_small_pad_s8(")  # fmt: skip
 _BALANCED2 = ("rlx_convolve_s8(", "rlx_convolve_small_s8(", "rlx_gemm_2px_lo", "rlx_gemm_2px_part_lo",
               "rlx_convolve_1x1_k4_relu_s8(", "rlx_convolve_1x1_kw_relu_s8(", "rlx_convolve_1x1_kw_clamp_s8(",
-              "rlx_convolve_1x1_kw_s8(", "rlx_depthwise_conv_3x3_pair_gen_s8(")  # fmt: skip
+              "rlx_convolve_1x1_kw_s8(", "rlx_depthwise_conv_3x3_pair_gen_s8(", "rlx_depthwise_conv_small_s8(",
+              "rlx_depthwise_conv_3x3_pair_clamp_s8(")  # fmt: skip
 _SPEED = ("rlx_depthwise_conv_3x3_wide_s8(",)
 
 
@@ -195,6 +196,15 @@ def _asm_graphs() -> tuple[tuple[Graph, str, tuple[str, ...]], ...]:
     x = _conv(g2, rng, _conv(g2, rng, x, 8, 1, "none", "c_to8"), 16, 1, "relu", "c_kw_relu")
     x = _conv(g2, rng, x, 8, 1, "relu6", "c_kw_clamp", out_q=QuantParams(np.float32(0.1), -128))
     g2.output(_conv(g2, rng, x, 8, 1, "none", "c_kw_none"))
+    # the small-image depthwise kernel: multiplier 2 on 5 channels (the odd last channel; padding: the
+    # input copied with its zero point around it), and multiplier 1 on 4 pixels read in place
+    x = g2.input("x4", (1, 9, 9, 5), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_dw(g2, rng, x, 3, 3, "relu6", "dw_small_m2", s=2, m=2))
+    x = g2.input("x5", (1, 5, 5, 16), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_dw(g2, rng, x, 3, 3, "relu", "dw_small", s=2, padding="valid"))
+    # the pair kernel's stride-2 lines of 8 outputs (ReLU: 8 a step)
+    x = g2.input("x6", (1, 16, 16, 4), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_dw(g2, rng, x, 3, 3, "relu", "dw_pair_s2_oct", s=2))
     s = Graph("asm_speed")
     x = s.input("x0", (1, 7, 6, 8), "i8", quant=rand_q(rng, 0.01, 0.1))
     s.output(_dw(s, rng, _dw(s, rng, x, 3, 3, "none", "dw_wide"), 3, 3, "relu", "dw_wide_clamp"))

@@ -16,7 +16,8 @@
  * The saturating lines' requantization is 3 instructions, without the sign correction, which
  * changes nothing where out_zp is -128 (rlx_depthwise_conv_3x3_pair_s8's condition), nor under a
  * clamp whose low end is at or above out_zp (a ReLU's: pair_clamp_s8 runs them, then clamps the
- * layer's output). One asm routine per stride and output rule runs a whole line of every channel
+ * layer's output; there, stride-2 lines of a multiple of 8 outputs run 8 a step, rlx_dwp_s2_octs).
+ * One asm routine per stride and output rule runs a whole line of every channel
  * of the block with all 14 registers (C spills them). Each block's weight pairs and requantization constants are
  * laid out once in the scratch (weights and bias doubled for the fast requantization, whose
  * SMMLAR takes acc << 1). Lines outside the image read a ring slot of zeros (the one no line of the
@@ -350,6 +351,92 @@ RLX_DWP_LINE(rlx_dwp_s2_clamp, RLX_DWP_Q2, RLX_DWP_P2, RLX_DWP_ST4_CLAMP, RLX_DW
     }
 RLX_DWP_LINE6(rlx_dwp_s1_sat, RLX_DWP_H1_0, RLX_DWP_H1, RLX_DWP_P1, RLX_DWP_S1)
 RLX_DWP_LINE6(rlx_dwp_s2_sat, RLX_DWP_H2_0, RLX_DWP_H2, RLX_DWP_P2, RLX_DWP_S2)
+
+/* Stride 2, saturated: 8 outputs (an oct) of every channel of a job (job->n is 8; rlx_dwp_s2_octs runs
+ * a line of a multiple of 8 outputs as a job per oct). The hex and a pair of an 8-wide line reload the
+ * channel's constants: 150 instructions a channel's 8 outputs, this 129. r0-r7 the accumulators, r8 r9 a
+ * window line's weight pairs, r10 its plane (the channel's 3 planes on the stack, [sp] .. [sp, #8]),
+ * lr the input word, r11 the output, r12 the channel's constants; [sp, #12] the job's oadj and kend
+ * (the output of the next channel from the fifth output of this one: rlx_dwp_s2_octs sets it).
+ * Output x is SMLAD (in[2x], in[2x+1]) + SMLABT (in[2x+2], ..): the first window line starts every
+ * accumulator from the bias in r7 (output 7's own the last). */
+#define RLX_DWP_SRC_BIAS(X) "r7"
+#define RLX_DWP_SRC_SELF(X) X
+#define RLX_DWP_O8_W(J, A, B, S)                                                                 \
+    "ldr lr, [r10, #" J "]\n\t"                                                                  \
+    "smlabt " A ", lr, r9, " A "\n\t"                                                            \
+    "smlad " B ", lr, r8, " S(B) "\n\t"
+#define RLX_DWP_O8(F, W, S)                                                                      \
+    "ldrd r8, r9, [r12, #" W "]\n\t"                                                             \
+    "ldr r10, [sp, #" F "]\n\t"                                                                  \
+    "ldr lr, [r10]\n\t"                                                                          \
+    "smlad r0, lr, r8, " S("r0") "\n\t" RLX_DWP_O8_W("16", "r0", "r1", S)                       \
+        RLX_DWP_O8_W("32", "r1", "r2", S) RLX_DWP_O8_W("48", "r2", "r3", S)                      \
+            RLX_DWP_O8_W("64", "r3", "r4", S) RLX_DWP_O8_W("80", "r4", "r5", S)                  \
+                RLX_DWP_O8_W("96", "r5", "r6", S) RLX_DWP_O8_W("112", "r6", "r7", S)             \
+    "ldr lr, [r10, #128]\n\t"                                                                    \
+    "smlabt r7, lr, r9, r7\n\t"
+/* RLX_DWP_RQS with the shift in r8, mult in r9 and rq_add in r10 */
+#define RLX_DWP_RQO(A)                                                                           \
+    "smmlar " A ", " A ", r9, r10\n\t"                                                           \
+    "asr " A ", " A ", r8\n\t"                                                                   \
+    "ssat " A ", #8, " A "\n\t"
+static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_s2_oct_sat(
+    const rlx_dwp_job *job __attribute__((unused)))
+{
+    __asm__(".syntax unified\n\t"
+            "push {r4-r11, lr}\n\t"
+            "sub sp, sp, #24\n\t"
+            "ldmia r0, {r4, r5}\n\t"
+            "strd r4, r5, [sp, #12]\n\t"
+            "add r0, r0, #12\n\t"
+            "ldmia r0, {r4, r5, r6, r11, r12}\n\t"
+            "stmia sp, {r4, r5, r6}\n\t"
+            "1:\n\t"
+            "ldr r7, [r12, #-4]\n\t" RLX_DWP_O8("0", "16", RLX_DWP_SRC_BIAS)
+                RLX_DWP_O8("4", "24", RLX_DWP_SRC_SELF) RLX_DWP_O8("8", "32", RLX_DWP_SRC_SELF)
+            "ldmia r12, {r8, r9, r10}\n\t" RLX_DWP_RQO("r0") RLX_DWP_RQO("r1") RLX_DWP_RQO("r2")
+                RLX_DWP_RQO("r3") RLX_DWP_RQO("r4") RLX_DWP_RQO("r5") RLX_DWP_RQO("r6")
+                    RLX_DWP_RQO("r7")
+            "ldr lr, [r12, #12]\n\t"
+            "add r9, lr, lr, lsl #1\n\t"
+            "strb r0, [r11]\n\tstrb r1, [r11, lr]\n\tstrb r2, [r11, lr, lsl #1]\n\tstrb r3, [r11, r9]\n\t"
+            "add r11, r11, lr, lsl #2\n\t"
+            "strb r4, [r11]\n\tstrb r5, [r11, lr]\n\tstrb r6, [r11, lr, lsl #1]\n\tstrb r7, [r11, r9]\n\t"
+            "ldr r1, [r12, #48]\n\t"
+            "ldmia sp, {r8, r9, r10}\n\t"
+            "add r8, r8, r1\n\t"
+            "add r9, r9, r1\n\t"
+            "add r10, r10, r1\n\t"
+            "stmia sp, {r8, r9, r10}\n\t"
+            "ldrd r1, r2, [sp, #12]\n\t"
+            "add r11, r11, r1\n\t"
+            "add r12, r12, #68\n\t"
+            "cmp r12, r2\n\t"
+            "bne 1b\n\t"
+            "add sp, sp, #24\n\t"
+            "pop {r4-r11, pc}\n\t");
+}
+#undef RLX_DWP_SRC_BIAS
+#undef RLX_DWP_SRC_SELF
+#undef RLX_DWP_O8_W
+#undef RLX_DWP_O8
+#undef RLX_DWP_RQO
+
+/* A stride-2 line of a multiple of 8 outputs (j->n) of every channel of a job: a job of its own per oct,
+ * the planes 8 words on (the constants' output step os; the oct leaves the output at its fifth) */
+static RLX_DWP_NOINLINE void rlx_dwp_s2_octs(const rlx_dwp_job *j)
+{
+    const int32_t os = (int32_t)j->k[RLX_DWP_OS - RLX_DWP_E];
+    rlx_dwp_job q = *j;
+    q.n = 8;
+    q.oadj = 1 - 4 * os;
+    for (int32_t x = 0; x < j->n; x += 8) {
+        q.x[0] = j->x[0] + 8 * x, q.x[1] = j->x[1] + 8 * x, q.x[2] = j->x[2] + 8 * x;
+        q.o = j->o + x * os;
+        rlx_dwp_s2_oct_sat(&q);
+    }
+}
 #endif
 
 /* One line of every channel of a job, one output at a time: any stride and output rule (the
@@ -405,13 +492,18 @@ typedef struct {
 } rlx_dwp_wjob;
 
 #if defined(RLX_DWP_ASM)
-/* two pixels of a group (pairs of pixels run two at a time: an odd count starts at the second): the
- * bytes paired first (PKHBT: channels 0 and 1 of both pixels, PKHTB: 2 and 3), so that each SXTAB16
- * gives one channel's two pixels, widened with the offset added: 10 instructions, not 12 */
-#define RLX_DWP_WIDEN2                                                                           \
+/* two pixels of a group (4 pixels a source step: the first pair's at the source r7, the second's 2
+ * pixels on, r5 the step of 3): the bytes paired first (PKHBT: channels 0 and 1 of both pixels, PKHTB:
+ * 2 and 3), so that each SXTAB16 gives one channel's two pixels, widened with the offset added: 9 and
+ * 10 instructions, not 12 */
+#define RLX_DWP_WIDEN2A                                                                          \
     "ldr r0, [r7]\n\t"                                                                           \
-    "ldr r1, [r7, r8]\n\t"                                                                       \
-    "add r7, r7, r8, lsl #1\n\t"                                                                 \
+    "ldr r1, [r7, r8]\n\t" RLX_DWP_WIDEN2
+#define RLX_DWP_WIDEN2B                                                                          \
+    "ldr r0, [r7, r8, lsl #1]\n\t"                                                               \
+    "ldr r1, [r7, r5]\n\t"                                                                       \
+    "add r7, r7, r8, lsl #2\n\t" RLX_DWP_WIDEN2
+#define RLX_DWP_WIDEN2                                                                           \
     "pkhbt r2, r0, r1, lsl #16\n\t"                                                              \
     "pkhtb r3, r1, r0, asr #16\n\t"                                                              \
     "sxtab16 r0, r10, r2\n\t"                                                                    \
@@ -423,18 +515,20 @@ static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_widen_asm(
     const rlx_dwp_wjob *j __attribute__((unused)))
 {
     /* r7 the source, r6 the group's planes, r8 the pixel step, r9 the pairs' end, r10 the input
-     * offset in both halves, r11 the groups left, r12 the pairs' bytes (16 a pair); [sp] the job */
+     * offset in both halves, r11 the groups left, r12 the pairs' bytes (16 a pair), r4 the lead
+     * flag, r5 3 pixel steps, lr the job. The pairs run 4 a step, the first step entered where the
+     * count modulo 4 says (bits 4 and 5 of r12): at a second pair of a source step for an odd count,
+     * the source 2 pixels back. */
     __asm__(".syntax unified\n\t"
             "push {r4-r11, lr}\n\t"
-            "sub sp, sp, #4\n\t"
-            "str r0, [sp]\n\t"
+            "mov lr, r0\n\t"
             "ldmia r0, {r7, r8}\n\t"
             "ldrd r6, r12, [r0, #8]\n\t"
             "ldrd r11, r10, [r0, #16]\n\t"
+            "ldr r4, [r0, #32]\n\t"
+            "add r5, r8, r8, lsl #1\n\t"
             "1:\n\t"
-            "ldr r0, [sp]\n\t"
-            "ldr r1, [r0, #32]\n\t"
-            "cbz r1, 2f\n\t"
+            "cbz r4, 2f\n\t"
             "ldr r0, [r7]\n\t"
             "add r7, r7, r8\n\t"
             "sxtab16 r2, r10, r0\n\t"
@@ -448,15 +542,21 @@ static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_widen_asm(
             "stmia r6!, {r0-r3}\n\t"
             "2:\n\t"
             "add r9, r6, r12\n\t"
-            "tst r12, #16\n\t"
-            "bne 5f\n\t"
+            "ands r1, r12, #48\n\t"
+            "beq 7f\n\t"
+            "cmp r1, #32\n\t"
+            "beq 8f\n\t"
+            "sub r7, r7, r8, lsl #1\n\t"
+            "bhi 9f\n\t"
+            "b 10f\n\t"
+            "7:\n\t"
             "cmp r6, r9\n\t"
             "beq 3f\n\t"
-            "4:\n\t" RLX_DWP_WIDEN2 "5:\n\t" RLX_DWP_WIDEN2 "cmp r6, r9\n\t"
+            "4:\n\t" RLX_DWP_WIDEN2A "9:\n\t" RLX_DWP_WIDEN2B "8:\n\t" RLX_DWP_WIDEN2A "10:\n\t" RLX_DWP_WIDEN2B
+            "cmp r6, r9\n\t"
             "bne 4b\n\t"
             "3:\n\t"
-            "ldr r0, [sp]\n\t"
-            "ldr r1, [r0, #36]\n\t"
+            "ldr r1, [lr, #36]\n\t"
             "cbz r1, 6f\n\t"
             "ldr r0, [r7]\n\t"
             "add r7, r7, r8\n\t"
@@ -467,14 +567,12 @@ static __attribute__((naked, noinline, noipa, used)) void rlx_dwp_widen_asm(
             "lsr r2, r2, #16\n\t"
             "lsr r3, r3, #16\n\t"
             "stmia r6!, {r0-r3}\n\t"
-            "ldr r0, [sp]\n\t"
             "6:\n\t"
-            "ldrd r1, r2, [r0, #24]\n\t"
+            "ldrd r1, r2, [lr, #24]\n\t"
             "add r7, r7, r1\n\t"
             "add r6, r6, r2\n\t"
             "subs r11, r11, #1\n\t"
             "bne 1b\n\t"
-            "add sp, sp, #4\n\t"
             "pop {r4-r11, pc}\n\t");
 }
 #endif
@@ -562,11 +660,14 @@ typedef void (*rlx_dwp_line_fn)(const rlx_dwp_job *);
 
 /* The kernel, with the line routines of its output rule where the caller found that they fit the
  * layer (NULL: the C lines, rlx_dwp_line_c, which strides above 2 run as well); hex: they run 6
- * outputs a step (the saturating ones), else 4. st: NULL for the layer's own image, else the bytes
- * between input pixels along W and along H, then between output pixels along W and along H (a phase
- * of a dilated layer, whose sizes and padding p gives: rlx_depthwise_conv_3x3_pair_gen_s8). */
+ * outputs a step (the saturating ones), else 4; s2o, where not NULL, runs the stride-2 lines of a
+ * multiple of 8 outputs (rlx_dwp_s2_octs: a kernel a model may leave unlinked). st: NULL for the
+ * layer's own image, else the bytes between input pixels along W and along H, then between output
+ * pixels along W and along H (a phase of a dilated layer, whose sizes and padding p gives:
+ * rlx_depthwise_conv_3x3_pair_gen_s8). */
 static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch,
-                                         rlx_dwp_line_fn s1, rlx_dwp_line_fn s2, int32_t hex, const int32_t *st)
+                                         rlx_dwp_line_fn s1, rlx_dwp_line_fn s2, rlx_dwp_line_fn s2o, int32_t hex,
+                                         const int32_t *st)
 {
     const int32_t ch = p->in_c, in_h = p->in_h, in_w = p->in_w, out_h = p->out_h, out_w = p->out_w;
     /* depth multiplier 2 (ms 1): output channels 2 i and 2 i + 1 read input channel i's planes; blocks
@@ -584,10 +685,10 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     /* plane length: the last output's taps and the word past them that a pair's second
      * output reads (stride 2: one more pair); even, so that planes stay word-aligned */
     const int32_t wq = ((n_l - 1) * s_l + 2 + 2 * s_l + 1) & ~1;
-    /* channels per block: 4 to 32, the 3 ring lines in about 1 KB (2 KB on lines of 16 positions
-     * or fewer, whose set-up per block and line weighs most), or up to 4 KB as a sixteenth of the
-     * layer's input and output (KWS's arena is its dw layers', whose lines are longer) */
-    const int32_t io = (in_h * in_w + out_h * out_w) * ch / 16, lo_io = wq <= 16 ? 2048 : 1024;
+    /* channels per block: 4 to 32, the 3 ring lines in about 1 KB (2 KB on lines of 20 positions
+     * or fewer, whose set-up per block and line weighs most), or up to 4 KB as a
+     * sixteenth of the layer's input and output (KWS's arena is its dw layers', whose lines are longer) */
+    const int32_t io = (in_h * in_w + out_h * out_w) * ch / 16, lo_io = wq <= 20 ? 2048 : 1024;
     int32_t cb = (io < lo_io ? lo_io : io > 4096 ? 4096 : io) / (24 * wq) * 4;
     cb = cb < 4 ? 4 : cb > 32 ? 32 : cb;
     cb = ch < cb ? ch : cb;
@@ -604,9 +705,8 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     int16_t *const ring = scratch + 2 * RLX_DWP_K * (cb << ms);
     /* the plane positions that hold image pixels: [lo, hi); the others are padding, zeroed once */
     const int32_t lo = pad_l < wq ? pad_l : wq, hi = in_l + pad_l < wq ? in_l + pad_l : wq;
-    for (int32_t i = 0; i < 3 * ls; i++) {
-        ring[i] = 0;
-    }
+    /* 3 ls halfwords: 6 wq words a group, a multiple of 4 (wq even) */
+    rlx_dwp_zero((uint32_t *)(void *)ring, (uint32_t *)(void *)(ring + 3 * ls));
     /* the ring's slots all zero (bit s: slot s); the words of a slot that widening writes, within
      * [z0, z1): from the first group's first pixel pair, lo / 2 (4 words a pair), to the last
      * group's last, (hi - 1) / 2 (the padding pairs between are 0 already) */
@@ -620,9 +720,12 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
     const uint32_t lo2 = ((uint32_t)p->act_min & 0xFFFFu) | ((uint32_t)p->act_min << 16);
     const uint32_t hi2 = ((uint32_t)p->act_max & 0xFFFFu) | ((uint32_t)p->act_max << 16);
     /* the bytes a plane pointer of the asm advances along a line: the clamp's quads (one more for 3
-     * left), then a pair for 1 or 2 left; the saturating lines' hexes, then a pair for each 2 left */
-    const int32_t r4 = n_l % 4, r6 = n_l % 6;
-    const int32_t adv = hex ? 16 * s_l * (3 * (n_l / 6) + (r6 + 1) / 2)
+     * left), then a pair for 1 or 2 left; the saturating lines' hexes, then a pair for each 2 left;
+     * none for the octs */
+    const int32_t r4 = n_l % 4, r6 = n_l % 6, oct = s2o != NULL && s_l == 2 && n_l % 8 == 0;
+    /* the octs' planes do not advance (rlx_dwp_s2_octs: a job per oct) */
+    const int32_t adv = oct ? 0
+                      : hex ? 16 * s_l * (3 * (n_l / 6) + (r6 + 1) / 2)
                             : 16 * s_l * (2 * (n_l / 4 + (r4 == 3)) + (r4 == 1 || r4 == 2));
     /* the constants every block's channel k shares, set once */
     for (int32_t k = 0; k < cb << ms; k++) {
@@ -728,7 +831,7 @@ static RLX_DWP_NOINLINE void rlx_dwp_run(const rlx_dw_conv_params *p, const int8
                 job.x[0] = sl[s0], job.x[1] = sl[s0 + 1], job.x[2] = sl[s0 + 2];
                 job.o = o;
                 if (s1 != NULL && s_l <= 2) {
-                    (s_l == 1 ? s1 : s2)(&job);
+                    (s_l == 1 ? s1 : oct ? s2o : s2)(&job);
                 } else {
                     rlx_dwp_line_c(p, &job, nc, c0, s_l, wq, ms);
                 }
@@ -783,9 +886,9 @@ void rlx_depthwise_conv_3x3_pair_s8(const rlx_dw_conv_params *p, const int8_t *i
 {
 #if RLX_USE_DSP && defined(RLX_DWP_ASM)
     const int32_t sat = p->rq_mode == 2 && p->out_zp <= p->act_min;
-    rlx_dwp_run(p, in, out, scratch, sat ? rlx_dwp_s1_sat : NULL, sat ? rlx_dwp_s2_sat : NULL, 1, NULL);
+    rlx_dwp_run(p, in, out, scratch, sat ? rlx_dwp_s1_sat : NULL, sat ? rlx_dwp_s2_sat : NULL, NULL, 1, NULL);
 #elif RLX_USE_DSP
-    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 1, NULL);
+    rlx_dwp_run(p, in, out, scratch, NULL, NULL, NULL, 1, NULL);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
 #endif
@@ -802,14 +905,15 @@ void rlx_depthwise_conv_3x3_pair_clamp_s8(const rlx_dw_conv_params *p, const int
          * correction changes only outputs at most out_zp, which the clamp raises to act_min with it
          * or without, then the clamp over the layer's output (M4 sweep, instructions/MAC, the
          * clamped lines then these: 3x3 8x8x96 valid 3.24, 2.74; 16x16x16 2.62, 2.38) */
-        rlx_dwp_run(p, in, out, scratch, rlx_dwp_s1_sat, rlx_dwp_s2_sat, 1, NULL);
+        rlx_dwp_run(p, in, out, scratch, rlx_dwp_s1_sat, rlx_dwp_s2_sat, rlx_dwp_s2_octs, 1, NULL);
         rlx_dwp_clamp_out(out, p->batches * p->out_h * p->out_w * p->in_c, p->act_min, p->act_max);
         return;
     }
     const int32_t clamp = p->rq_mode == 1 || p->rq_mode == 2;
-    rlx_dwp_run(p, in, out, scratch, clamp ? rlx_dwp_s1_clamp : NULL, clamp ? rlx_dwp_s2_clamp : NULL, 0, NULL);
+    rlx_dwp_run(p, in, out, scratch, clamp ? rlx_dwp_s1_clamp : NULL, clamp ? rlx_dwp_s2_clamp : NULL, NULL, 0,
+                NULL);
 #elif RLX_USE_DSP
-    rlx_dwp_run(p, in, out, scratch, NULL, NULL, 0, NULL);
+    rlx_dwp_run(p, in, out, scratch, NULL, NULL, NULL, 0, NULL);
 #else
     rlx_depthwise_conv_3x3_s8(p, in, out, scratch);
 #endif
@@ -860,8 +964,8 @@ void rlx_depthwise_conv_3x3_pair_gen_s8(const rlx_dw_conv_params *p, const int8_
                 q.out_w = (p->out_w - px + dw - 1) / dw;
                 q.in_w = (p->in_w - c0 + dw - 1) / dw;
                 q.pad_left = (c0 - px + p->pad_left) / dw;
-                rlx_dwp_run(&q, img + (r0 * p->in_w + c0) * ch, o + (py * p->out_w + px) * oc, scratch, s1, s2, hex,
-                            st);
+                rlx_dwp_run(&q, img + (r0 * p->in_w + c0) * ch, o + (py * p->out_w + px) * oc, scratch, s1, s2, NULL,
+                            hex, st);
             }
         }
     }

@@ -1216,13 +1216,29 @@ void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, i
  * added (padding 0, written once a call). Word j of a plane at output t holds taps 2j, 2j + 1
  * of t; with stride 1 the same word holds taps 2j - 1, 2j of output t + 1, so a second weight
  * set shifted by one tap (the odd set) gives a second output per loaded word, and the next
- * word two more: four outputs an iteration, a tap pair one SMLAD. The accumulators of the
- * group's 4 channels go to the scratch interleaved, and are requantized a pixel at a time, 4
- * outputs packed into one store as on the ring (RLX_DWR_RQ4_ASM). Weights and bias are doubled
+ * word two more: four outputs an iteration, a tap pair one SMLAD. The accumulators go to the
+ * scratch by pairs of outputs (RLX_DW1_AIX: a channel's two outputs of a pair adjacent, one
+ * STRD), and are requantized a pair of pixels at a time, each channel's constants loaded once
+ * for both, 4 outputs packed into one store (rlx_dw1_rq_line). Weights and bias are doubled
  * for the fast requantization (the acc << 1 of SMMLAR), as on the ring. rq_mode 0 and cores
  * without DSP run the ring, in the same scratch (rules.py's _dw_line_scratch). */
 #define RLX_DW1_MAXP 5 /* weight pairs a channel: windows up to 9 taps (rules.py) */
+/* the word of output t, lane l in a line's accumulators: a pair of outputs 8 words, a lane's two adjacent */
+#define RLX_DW1_AIX(T, L) ((((T) >> 1) << 3) + 2 * (L) + ((T) & 1))
 
+#if RLX_USE_DSP
+/* A call's constants through the calls of its groups and lines: axis b along the window, a across. */
+typedef struct {
+    int16_t *plane;
+    int32_t len, clo, ncols, in_step, np, n, s, os, rule;
+    uint32_t off2;
+    uint32_t (*wt)[2 * RLX_DW1_MAXP];
+    int32_t *b2, *acc;
+    void *q;
+    const rlx_dw_conv_params *p;
+    rlx_dw_axis a, b;
+} rlx_dw1_ln;
+#endif
 
 #if RLX_USE_DSP
 /* one column of 4 channels at src into the 4 planes (len halfwords apart) at d, the input offset added */
@@ -1236,24 +1252,85 @@ RLX_INLINE void rlx_dw1_widen1(const int8_t *src, int16_t *d, int32_t len, uint3
     d[3 * len] = (int16_t)(x13 >> 16);
 }
 
-/* One channel's accumulators (doubled) along a line, into every fourth word of acc (the group's
- * four channels interleaved, as the outputs are): x its plane at the first output's first tap,
- * w its weight pairs (even set, odd set), np pairs. Apart from the requantization, so that the
- * four accumulators, the words and the weights stay in registers; np a constant in each instance
- * (windows of 2 to 9 taps), unrolled. */
+/* One channel's accumulators (doubled) along a line, at acc its lane's first word (RLX_DW1_AIX): x its
+ * plane at the first output's first tap, w its weight pairs (even set, odd set), np pairs. Apart from the
+ * requantization, so that the four accumulators, the words and the weights stay in registers; np a
+ * constant in each instance (windows of 2 to 9 taps), unrolled. */
 RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t np, int32_t n, int32_t s, int32_t b2,
                              int32_t *acc)
 {
     int32_t t = 0;
 #if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
-    if (s == 1 && np >= 2 && np <= 5 && n >= 1) {
+    if (s == 1 && np <= 3 && np >= 2 && n >= 1) {
+        /* windows of 3 to 6 taps: the weights in registers, two outputs a step (the even and the odd set
+         * on the same np words of x), one new word a step into the register of the step's first word once
+         * its products are done (np 3: the third word), two steps an iteration: 4.75 instructions an
+         * output for np 3 (the quads' 5.75). The last iteration runs whole, as the quads'. np 3 takes 13
+         * registers (GCC finds them only with the weights loaded in the asm, the last into w's register)
+         * and the loop's end on the stack. */
+        const int16_t *const xe = x + 4 + 4 * ((n + 3) / 4);
+        const uint32_t *wr = w;
+        uint32_t x0_, x1_, e0_, o0_, e1_;
+        int32_t a1;
+        int32_t *ap = acc;
+#define RLX_DW1_STEP(XA, XB, LOAD, THIRD)                \
+    "smlad   %[a0], %[" XA "], %[e0], %[b2]\n\t"          \
+    "smlad   %[a1], %[" XA "], %[o0], %[b2]\n\t" LOAD     \
+    "smlad   %[a0], %[" XB "], %[e1], %[a0]\n\t"          \
+    "smlad   %[a1], %[" XB "], %[o1], %[a1]\n\t" THIRD    \
+    "strd    %[a0], %[a1], [%[acc]], #32\n\t"
+#define RLX_DW1_LOAD(XA) "ldr     %[" XA "], [%[x]], #4\n\t"
+#define RLX_DW1_THIRD(XA)                                \
+    "smlad   %[a0], %[" XA "], %[e2], %[a0]\n\t"          \
+    "smlad   %[a1], %[" XA "], %[o2], %[a1]\n\t"
+        if (np == 3) {
+            uint32_t o1_, e2_;
+            int32_t a0 = (int32_t)(uintptr_t)xe; /* pushed */
+            __asm__ volatile("push    {%[a0]}\n\t"
+                             "ldrd    %[e0], %[o0], [%[o2]]\n\t"
+                             "ldrd    %[e1], %[o1], [%[o2], #8]\n\t"
+                             "ldrd    %[e2], %[o2], [%[o2], #16]\n\t"
+                             "ldr     %[x0], [%[x]], #4\n\t"
+                             "ldr     %[x1], [%[x]], #4\n\t"
+                             "0:\n\t" RLX_DW1_STEP("x0", "x1", RLX_DW1_LOAD("x0"), RLX_DW1_THIRD("x0"))
+                                 RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
+                             "ldr     %[a0], [sp]\n\t"
+                             "cmp     %[x], %[a0]\n\t"
+                             "bne     0b\n\t"
+                             "add     sp, sp, #4\n\t"
+                             : [a0] "+r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0_), [x1] "=&r"(x1_), [x] "+r"(x),
+                               [acc] "+r"(ap), [o2] "+r"(wr), [e0] "=&r"(e0_), [o0] "=&r"(o0_), [e1] "=&r"(e1_),
+                               [o1] "=&r"(o1_), [e2] "=&r"(e2_)
+                             : [b2] "r"(b2)
+                             : "memory", "cc");
+        } else {
+            int32_t a0;
+            __asm__ volatile("ldrd    %[e0], %[o0], [%[o1]]\n\t"
+                             "ldrd    %[e1], %[o1], [%[o1], #8]\n\t"
+                             "ldr     %[x0], [%[x]], #4\n\t"
+                             "ldr     %[x1], [%[x]], #4\n\t"
+                             "0:\n\t" RLX_DW1_STEP("x0", "x1", "", RLX_DW1_LOAD("x0"))
+                                 RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
+                             "cmp     %[x], %[xe]\n\t"
+                             "bne     0b\n\t"
+                             : [a0] "=&r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0_), [x1] "=&r"(x1_), [x] "+r"(x),
+                               [acc] "+r"(ap), [o1] "+r"(wr), [e0] "=&r"(e0_), [o0] "=&r"(o0_), [e1] "=&r"(e1_)
+                             : [b2] "r"(b2), [xe] "r"(xe)
+                             : "memory", "cc");
+        }
+#undef RLX_DW1_THIRD
+#undef RLX_DW1_LOAD
+#undef RLX_DW1_STEP
+        t = n;
+    } else if (s == 1 && np >= 2 && np <= 5 && n >= 1) {
         /* the quads in asm: GCC reloads the weights and spills a word of x every quad (41 instructions
-         * for 9 taps, here 37); the words of x alternate between xa and xb, each loaded once. The last
+         * for 9 taps, here 35); the words of x alternate between xa and xb, each loaded once. The last
          * quad runs whole, past n: its extra outputs read past the plane (into the next one, or the
          * accumulators) and land in the accumulators' rounding (rules.py's _dw_line_scratch), which
          * the requantization does not read; cheaper than a tail of single outputs. */
         uint32_t xa, xb, we, wo;
         int32_t a0, a1, a2, a3;
+        int32_t *ap = acc;
         const int16_t *const xe = x + 4 * ((n + 3) / 4);
 #define RLX_DW1_PAIR(XC, XN, XOFF, WOFF)                       \
     "ldr     %[" XN "], [%[x], #" XOFF "]\n\t"                 \
@@ -1264,21 +1341,18 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
     "smlad   %[a3], %[" XN "], %[wo], %[a3]\n\t"
 #define RLX_DW1_QUADS(PAIRS)                                                                                  \
     __asm__ volatile("0:\n\t"                                                                                 \
-                     "ldr     %[xa], [%[x]], #8\n\t"                                                          \
-                     "ldr     %[xb], [%[x], #-4]\n\t"                                                         \
+                     "ldrd    %[xa], %[xb], [%[x]], #8\n\t"                                                  \
                      "ldrd    %[we], %[wo], [%[w]]\n\t"                                                       \
                      "smlad   %[a0], %[xa], %[we], %[b2]\n\t"                                                 \
                      "smlad   %[a1], %[xa], %[wo], %[b2]\n\t"                                                 \
                      "smlad   %[a2], %[xb], %[we], %[b2]\n\t"                                                 \
                      "smlad   %[a3], %[xb], %[wo], %[b2]\n\t" PAIRS                                           \
-                     "str     %[a1], [%[acc], #16]\n\t"                                                       \
-                     "str     %[a2], [%[acc], #32]\n\t"                                                       \
-                     "str     %[a3], [%[acc], #48]\n\t"                                                       \
-                     "str     %[a0], [%[acc]], #64\n\t"                                                       \
+                     "strd    %[a2], %[a3], [%[acc], #32]\n\t"                                                \
+                     "strd    %[a0], %[a1], [%[acc]], #64\n\t"                                                \
                      "cmp     %[x], %[xe]\n\t"                                                                \
                      "bne     0b\n\t"                                                                         \
                      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [xa] "=&r"(xa),          \
-                       [xb] "=&r"(xb), [we] "=&r"(we), [wo] "=&r"(wo), [x] "+r"(x), [acc] "+r"(acc)             \
+                       [xb] "=&r"(xb), [we] "=&r"(we), [wo] "=&r"(wo), [x] "+r"(x), [acc] "+r"(ap)              \
                      : [w] "r"(w), [b2] "r"(b2), [xe] "r"(xe)                                                   \
                      : "memory", "cc")
 #define RLX_DW1_P1 RLX_DW1_PAIR("xb", "xa", "0", "8")
@@ -1304,7 +1378,7 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
     }
 #endif
     if (s == 1) {
-        for (; t + 4 <= n; t += 4, x += 4, acc += 16) {
+        for (; t + 4 <= n; t += 4, x += 4) {
             int32_t a0 = b2, a1 = b2, a2 = b2, a3 = b2;
             uint32_t xc = rlx_rd32(x);
 #if defined(__GNUC__)
@@ -1318,18 +1392,19 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
                 a3 = rlx_smlad(xn, wo, a3);
                 xc = xn;
             }
-            acc[0] = a0;
-            acc[4] = a1;
-            acc[8] = a2;
-            acc[12] = a3;
+            int32_t *const at = acc + RLX_DW1_AIX(t, 0);
+            at[0] = a0;
+            at[1] = a1;
+            at[8] = a2;
+            at[9] = a3;
         }
     }
-    for (; t < n; t++, x += s, acc += 4) {
+    for (; t < n; t++, x += s) {
         int32_t a0 = b2;
         for (int32_t j = 0; j < np; j++) {
             a0 = rlx_smlad(rlx_rd32(x + 2 * j), w[2 * j], a0);
         }
-        *acc = a0;
+        acc[RLX_DW1_AIX(t, 0)] = a0;
     }
 }
 
@@ -1340,7 +1415,7 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, cons
 {
 #define RLX_DW1_ALL(NP)                                                                                   \
     for (int32_t l = 0; l < nc; l++) {                                                                    \
-        rlx_dw1_macs(x + l * len, w + l * 2 * RLX_DW1_MAXP, (NP), n, s, b2[l], acc + l);                  \
+        rlx_dw1_macs(x + l * len, w + l * 2 * RLX_DW1_MAXP, (NP), n, s, b2[l], acc + 2 * l);              \
     }
     switch (np) {
     case 2:
@@ -1364,69 +1439,352 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, cons
 #endif
 
 #if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+/* The 4 lanes of a group along a line of L: stride 1, n >= 1, np 2 to 5; rlx_dw1_macs's asm with the lanes'
+ * loop in it too (in C, GCC spilled and reloaded ~30 instructions a lane around the asm). From lane to
+ * lane (at 1:) the asm reads the frame fr (bytes of a plane, x's advance along a lane D, acc's step back
+ * to the next lane, the lane's weights, its bias's address, the lanes left), whose address and, for np 2
+ * and 3, the end of x wait on the stack. */
+#define RLX_DW1_NEXT(W)                                                  \
+    "ldr     %[a1], [sp, #4]\n\t"                                        \
+    "ldrd    %[a0], %[x0], [%[a1], #16]\n\t"                             \
+    "subs    %[x0], %[x0], #1\n\t"                                       \
+    "beq     2f\n\t"                                                     \
+    "ldr     %[b2], [%[a0], #4]!\n\t"                                    \
+    "strd    %[a0], %[x0], [%[a1], #16]\n\t"                             \
+    "ldrd    %[a0], %[x0], [%[a1]]\n\t"                                  \
+    "ldr     %[x1], [sp]\n\t"                                            \
+    "add     %[x1], %[x1], %[a0]\n\t"                                    \
+    "str     %[x1], [sp]\n\t"                                            \
+    "sub     %[x], %[x1], %[x0]\n\t"                                     \
+    "ldrd    %[a0], %[" W "], [%[a1], #8]\n\t"                           \
+    "add     %[acc], %[acc], %[a0]\n\t"                                  \
+    "add     %[" W "], %[" W "], #40\n\t"                                \
+    "str     %[" W "], [%[a1], #12]\n\t"                                 \
+    "b       1b\n\t"                                                     \
+    "2:\n\t"                                                             \
+    "add     sp, sp, #8\n\t"
+#define RLX_DW1_STEP(XA, XB, LOAD, THIRD)                \
+    "smlad   %[a0], %[" XA "], %[e0], %[b2]\n\t"          \
+    "smlad   %[a1], %[" XA "], %[o0], %[b2]\n\t" LOAD     \
+    "smlad   %[a0], %[" XB "], %[e1], %[a0]\n\t"          \
+    "smlad   %[a1], %[" XB "], %[o1], %[a1]\n\t" THIRD    \
+    "strd    %[a0], %[a1], [%[acc]], #32\n\t"
+#define RLX_DW1_LOAD(XA) "ldr     %[" XA "], [%[x]], #4\n\t"
+#define RLX_DW1_THIRD(XA)                                \
+    "smlad   %[a0], %[" XA "], %[e2], %[a0]\n\t"          \
+    "smlad   %[a1], %[" XA "], %[o2], %[a1]\n\t"
+#define RLX_DW1_PAIR(XC, XN, XOFF, WOFF)                       \
+    "ldr     %[" XN "], [%[x], #" XOFF "]\n\t"                 \
+    "ldrd    %[we], %[wo], [%[w], #" WOFF "]\n\t"              \
+    "smlad   %[a0], %[" XC "], %[we], %[a0]\n\t"               \
+    "smlad   %[a1], %[" XC "], %[wo], %[a1]\n\t"               \
+    "smlad   %[a2], %[" XN "], %[we], %[a2]\n\t"               \
+    "smlad   %[a3], %[" XN "], %[wo], %[a3]\n\t"
+/* two outputs of a lane (the line's last ones past its whole quads): pair J of the np, x and w not advanced */
+#define RLX_DW1_HPAIR(XOFF, WOFF)                              \
+    "ldr     %[xa], [%[x], #" XOFF "]\n\t"                    \
+    "ldrd    %[we], %[wo], [%[w], #" WOFF "]\n\t"             \
+    "smlad   %[a0], %[xa], %[we], %[a0]\n\t"                  \
+    "smlad   %[a1], %[xa], %[wo], %[a1]\n\t"
+#define RLX_DW1_HALF(HPAIRS)                                     \
+    "ldr     %[xa], [%[x]]\n\t"                                   \
+    "ldrd    %[we], %[wo], [%[w]]\n\t"                            \
+    "smlad   %[a0], %[xa], %[we], %[b2]\n\t"                      \
+    "smlad   %[a1], %[xa], %[wo], %[b2]\n\t" HPAIRS               \
+    "strd    %[a0], %[a1], [%[acc]], #32\n\t"
+#define RLX_DW1_QUADS4(PAIRS, HALF)                                                                           \
+    __asm__ volatile("push    {%[a0]}\n\t"                                                                    \
+                     "1:\n\t"                                                                                 \
+                     "0:\n\t"                                                                                 \
+                     "ldrd    %[xa], %[xb], [%[x]], #8\n\t"                                                  \
+                     "ldrd    %[we], %[wo], [%[w]]\n\t"                                                       \
+                     "smlad   %[a0], %[xa], %[we], %[b2]\n\t"                                                 \
+                     "smlad   %[a1], %[xa], %[wo], %[b2]\n\t"                                                 \
+                     "smlad   %[a2], %[xb], %[we], %[b2]\n\t"                                                 \
+                     "smlad   %[a3], %[xb], %[wo], %[b2]\n\t" PAIRS                                           \
+                     "strd    %[a2], %[a3], [%[acc], #32]\n\t"                                                \
+                     "strd    %[a0], %[a1], [%[acc]], #64\n\t"                                                \
+                     "cmp     %[x], %[xe]\n\t"                                                                \
+                     "bne     0b\n\t"                                                                         \
+                     HALF                                                                                     \
+                     "ldr     %[a0], [sp]\n\t"                                                                \
+                     "ldrd    %[a1], %[a2], [%[a0], #16]\n\t"                                                 \
+                     "subs    %[a2], %[a2], #1\n\t"                                                           \
+                     "beq     2f\n\t"                                                                         \
+                     "ldr     %[b2], [%[a1], #4]!\n\t"                                                        \
+                     "strd    %[a1], %[a2], [%[a0], #16]\n\t"                                                 \
+                     "ldrd    %[a1], %[a2], [%[a0]]\n\t"                                                      \
+                     "add     %[xe], %[xe], %[a1]\n\t"                                                        \
+                     "sub     %[x], %[xe], %[a2]\n\t"                                                         \
+                     "ldr     %[a1], [%[a0], #8]\n\t"                                                         \
+                     "add     %[acc], %[acc], %[a1]\n\t"                                                      \
+                     "add     %[w], %[w], #40\n\t"                                                            \
+                     "b       1b\n\t"                                                                         \
+                     "2:\n\t"                                                                                 \
+                     "add     sp, sp, #4\n\t"                                                                 \
+                     : [a0] "+r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [xa] "=&r"(xa),           \
+                       [xb] "=&r"(xb), [we] "=&r"(we), [wo] "=&r"(wo), [x] "+r"(x), [acc] "+r"(acc),            \
+                       [w] "+r"(wq), [b2] "+r"(b2), [xe] "+r"(xe)                                               \
+                     :                                                                                        \
+                     : "memory", "cc")
+static RLX_NOINLINE_DW void rlx_dw1_macs4(const rlx_dw1_ln *L)
+{
+    const int16_t *x = L->plane;
+    const uint32_t *const w = L->wt[0];
+    const int32_t len = L->len, np = L->np, n = L->n, *const b2p = L->b2;
+    int32_t *acc = L->acc;
+    /* iterations along a lane: np 2 and 3 four steps of two outputs (8 outputs), else quads, and where the
+     * line leaves 1 or 2 outputs past its whole quads (n >= 4), two more instead of a whole quad (half) */
+    const int32_t half = np > 3 && n >= 4 && (n & 3) != 0 && (n & 3) != 3;
+    const int32_t nq = np <= 3 ? (n + 7) / 8 : half ? n / 4 : (n + 3) / 4, d = np <= 3 ? 8 + 16 * nq : 8 * nq;
+    uint32_t fr[6] = {(uint32_t)(2 * len),    (uint32_t)d, (uint32_t)(8 - (np <= 3 ? 128 : 64) * nq - 32 * half),
+                      (uint32_t)(uintptr_t)w, (uint32_t)(uintptr_t)b2p, 4u};
+    int32_t b2 = b2p[0], a1;
+    if (np <= 3) {
+        uint32_t x0_, x1_, e0_, o0_, e1_;
+        const uint32_t *wr = w;
+        int32_t a0 = (int32_t)(uintptr_t)fr; /* pushed, then the end of x */
+        if (np == 3) {
+            uint32_t o1_, e2_;
+            __asm__ volatile("ldr     %[a1], [%[a0], #4]\n\t"
+                             "add     %[a1], %[x], %[a1]\n\t"
+                             "push    {%[a0]}\n\t"
+                             "push    {%[a1]}\n\t"
+                             "1:\n\t"
+                             "ldrd    %[e0], %[o0], [%[o2]]\n\t"
+                             "ldrd    %[e1], %[o1], [%[o2], #8]\n\t"
+                             "ldrd    %[e2], %[o2], [%[o2], #16]\n\t"
+                             "ldr     %[x0], [%[x]], #4\n\t"
+                             "ldr     %[x1], [%[x]], #4\n\t"
+                             "0:\n\t" RLX_DW1_STEP("x0", "x1", RLX_DW1_LOAD("x0"), RLX_DW1_THIRD("x0"))
+                                 RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
+                                     RLX_DW1_STEP("x0", "x1", RLX_DW1_LOAD("x0"), RLX_DW1_THIRD("x0"))
+                                         RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
+                             "ldr     %[a0], [sp]\n\t"
+                             "cmp     %[x], %[a0]\n\t"
+                             "bne     0b\n\t" RLX_DW1_NEXT("o2")
+                             : [a0] "+r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0_), [x1] "=&r"(x1_), [x] "+r"(x),
+                               [acc] "+r"(acc), [o2] "+r"(wr), [e0] "=&r"(e0_), [o0] "=&r"(o0_), [e1] "=&r"(e1_),
+                               [o1] "=&r"(o1_), [e2] "=&r"(e2_), [b2] "+r"(b2)
+                             :
+                             : "memory", "cc");
+        } else {
+            __asm__ volatile("ldr     %[a1], [%[a0], #4]\n\t"
+                             "add     %[a1], %[x], %[a1]\n\t"
+                             "push    {%[a0]}\n\t"
+                             "push    {%[a1]}\n\t"
+                             "1:\n\t"
+                             "ldrd    %[e0], %[o0], [%[o1]]\n\t"
+                             "ldrd    %[e1], %[o1], [%[o1], #8]\n\t"
+                             "ldr     %[x0], [%[x]], #4\n\t"
+                             "ldr     %[x1], [%[x]], #4\n\t"
+                             "0:\n\t" RLX_DW1_STEP("x0", "x1", "", RLX_DW1_LOAD("x0"))
+                                 RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
+                                     RLX_DW1_STEP("x0", "x1", "", RLX_DW1_LOAD("x0"))
+                                         RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
+                             "ldr     %[a0], [sp]\n\t"
+                             "cmp     %[x], %[a0]\n\t"
+                             "bne     0b\n\t" RLX_DW1_NEXT("o1")
+                             : [a0] "+r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0_), [x1] "=&r"(x1_), [x] "+r"(x),
+                               [acc] "+r"(acc), [o1] "+r"(wr), [e0] "=&r"(e0_), [o0] "=&r"(o0_), [e1] "=&r"(e1_),
+                               [b2] "+r"(b2)
+                             :
+                             : "memory", "cc");
+        }
+    } else {
+        uint32_t xa, xb, we, wo;
+        int32_t a2, a3;
+        int32_t a0 = (int32_t)(uintptr_t)fr; /* pushed */
+        const uint32_t *wq = w;
+        const int16_t *xe = (const int16_t *)(const void *)((const char *)(const void *)x + d);
+#define RLX_DW1_P4                                                                                              \
+    RLX_DW1_PAIR("xb", "xa", "0", "8") RLX_DW1_PAIR("xa", "xb", "4", "16") RLX_DW1_PAIR("xb", "xa", "8", "24")
+#define RLX_DW1_H4 RLX_DW1_HPAIR("4", "8") RLX_DW1_HPAIR("8", "16") RLX_DW1_HPAIR("12", "24")
+        /* (an instance with the two last outputs and one without: no test a lane) */
+        if (np == 4 && half) {
+            RLX_DW1_QUADS4(RLX_DW1_P4, RLX_DW1_HALF(RLX_DW1_H4));
+        } else if (np == 4) {
+            RLX_DW1_QUADS4(RLX_DW1_P4, "");
+        } else if (half) {
+            RLX_DW1_QUADS4(RLX_DW1_P4 RLX_DW1_PAIR("xa", "xb", "12", "32"),
+                           RLX_DW1_HALF(RLX_DW1_H4 RLX_DW1_HPAIR("16", "32")));
+        } else {
+            RLX_DW1_QUADS4(RLX_DW1_P4 RLX_DW1_PAIR("xa", "xb", "12", "32"), "");
+        }
+#undef RLX_DW1_P4
+#undef RLX_DW1_H4
+    }
+}
+#undef RLX_DW1_QUADS4
+#undef RLX_DW1_HALF
+#undef RLX_DW1_HPAIR
+#undef RLX_DW1_PAIR
+#undef RLX_DW1_THIRD
+#undef RLX_DW1_LOAD
+#undef RLX_DW1_STEP
+#undef RLX_DW1_NEXT
+#endif
+
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
 #define RLX_DW1_RQ_ASM 1
-/* a group's requantization for rlx_dw1_rq_line, laid out as rlx_dwp_rq (the RQ asm is the px kernel's):
- * (mult, rq_add, shift) of each channel, 4 words the line does not use, act_min and act_max in every
- * byte */
+/* A group's requantization for rlx_dw1_rq_line: per lane its multiplier, its rq_add less act_min 2**e
+ * (rlx_dw1_group4; not on the saturating rule) and e; then act_max - act_min and act_min in every byte. */
 typedef struct {
     int32_t mae[12];
-    uint32_t unused[4];
-    uint32_t lohi[2];
+    uint32_t hl[2];
 } rlx_dw1_rq;
-static void rlx_dw1_rq_line(const int32_t *ac, const rlx_dw1_rq *q, int8_t *dst, int8_t *end, int32_t os,
-                            int32_t rule);
+
+/* One lane of a pixel pair: its constants (LDM), its two accumulators (LDRD), SIGN (SMMLAR, with or
+ * without the sign correction), the shift, SAT to 8 bits into DA and DB. */
+#define RLX_DW1_RQ2(SIGN, SAT, DA, DB)                                   \
+    "ldmia   %[w]!, {%[m], %[ad], %[e]}\n\t"                             \
+    "ldrd    %[xa], %[xb], [%[ac]], #8\n\t" SIGN                         \
+    "asr     %[xa], %[xa], %[e]\n\t"                                     \
+    "asr     %[xb], %[xb], %[e]\n\t" SAT "    %[" DA "], #8, %[xa]\n\t" \
+    SAT "    %[" DB "], #8, %[xb]\n\t"
+#define RLX_DW1_PLAIN                                \
+    "smmlar  %[xa], %[xa], %[m], %[ad]\n\t"          \
+    "smmlar  %[xb], %[xb], %[m], %[ad]\n\t"
+#define RLX_DW1_SIGN                                 \
+    "smmlar  %[t], %[xa], %[m], %[ad]\n\t"           \
+    "add     %[xa], %[t], %[xa], asr #31\n\t"        \
+    "smmlar  %[t], %[xb], %[m], %[ad]\n\t"           \
+    "add     %[xb], %[t], %[xb], asr #31\n\t"
+#define RLX_DW1_BFI(B)                               \
+    "bfi     %[pa], %[xa], #" B ", #8\n\t"           \
+    "bfi     %[pb], %[xb], #" B ", #8\n\t"
+/* the clamp of the packed outputs less act_min (USAT gave 0..255): a byte-wise minimum with
+ * act_max - act_min (USUB8 sets GE where above it, SEL picks), then act_min added back */
+#define RLX_DW1_CLAMP                                \
+    "ldrd    %[xa], %[xb], [%[w]]\n\t"               \
+    "usub8   %[t], %[pa], %[xa]\n\t"                 \
+    "sel     %[pa], %[xa], %[pa]\n\t"                \
+    "uadd8   %[pa], %[pa], %[xb]\n\t"                \
+    "usub8   %[t], %[pb], %[xa]\n\t"                 \
+    "sel     %[pb], %[xa], %[pb]\n\t"                \
+    "uadd8   %[pb], %[pb], %[xb]\n\t"
+#define RLX_DW1_RQ_LOOP(SIGN, SAT, CLAMP)                                                                      \
+    do {                                                                                                      \
+        register int32_t m_ __asm__("r8"), ad_ __asm__("r9"), e_ __asm__("r10");                             \
+        uint32_t xa_, xb_, pa_, pb_, t_;                                                                      \
+        __asm__ volatile("0:\n\t" RLX_DW1_RQ2(SIGN, SAT, "pa", "pb")                                          \
+                             RLX_DW1_RQ2(SIGN, SAT, "xa", "xb") RLX_DW1_BFI("8")                              \
+                                 RLX_DW1_RQ2(SIGN, SAT, "xa", "xb") RLX_DW1_BFI("16")                         \
+                                     RLX_DW1_RQ2(SIGN, SAT, "xa", "xb") RLX_DW1_BFI("24") CLAMP               \
+                         "sub     %[w], %[w], #48\n\t"                                                        \
+                         "str     %[pa], [%[dst]]\n\t"                                                        \
+                         "str     %[pb], [%[dst], %[os]]\n\t"                                                 \
+                         "add     %[dst], %[dst], %[os], lsl #1\n\t"                                          \
+                         "cmp     %[dst], %[end]\n\t"                                                         \
+                         "bne     0b\n\t"                                                                     \
+                         : [m] "=&r"(m_), [ad] "=&r"(ad_), [e] "=&r"(e_), [xa] "=&r"(xa_), [xb] "=&r"(xb_),    \
+                           [pa] "=&r"(pa_), [pb] "=&r"(pb_), [t] "=&r"(t_), [w] "+r"(w_), [ac] "+r"(ac),       \
+                           [dst] "+r"(dst)                                                                    \
+                         : [os] "r"(os), [end] "r"(end)                                                       \
+                         : "memory", "cc");                                                                   \
+    } while (0)
+
+/* The L->n outputs of a line, from dst on L->os bytes apart, from the accumulators at L->acc (RLX_DW1_AIX),
+ * the constants at L->q, by L->rule (0 saturating, 1 a clamp with the sign correction, 2 one without: act_min
+ * at or above out_zp): each output (SMMLAR(acc, mult, rq_add - act_min 2**e) [+ (acc >> 31)]) >> e
+ * saturated to 0..255 (USAT), packed, clamped to act_max - act_min and act_min added (rule 0: SSAT of the
+ * unshifted form), a pair of pixels an iteration; an odd last pixel in C, the same arithmetic. */
+static RLX_NOINLINE_DW void rlx_dw1_rq_line(const rlx_dw1_ln *L, int8_t *dst)
+{
+    const int32_t *ac = L->acc;
+    const rlx_dw1_rq *const q = (const rlx_dw1_rq *)L->q;
+    const int32_t n = L->n, os = L->os, rule = L->rule;
+    if (n >= 2) {
+        int8_t *const end = dst + (n & ~1) * os;
+        const rlx_dw1_rq *w_ = q;
+        if (rule == 0) {
+            RLX_DW1_RQ_LOOP(RLX_DW1_SIGN, "ssat", "");
+        } else if (rule == 1) {
+            RLX_DW1_RQ_LOOP(RLX_DW1_SIGN, "usat", RLX_DW1_CLAMP);
+        } else {
+            RLX_DW1_RQ_LOOP(RLX_DW1_PLAIN, "usat", RLX_DW1_CLAMP);
+        }
+    }
+    if (n & 1) {
+        const int32_t hm = (int32_t)(q->hl[0] & 0xFFu), lo = (int8_t)q->hl[1];
+        for (int32_t l = 0; l < 4; l++) {
+            const int32_t a = ac[2 * l], *c = q->mae + 3 * l;
+            const int32_t v = (rlx_smmlar(a, c[0], c[1]) + (rule != 2 ? a >> 31 : 0)) >> c[2];
+            dst[l] = (int8_t)(rule == 0 ? rlx_sat8(v) : (v < 0 ? 0 : v > hm ? hm : v) + lo);
+        }
+    }
+}
+#undef RLX_DW1_RQ_LOOP
+#undef RLX_DW1_CLAMP
+#undef RLX_DW1_BFI
+#undef RLX_DW1_SIGN
+#undef RLX_DW1_PLAIN
+#undef RLX_DW1_RQ2
 #endif
 
 #if RLX_USE_DSP
 /* A whole group's constants, out of line (in the kernel, GCC spills them into ~2x the instructions): the
  * weight pairs of its 4 channels (wt), their doubled biases (b2) and, where the requantization's asm is
- * compiled, its constants (mae: (mult, rq_add, shift) a channel, rlx_dw1_rq's) */
-static RLX_NOINLINE_DW void rlx_dw1_group4(const rlx_dw_conv_params *p, int32_t c0, int32_t kb, int32_t np,
-                                           uint32_t (*wt)[2 * RLX_DW1_MAXP], int32_t *b2, int32_t *mae)
+ * compiled, its constants (q; act_min folded into rq_add unless the rule saturates). Returns whether
+ * rlx_dw1_rq_line may run the group: every |rq_add| below 2**29 and e at most 21, so that the folded
+ * rq_add stays below 2**29 + 2**28 and, with |SMMLAR's product| at most 2**30 (|acc| < 2**30,
+ * rules.fast_requant), nothing leaves int32. */
+static RLX_NOINLINE_DW int32_t rlx_dw1_group4(const rlx_dw1_ln *L, int32_t c0)
 {
-    const int32_t oc = p->out_c;
+    const rlx_dw_conv_params *const p = L->p;
+    const int32_t oc = p->out_c, kb = L->b.k, np = L->np;
+    uint32_t(*const wt)[2 * RLX_DW1_MAXP] = L->wt;
+    int32_t *const b2 = L->b2;
+    void *const q = L->q;
     /* tap t of the window is weight row t either way (the other axis has one tap): a word of the 4
      * channels a tap, widened and doubled (SXTB16 then SXTAB16 of the word: channels 0 and 2; ROR 8:
      * 1 and 3), then each half's taps paired (2 j, 2 j + 1 and 2 j - 1, 2 j; 0 outside the window) */
     uint32_t em = 0u, om = 0u; /* tap 2 j - 1: -1 at first */
     const int8_t *wr = p->weights + c0;
-    for (int32_t j = 0; j < np; j++, wr += 2 * oc) {
-        const uint32_t w0 = 2 * j < kb ? rlx_rd32(wr) : 0u, w1 = 2 * j + 1 < kb ? rlx_rd32(wr + oc) : 0u;
-        const uint32_t e0 = rlx_sxtab16(rlx_sxtb16(w0), w0), o0 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w0), w0);
-        const uint32_t e1 = rlx_sxtab16(rlx_sxtb16(w1), w1), o1 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w1), w1);
-        wt[0][2 * j] = rlx_pack_lo16(e0, e1), wt[0][2 * j + 1] = rlx_pack_lo16(em, e0);
-        wt[1][2 * j] = rlx_pack_lo16(o0, o1), wt[1][2 * j + 1] = rlx_pack_lo16(om, o0);
-        wt[2][2 * j] = rlx_pack_hi16(e0, e1), wt[2][2 * j + 1] = rlx_pack_hi16(em, e0);
-        wt[3][2 * j] = rlx_pack_hi16(o0, o1), wt[3][2 * j + 1] = rlx_pack_hi16(om, o0);
-        em = e1, om = o1;
+    uint32_t *wj = wt[0];
+#define RLX_DW1_WPAIR(W0, W1)                                                                                      \
+    do {                                                                                                          \
+        const uint32_t w0 = (W0), w1 = (W1);                                                                      \
+        const uint32_t e0 = rlx_sxtab16(rlx_sxtb16(w0), w0), o0 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w0), w0);      \
+        const uint32_t e1 = rlx_sxtab16(rlx_sxtb16(w1), w1), o1 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w1), w1);      \
+        wj[0] = rlx_pack_lo16(e0, e1), wj[1] = rlx_pack_lo16(em, e0);                                            \
+        wj[2 * RLX_DW1_MAXP] = rlx_pack_lo16(o0, o1), wj[2 * RLX_DW1_MAXP + 1] = rlx_pack_lo16(om, o0);          \
+        wj[4 * RLX_DW1_MAXP] = rlx_pack_hi16(e0, e1), wj[4 * RLX_DW1_MAXP + 1] = rlx_pack_hi16(em, e0);          \
+        wj[6 * RLX_DW1_MAXP] = rlx_pack_hi16(o0, o1), wj[6 * RLX_DW1_MAXP + 1] = rlx_pack_hi16(om, o0);          \
+        em = e1, om = o1, wj += 2;                                                                                \
+    } while (0)
+    /* the pairs inside the window, then the last one (np = kb / 2 + 1): one tap of it inside or none */
+    for (int32_t j = 0; j < np - 1; j++, wr += 2 * oc) {
+        RLX_DW1_WPAIR(rlx_rd32(wr), rlx_rd32(wr + oc));
     }
+    RLX_DW1_WPAIR(kb & 1 ? rlx_rd32(wr) : 0u, 0u);
+#undef RLX_DW1_WPAIR
 #if defined(RLX_DW1_RQ_ASM)
-    for (int32_t l = 0; l < 4; l++) {
-        const int32_t ad = p->rq_add[c0 + l];
-        b2[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
-        mae[3 * l] = p->mult[c0 + l];
-        mae[3 * l + 1] = ad;
-        mae[3 * l + 2] = rlx_rq_e(ad);
+    int32_t *mae = ((rlx_dw1_rq *)q)->mae;
+    const int32_t fold = p->act_min == -128 && p->act_max == 127 ? 0 : p->act_min;
+    const int32_t *bi = p->bias + c0, *ra = p->rq_add + c0, *mu = p->mult + c0;
+    uint32_t bad = 0u; /* bit 31: e > 21 (21 - e negative) or |rq_add| >= 2**29 (bit 30 or 31 of it + 2**29) */
+    for (int32_t l = 0; l < 4; l++, mae += 3) {
+        const int32_t ad = ra[l], e = rlx_rq_e(ad);
+        const uint32_t r = (uint32_t)ad + (1u << 29);
+        b2[l] = (int32_t)((uint32_t)bi[l] << 1);
+        mae[0] = mu[l];
+        mae[1] = (int32_t)((uint32_t)ad - ((uint32_t)fold << (e & 31)));
+        mae[2] = e;
+        bad |= (uint32_t)(21 - e) | r | r << 1;
     }
+    return bad >> 31 == 0u;
 #else
-    (void)b2;
-    (void)mae;
+    for (int32_t l = 0; l < 4; l++) {
+        b2[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
+    }
+    (void)q;
+    return 0;
 #endif
 }
 #endif
 
 #if defined(RLX_DW1_RQ_ASM)
-/* The constants of rlx_dw1_line4 through a call. */
-typedef struct {
-    int16_t *plane;
-    int32_t len, clo, ncols, in_step, np, n, s, os, rule;
-    uint32_t off2;
-    const uint32_t *wt;
-    const int32_t *b2;
-    int32_t *acc;
-    const rlx_dw1_rq *q;
-} rlx_dw1_ln;
-
 /* One line of a whole group of depth multiplier 1, out of line (in the kernel, GCC keeps the line loop's
  * values on the stack): the image line at src widened into the planes (a single column where the line
  * starts at an odd position, then pairs of columns a word a plane, their bytes paired first: channels 0
@@ -1470,8 +1828,119 @@ static RLX_NOINLINE_DW void rlx_dw1_line4(const rlx_dw1_ln *L, const int8_t *src
     if (i < ncols) {
         rlx_dw1_widen1(src, d, len, off2);
     }
-    rlx_dw1_macs_any(L->plane, len, L->wt, L->np, L->n, L->s, L->b2, L->acc, 4);
-    rlx_dw1_rq_line(L->acc, L->q, dst, dst + L->n * L->os, L->os, L->rule);
+    if (L->s == 1 && L->n >= 1 && L->np >= 2 && L->np <= 5) {
+        rlx_dw1_macs4(L);
+    } else {
+        rlx_dw1_macs_any(L->plane, len, L->wt[0], L->np, L->n, L->s, L->b2, L->acc, 4);
+    }
+    rlx_dw1_rq_line(L, dst);
+}
+#endif
+
+#if RLX_USE_DSP
+/* Channels [c0, c0 + nc) of every line, any depth multiplier, out of line (the whole groups of depth
+ * multiplier 1 run rlx_dw1_line4): a last group of fewer than 4 channels has its weights here (nc < 4),
+ * the lines widened a lane at a time where the multiplier is not 1, the outputs through rlx_dw1_rq_line
+ * where fast (rlx_dw1_group4), else a channel at a time. */
+static RLX_NOINLINE_DW void rlx_dw1_group_any(const rlx_dw1_ln *L, const int8_t *in, int8_t *out, int32_t c0,
+                                              int32_t nc, int32_t fast)
+{
+    const rlx_dw_conv_params *const p = L->p;
+    const rlx_dw_axis a = L->a, b = L->b;
+    const int32_t oc = p->out_c, m = p->ch_mult, off = p->in_offset, kb = b.k, np = L->np, len = L->len;
+    const int32_t lo = p->act_min, hi = p->act_max, sat = lo == -128 && hi == 127;
+    const int32_t clo = L->clo, ncols = L->ncols;
+    const uint32_t off2 = L->off2;
+    int16_t *const plane = L->plane;
+    int32_t *const acc = L->acc, *const b2 = L->b2;
+    uint32_t(*const wt)[2 * RLX_DW1_MAXP] = L->wt;
+    for (int32_t l = 0; l < nc && nc < 4; l++) {
+        const int8_t *const w8 = p->weights + c0 + l;
+        for (int32_t j = 0; j < np; j++) {
+            const int32_t k = 2 * j;
+            const int32_t w0 = k < kb ? 2 * w8[k * oc] : 0, w1 = k + 1 < kb ? 2 * w8[(k + 1) * oc] : 0;
+            const int32_t wm = k > 0 ? 2 * w8[(k - 1) * oc] : 0;
+            wt[l][2 * j] = ((uint32_t)w0 & 0xFFFFu) | ((uint32_t)w1 << 16);
+            wt[l][2 * j + 1] = ((uint32_t)wm & 0xFFFFu) | ((uint32_t)w0 << 16);
+        }
+        b2[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
+    }
+#if !defined(RLX_DW1_RQ_ASM)
+    (void)fast;
+#endif
+    for (int32_t nb = 0; nb < p->batches; nb++) {
+        const int8_t *const img = in + nb * p->in_h * p->in_w * p->in_c;
+        int8_t *const o = out + nb * p->out_h * p->out_w * oc;
+        for (int32_t ia = 0; ia < a.n_out; ia++) {
+            const int8_t *src = img + ia * a.stride * a.in_step + (clo - b.pad) * b.in_step + c0 / m;
+            int16_t *d = plane + clo;
+            if (m == 1 && nc == 4) {
+                /* a single column where the line starts at an odd position, then pairs of columns a word
+                 * a plane: their bytes paired first (channels 0 and 1 of both, 2 and 3), so that one
+                 * SXTAB16 gives a channel's two columns with the offset added */
+                int32_t i = 0;
+                if (clo & 1 && ncols > 0) {
+                    rlx_dw1_widen1(src, d, len, off2);
+                    i = 1, src += b.in_step, d++;
+                }
+                for (; i + 2 <= ncols; i += 2, src += 2 * b.in_step, d += 2) {
+                    const uint32_t x0 = rlx_rd32(src), x1 = rlx_rd32(src + b.in_step);
+                    const uint32_t x01 = rlx_pack_lo16(x0, x1), x23 = rlx_pack_hi16(x0, x1);
+                    rlx_wr32(d, rlx_sxtab16(off2, x01));
+                    rlx_wr32(d + len, rlx_sxtab16_ror8(off2, x01));
+                    rlx_wr32(d + 2 * len, rlx_sxtab16(off2, x23));
+                    rlx_wr32(d + 3 * len, rlx_sxtab16_ror8(off2, x23));
+                }
+                if (i < ncols) {
+                    rlx_dw1_widen1(src, d, len, off2);
+                }
+            } else {
+                for (int32_t l = 0; l < nc; l++) {
+                    const int8_t *sl = src + (c0 + l) / m - c0 / m;
+                    int16_t *dl = d + l * len;
+                    for (int32_t i = 0; i < ncols; i++, sl += b.in_step) {
+                        dl[i] = (int16_t)(*sl + off);
+                    }
+                }
+            }
+            rlx_dw1_macs_any(plane, len, wt[0], np, b.n_out, b.stride, b2, acc, nc);
+            int8_t *dst = o + ia * a.out_step + c0;
+#if defined(RLX_DW1_RQ_ASM)
+            if (fast) {
+                rlx_dw1_rq_line(L, dst);
+                continue;
+            }
+#endif
+            /* a channel at a time, its constants in registers along the line, a pair of outputs (two
+             * adjacent accumulators) a step */
+            for (int32_t l = 0; l < nc; l++) {
+                const int32_t mu = p->mult[c0 + l], ad = p->rq_add[c0 + l], ex = rlx_rq_e(ad);
+                const int32_t os = b.out_step, *al = acc + 2 * l;
+                int8_t *dl = dst + l;
+                int32_t t = 0;
+#define RLX_DW1_OUT1(A, D, OUT)                                                   \
+    do {                                                                          \
+        const int32_t a_ = (A), v_ = (rlx_smmlar(a_, mu, ad) + (a_ >> 31)) >> ex; \
+        *(D) = (int8_t)(OUT);                                                     \
+    } while (0)
+#define RLX_DW1_OUTS(OUT)                                                         \
+    for (; t + 2 <= b.n_out; t += 2, al += 8, dl += 2 * os) {                     \
+        RLX_DW1_OUT1(al[0], dl, OUT);                                             \
+        RLX_DW1_OUT1(al[1], dl + os, OUT);                                        \
+    }                                                                             \
+    if (t < b.n_out) {                                                            \
+        RLX_DW1_OUT1(al[0], dl, OUT);                                             \
+    }
+                if (sat) {
+                    RLX_DW1_OUTS(rlx_sat8(v_));
+                } else {
+                    RLX_DW1_OUTS(rlx_clamp(v_, lo, hi));
+                }
+#undef RLX_DW1_OUTS
+#undef RLX_DW1_OUT1
+            }
+        }
+    }
 }
 #endif
 
@@ -1485,172 +1954,64 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
     rlx_dw_walk g;
     rlx_dw_walk_of(p, scratch, &g); /* only its axes: b along the window, a (one tap) across */
     const rlx_dw_axis a = g.a, b = g.b;
-    const int32_t oc = p->out_c, m = p->ch_mult, off = p->in_offset, kb = b.k, np = kb / 2 + 1;
-    const int32_t lo = p->act_min, hi = p->act_max, sat = lo == -128 && hi == 127;
+    const int32_t oc = p->out_c, off = p->in_offset, np = b.k / 2 + 1;
     const int32_t wp = g.wp, len = (wp + 3) & ~1; /* a plane: the taps, one pair read past them */
-    const int32_t clo = g.clo, ncols = g.chi - g.clo;
+    const int32_t clo = g.clo;
     int16_t *const plane = scratch;
-    int32_t *const acc = (int32_t *)(void *)(plane + 4 * len); /* [output][lane] of the line */
-    /* the padding, once a call (no widening writes it) */
-    for (int32_t l = 0; l < 4; l++) {
-        for (int32_t i = 0; i < clo; i++) {
-            plane[l * len + i] = 0;
-        }
-        for (int32_t i = g.chi; i < len; i++) {
-            plane[l * len + i] = 0;
-        }
+    int32_t *const acc = (int32_t *)(void *)(plane + 4 * len); /* RLX_DW1_AIX */
+    /* the padding, once a call (no widening writes it): a few halfwords a plane, stored in place (GCC made
+     * each run a memset call, ~37 instructions; the empty asm keeps the loops) */
+#if defined(__GNUC__)
+#define RLX_DW1_KEEP __asm__("" ::: "memory")
+#else
+#define RLX_DW1_KEEP (void)0
+#endif
+    for (int32_t i = 0; i < clo; i++) {
+        plane[i] = 0, plane[len + i] = 0, plane[2 * len + i] = 0, plane[3 * len + i] = 0;
+        RLX_DW1_KEEP;
     }
+    for (int32_t i = g.chi; i < len; i++) {
+        plane[i] = 0, plane[len + i] = 0, plane[2 * len + i] = 0, plane[3 * len + i] = 0;
+        RLX_DW1_KEEP;
+    }
+#undef RLX_DW1_KEEP
     uint32_t wt[4][2 * RLX_DW1_MAXP];
-    rlx_dw_rq4 gk;
+    int32_t b2[4];
+    void *gq = NULL; /* the requantization's constants where its asm is compiled */
+    int32_t rule = 0;
 #if defined(RLX_DW1_RQ_ASM)
-    /* the requantization as rlx_dw1_rq_line reads it; its rule */
+    const int32_t lo = p->act_min, hi = p->act_max;
     rlx_dw1_rq lq;
-    lq.lohi[0] = 0x01010101u * (uint8_t)lo;
-    lq.lohi[1] = 0x01010101u * (uint8_t)hi;
-    const int32_t rule = sat ? 0 : lo < p->out_zp ? 1 : 2;
+    lq.hl[0] = 0x01010101u * (uint8_t)(hi - lo);
+    lq.hl[1] = 0x01010101u * (uint8_t)lo;
+    gq = &lq;
+    rule = lo == -128 && hi == 127 ? 0 : lo < p->out_zp ? 1 : 2;
 #endif
-    const uint32_t off2 = ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16);
+    const rlx_dw1_ln ln = {plane, len, clo, g.chi - clo, b.in_step, np, b.n_out, b.stride, b.out_step, rule,
+                           ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16), wt, b2, acc, gq, p, a, b};
 #if defined(RLX_DW1_RQ_ASM)
-    const rlx_dw1_ln ln = {plane, len, clo, ncols, b.in_step, np, b.n_out, b.stride,
-                           b.out_step, rule, off2, wt[0], gk.b, acc, &lq};
+    /* a group's lines: steps from line to line, and from image to image past the last */
+    const int32_t ist = a.stride * a.in_step, ost = a.out_step, nl = a.n_out;
+    const int32_t ibs = p->in_h * p->in_w * p->in_c - nl * ist, obs = p->out_h * p->out_w * oc - nl * ost;
+    const int8_t *const in0 = in + (clo - b.pad) * b.in_step;
 #endif
-    gk.lohi[0] = 0x01010101u * (uint8_t)lo;
-    gk.lohi[1] = 0x01010101u * (uint8_t)hi;
     for (int32_t c0 = 0; c0 < oc; c0 += 4) {
         const int32_t nc = oc - c0 < 4 ? oc - c0 : 4;
-        if (nc == 4) {
+        /* fast: the group's outputs through rlx_dw1_rq_line */
+        const int32_t fast = nc == 4 ? rlx_dw1_group4(&ln, c0) : 0;
 #if defined(RLX_DW1_RQ_ASM)
-            rlx_dw1_group4(p, c0, kb, np, wt, gk.b, lq.mae);
-#else
-            rlx_dw1_group4(p, c0, kb, np, wt, gk.b, NULL);
-#endif
-        }
-#if defined(RLX_DW1_RQ_ASM)
-        /* (rlx_dw1_group4 wrote a whole group's) */
-        for (int32_t l = 0; l < nc && nc < 4; l++) {
-#else
-        for (int32_t l = 0; l < nc; l++) {
-#endif
-            const int8_t *const w8 = p->weights + c0 + l;
-            for (int32_t j = 0; j < np && nc < 4; j++) {
-                const int32_t k = 2 * j;
-                const int32_t w0 = k < kb ? 2 * w8[k * oc] : 0, w1 = k + 1 < kb ? 2 * w8[(k + 1) * oc] : 0;
-                const int32_t wm = k > 0 ? 2 * w8[(k - 1) * oc] : 0;
-                wt[l][2 * j] = ((uint32_t)w0 & 0xFFFFu) | ((uint32_t)w1 << 16);
-                wt[l][2 * j + 1] = ((uint32_t)wm & 0xFFFFu) | ((uint32_t)w0 << 16);
-            }
-            const int32_t mu = p->mult[c0 + l], ad = p->rq_add[c0 + l];
-            gk.b[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
-            /* one copy of the requantization: the asm's layout where it is compiled (the C below reads it too) */
-#if defined(RLX_DW1_RQ_ASM)
-            lq.mae[3 * l] = mu;
-            lq.mae[3 * l + 1] = ad;
-            lq.mae[3 * l + 2] = rlx_rq_e(ad);
-#else
-            gk.ma[2 * l] = mu;
-            gk.ma[2 * l + 1] = ad;
-            gk.e[l] = rlx_rq_e(ad);
-#endif
-        }
-#if defined(RLX_DW1_RQ_ASM)
-        if (m == 1 && nc == 4) {
-            const int8_t *src = in + (clo - b.pad) * b.in_step + c0;
+        if (p->ch_mult == 1 && fast) {
+            const int8_t *src = in0 + c0;
             int8_t *dst = out + c0;
-            for (int32_t nb = 0; nb < p->batches; nb++) {
-                for (int32_t ia = 0; ia < a.n_out; ia++) {
-                    rlx_dw1_line4(&ln, src + ia * a.stride * a.in_step, dst + ia * a.out_step);
+            for (int32_t nb = 0; nb < p->batches; nb++, src += ibs, dst += obs) {
+                for (int32_t ia = 0; ia < nl; ia++, src += ist, dst += ost) {
+                    rlx_dw1_line4(&ln, src, dst);
                 }
-                src += p->in_h * p->in_w * p->in_c;
-                dst += p->out_h * p->out_w * oc;
             }
             continue;
         }
 #endif
-        for (int32_t nb = 0; nb < p->batches; nb++) {
-            const int8_t *const img = in + nb * p->in_h * p->in_w * p->in_c;
-            int8_t *const o = out + nb * p->out_h * p->out_w * oc;
-            for (int32_t ia = 0; ia < a.n_out; ia++) {
-                const int8_t *src = img + ia * a.stride * a.in_step + (clo - b.pad) * b.in_step + c0 / m;
-                int16_t *d = plane + clo;
-                if (m == 1 && nc == 4) {
-                    /* a single column where the line starts at an odd position, then pairs of columns a word
-                     * a plane: their bytes paired first (channels 0 and 1 of both, 2 and 3), so that one
-                     * SXTAB16 gives a channel's two columns with the offset added */
-                    int32_t i = 0;
-                    if (clo & 1 && ncols > 0) {
-                        rlx_dw1_widen1(src, d, len, off2);
-                        i = 1, src += b.in_step, d++;
-                    }
-                    for (; i + 2 <= ncols; i += 2, src += 2 * b.in_step, d += 2) {
-                        const uint32_t x0 = rlx_rd32(src), x1 = rlx_rd32(src + b.in_step);
-                        const uint32_t x01 = rlx_pack_lo16(x0, x1), x23 = rlx_pack_hi16(x0, x1);
-                        rlx_wr32(d, rlx_sxtab16(off2, x01));
-                        rlx_wr32(d + len, rlx_sxtab16_ror8(off2, x01));
-                        rlx_wr32(d + 2 * len, rlx_sxtab16(off2, x23));
-                        rlx_wr32(d + 3 * len, rlx_sxtab16_ror8(off2, x23));
-                    }
-                    if (i < ncols) {
-                        rlx_dw1_widen1(src, d, len, off2);
-                    }
-                } else {
-                    for (int32_t l = 0; l < nc; l++) {
-                        const int8_t *sl = src + (c0 + l) / m - c0 / m;
-                        int16_t *dl = d + l * len;
-                        for (int32_t i = 0; i < ncols; i++, sl += b.in_step) {
-                            dl[i] = (int16_t)(*sl + off);
-                        }
-                    }
-                }
-                rlx_dw1_macs_any(plane, len, wt[0], np, b.n_out, b.stride, gk.b, acc, nc);
-                int8_t *dst = o + ia * a.out_step + c0;
-                const int32_t *ac = acc;
-#if defined(RLX_DW1_RQ_ASM)
-                if (nc == 4) {
-                    rlx_dw1_rq_line(ac, &lq, dst, dst + b.n_out * b.out_step, b.out_step, rule);
-                    continue;
-                }
-#elif defined(RLX_DWR_RQ4_ASM)
-                if (nc == 4) {
-                    /* the 4 outputs of an output pixel packed into one word, as the ring's */
-                    for (int32_t t = 0; t < b.n_out; t++, ac += 4, dst += b.out_step) {
-                        int32_t a0 = ac[0], a1 = ac[1], a2 = ac[2], a3 = ac[3];
-                        uint32_t t0_, t1_, t2_;
-                        if (sat) {
-                            __asm__ volatile(RLX_DWR_RQ4_ASM("") RLX_DWR_RQ4_OUT
-                                             : [q] "r"(&gk), [dst] "r"(dst)
-                                             : "memory");
-                        } else {
-                            __asm__ volatile(RLX_DWR_RQ4_ASM("ldrd    %[t1], %[t2], [%[q], #64]\n\t" RLX_DWR_CLAMP)
-                                                 RLX_DWR_RQ4_OUT
-                                             : [q] "r"(&gk), [dst] "r"(dst)
-                                             : "memory");
-                        }
-                    }
-                    continue;
-                }
-#endif
-                /* a channel at a time, its constants in registers along the line */
-                for (int32_t l = 0; l < nc; l++) {
-#if defined(RLX_DW1_RQ_ASM)
-                    const int32_t mu = lq.mae[3 * l], ad = lq.mae[3 * l + 1], ex = lq.mae[3 * l + 2];
-#else
-                    const int32_t mu = gk.ma[2 * l], ad = gk.ma[2 * l + 1], ex = gk.e[l];
-#endif
-                    const int32_t *al = ac + l;
-                    int8_t *dl = dst + l;
-                    int8_t *const dend = dl + b.n_out * b.out_step;
-                    if (sat) {
-                        for (; dl != dend; al += 4, dl += b.out_step) {
-                            *dl = (int8_t)rlx_sat8((rlx_smmlar(*al, mu, ad) + (*al >> 31)) >> ex);
-                        }
-                    } else {
-                        for (; dl != dend; al += 4, dl += b.out_step) {
-                            *dl = (int8_t)rlx_clamp((rlx_smmlar(*al, mu, ad) + (*al >> 31)) >> ex, lo, hi);
-                        }
-                    }
-                }
-            }
-        }
+        rlx_dw1_group_any(&ln, in, out, c0, nc, fast);
     }
 #else
     rlx_depthwise_conv_ring_s8(p, in, out, scratch);
@@ -2228,40 +2589,6 @@ void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int
     }
 #endif
 }
-#if defined(RLX_DW1_RQ_ASM)
-/* The outputs of a line of the line kernel, [dst, end) os bytes apart, from the accumulators at ac (4
- * a pixel): the 4 channels' requantization by the rule (0 saturating, 1 a clamp with the sign
- * correction, 2 without: RLX_DWP_RQ1N), packed, one store a pixel; the constants at q, which every
- * pixel re-reads (LDM), the accumulators one LDM a pixel. */
-#define RLX_DW1_RQ_LOOP(RQ)                                                                                   \
-    do {                                                                                                      \
-        RLX_DWP_REGS;                                                                                         \
-        register int32_t a0 __asm__("r3"), a1 __asm__("r4"), a2 __asm__("r5"), a3 __asm__("r6");              \
-        const void *w_;                                                                                       \
-        __asm__ volatile("0:\n\t"                                                                             \
-                         "ldmia   %[ac]!, {%[a0], %[a1], %[a2], %[a3]}\n\t"                                   \
-                         "mov     %[w], %[q]\n\t" RQ                                                          \
-                         "add     %[dst], %[dst], %[os]\n\t"                                                  \
-                         "cmp     %[dst], %[end]\n\t"                                                         \
-                         "bne     0b\n\t"                                                                     \
-                         : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w] "=&r"(w_),      \
-                           [wa] "=&r"(wa_), [wb] "=&r"(wb_), [xv] "=&r"(xv_), [ac] "+r"(ac), [dst] "+r"(dst)   \
-                         : [q] "r"(q), [os] "r"(os), [end] "r"(end)                                           \
-                         : "memory", "cc");                                                                   \
-    } while (0)
-static RLX_NOINLINE_DW void rlx_dw1_rq_line(const int32_t *ac, const rlx_dw1_rq *q, int8_t *dst, int8_t *end,
-                                            int32_t os, int32_t rule)
-{
-    if (rule == 0) {
-        RLX_DW1_RQ_LOOP(RLX_DWP_SAT);
-    } else if (rule == 1) {
-        RLX_DW1_RQ_LOOP(RLX_DWP_CLAMPC);
-    } else {
-        RLX_DW1_RQ_LOOP(RLX_DWP_CLAMPN);
-    }
-}
-#undef RLX_DW1_RQ_LOOP
-#endif
 #undef RLX_DWP_TAPS
 #undef RLX_DWP_TAB
 #undef RLX_DWP_TAP1

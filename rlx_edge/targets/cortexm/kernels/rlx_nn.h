@@ -275,6 +275,14 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
  * on DSP cores (the ring elsewhere, or the general kernel on at most 4 pixels); scratch: the larger of the
  * ring's and its own (92 bytes, 12 a window tap, 4 an output row and column; rules.py) */
 void rlx_depthwise_conv_px_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
+/* balanced, small layers (rules._dw_small): 3x3 windows, depth multipliers 1 and 2, few output pixels,
+ * rq_mode 1 and 2; on DSP cores 4 output channels of a pixel at once from tap pairs (SMLAD), the weights
+ * of up to 16 groups widened into the scratch at a time, the general kernel (at most 4 pixels) or the
+ * ring elsewhere; dwq: per group of 4 output channels 29 words, then 17 for the last input channel's 2
+ * outputs with multiplier 2 and odd channels (rules._dw_small_consts); scratch: the larger of the
+ * ring's and its own (72 bytes, 188 a group of the largest chunk, a copy of the input with the zero
+ * point around it where windows reach past the image; rules._dw_small_scratch) */
+void rlx_depthwise_conv_small_s8(const rlx_dw_conv_params *p, const int8_t *in, int8_t *out, int16_t *scratch);
 void rlx_avgpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out, int32_t *scratch);
 void rlx_maxpool_s8(const rlx_pool_params *p, const int8_t *in, int8_t *out);
 void rlx_add_s8(const rlx_binary_params *p, const int8_t *a, const int8_t *b, int8_t *out);

@@ -457,3 +457,195 @@ def test_depthwise_3x3_pair_gen_bit_exact(check, tmp_path):
         assert _output_rules(model_c) == {"ref", "sat", "relu", "clamp"}
         assert check(g, n_inputs=5) >= 5
         _bit_exact_on_m4(g, tmp_path / g.name, seed=9)
+
+
+def test_depthwise_3x3_pair_oct_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_3x3_pair_clamp_s8's stride-2 lines of a multiple of 8 outputs under a ReLU's
+    clamp (relu6 and relu, act_min at out_zp: rlx_dwp_s2_octs, 8 outputs of a channel a step, then the
+    clamp over the output), on both host builds (the C lines, the scratch rules.py reserves for blocks of
+    up to 32 channels on lines of 20 plane positions) and under QEMU on M4: 1, 2 and 3 octs a line; lines
+    along W and along H (tall); 5, 7 and 13 channels (a group and single channels), 32 (one block) and 40
+    (blocks of 32 and 8); same padding (a ring slot zeroed below the image; above it too on 17 rows),
+    valid, and explicit pads from an odd plane position (the widening's lead and trail words); two images
+    in a batch. Beside them, lines the octs leave: 12 outputs (the hexes and pairs) and stride 2 with
+    out_zp -128 (pair_s8's saturating lines)."""
+    rng = np.random.default_rng(53)
+    # (h, w, c, padding, activation, batch); "sat": none with out_zp -128; outputs along the line: 8, 16
+    # (32x10: along H), 24, 8 (valid, 2 blocks), 8 (explicit), 12, 8
+    cases = [(16, 16, 32, "same", "relu6", 1), (32, 10, 5, "same", "relu6", 2), (17, 48, 13, "same", "relu", 1),
+             (9, 17, 40, "valid", "relu6", 1), (6, 16, 7, (1, 1, 1, 0), "relu6", 1),
+             (8, 24, 6, "same", "relu6", 1), (16, 16, 8, "same", "sat", 1)]  # fmt: skip
+    g = Graph("dw_pair_oct")
+    for k, (h, w, c, pad, act, batch) in enumerate(cases):
+        sat = act == "sat"
+        _dw_layer(g, rng, k, h, w, c, s=2, pad=pad, act="none" if sat else act, out_zp=-128 if sat else None,
+                  batch=batch)  # fmt: skip
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_3x3_pair_clamp_s8(") == len(cases) - 1
+    assert model_c.count("rlx_depthwise_conv_3x3_pair_s8(") == 1
+    assert _output_rules(model_c) == {"relu", "sat"}
+    assert check(g, n_inputs=3) >= 3
+    _bit_exact_on_m4(g, tmp_path / g.name, seed=11)
+
+
+def _line_rq_model(acc: np.ndarray, mult: int, add: int, lo: int, hi: int, rule: int) -> np.ndarray:
+    """rlx_dw1_rq_line's arithmetic (rule 0 saturating, 1 a clamp with the sign correction, 2 one without),
+    rq_add as rlx_dw1_group4 folds it: SMMLAR of the doubled accumulator with rq_add - act_min 2**e, the sign
+    correction, the shift e, USAT to 0..255, the byte-wise minimum with act_max - act_min and act_min added
+    (rule 0: SSAT of the unfolded form). Asserts that no intermediate leaves int32."""
+    e = (add & -add).bit_length()  # rlx_rq_e: trailing zeros + 1
+    fold = 0 if rule == 0 else lo
+    add2 = add - fold * (1 << e)
+    u = acc.astype(np.int64) << 1
+    assert -(2**31) <= add2 < 2**31 and np.all(np.abs(u) < 2**31)
+    t = ((np.int64(add2) << 32) + u * np.int64(mult) + (1 << 31)) >> 32  # SMMLAR
+    t = t + (np.where(u < 0, -1, 0) if rule != 2 else 0)
+    assert np.all(np.abs(t) < 2**31)
+    v = t >> e
+    return np.clip(v, -128, 127) if rule == 0 else lo + np.minimum(np.clip(v, 0, 255), hi - lo)
+
+
+def _line_rq_guard(add: int) -> bool:
+    """rlx_dw1_group4's test of a channel, its bit arithmetic in uint32: e <= 21 and |rq_add| < 2**29."""
+    e = (add & -add).bit_length()
+    r = (add + (1 << 29)) & 0xFFFFFFFF
+    bad = ((21 - e) & 0xFFFFFFFF) | r | ((r << 1) & 0xFFFFFFFF)
+    return bad >> 31 == 0
+
+
+def test_depthwise_line_requantization_is_exact():
+    """rlx_depthwise_conv_line_s8's requantization (_line_rq_model, the act_min folded into rq_add so that
+    USAT, a byte-wise minimum and an add clamp 4 outputs) against the reference (MultiplyByQuantizedMultiplier,
+    out_zp, the clamp) on every rule: accumulators at the bound, around the rounding ties of both roundings,
+    0 and +-1; multipliers at both ends and 0 (a constant channel); shifts 1 to 21 (rlx_dw1_group4 refuses
+    the fold above: it is checked there to refuse exactly e > 21 or |rq_add| >= 2**29); zero points and
+    bounds at both ends. The asm itself runs in the kernel tests under QEMU."""
+    from rlx_edge.ir import fixedpoint as fp
+    from rlx_edge.targets.cortexm.rules import fast_requant
+
+    rng = np.random.default_rng(61)
+    checked = refused = 0
+    for mult in (1 << 30, (1 << 31) - 1, 1518500250, 1932735283, 0):
+        for e in [1, 2, 3, 4, 7, 8, 12, 16, 20, 21, 22, 25, 31]:
+            bound = (1 << 30) - 1 if e > 3 else 1 << 24
+            base = [0, 1, -1, bound, -bound, bound - 1, 1 - bound]
+            ks = rng.integers(-(bound * mult >> (30 + e)) - 1, (bound * mult >> (30 + e)) + 2, 150)
+            ties = [int((int(k) << (30 + e)) // mult) + d for k in ks for d in (-1, 0, 1)] if mult else []
+            xs = np.clip(np.array(base + ties + list(rng.integers(-bound, bound + 1, 300)), np.int64), -bound, bound)
+            for zp in (-128, -3, 0, 5, 127):
+                for lo, hi in {(-128, 127), (zp, 127), (zp, min(zp + 60, 127)), (max(zp - 2, -128), 100)}:
+                    if lo > hi:
+                        continue
+                    mode, add, _ = fast_requant(np.array([mult]), np.array([-e]), np.array([bound]), zp, lo, hi)
+                    if mode == 0:
+                        continue
+                    add = int(add[0])
+                    rule = 0 if (lo, hi) == (-128, 127) else 1 if lo < zp else 2
+                    assert _line_rq_guard(add) == (e <= 21 and abs(add) < 2**29)
+                    if rule != 0 and not _line_rq_guard(add):
+                        refused += 1
+                        continue
+                    want = np.clip(fp.multiply_by_quantized_multiplier(xs, mult, -e) + zp, lo, hi)
+                    got = _line_rq_model(xs, mult, add, lo, hi, rule)
+                    assert np.array_equal(got, want), (mult, e, zp, lo, hi)
+                    checked += xs.size
+    assert checked > 200_000 and refused > 0
+    checked = 0
+    # the guard alone on odd multiples of 2**(e-1): 0, +-1, +-2, both sides of +-2**29, both ends of int32
+    for e in range(1, 32):
+        ks = {0, 1, 2, -1, -2, (1 << (31 - e)) - 1, -(1 << (31 - e))}
+        if e <= 29:
+            ks |= {(1 << (29 - e)) - 1, 1 << (29 - e), -(1 << (29 - e)), -(1 << (29 - e)) - 1}
+        for add in [(2 * k + 1) << (e - 1) for k in ks]:
+            if -(2**31) <= add < 2**31:
+                assert _line_rq_guard(add) == (e <= 21 and abs(add) < 2**29), (e, add)
+                checked += 1
+    assert checked > 200
+
+
+def test_depthwise_line_lanes_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_line_s8's whole groups of depth multiplier 1 (rlx_dw1_line4: the lanes' loop in
+    the MACs' asm, rlx_dw1_macs4; windows of 2 and 3 taps (np 2), 4 and 5 (np 3: 8 outputs an iteration), 6,
+    7 and 9 (quads; 14 and 17 outputs: the two last ones alone, 11 a whole last quad)) on lines whose length
+    is not a multiple of 8 or even (the last iteration past the line, into the scratch rules.py rounds up;
+    rlx_dw1_rq_line's odd last pixel), last groups of 2 and 3
+    channels and depth multiplier 2 (rlx_dw1_group_any), a batch of 2; every output rule (saturating, relu
+    and relu6 without the sign correction, relu_n1_to_1 with it, on ties). On both host builds and under
+    QEMU on M4."""
+    rng = np.random.default_rng(67)
+    g = Graph("dw_line_lanes")
+    n1 = "relu_n1_to_1"
+    # (h, w, c, multiplier, kh, kw, activation, batch)
+    cases = [(13, 2, 8, 1, 5, 1, "relu6", 2), (2, 11, 6, 1, 1, 4, "none", 1), (1, 9, 4, 1, 1, 3, n1, 1),
+             (10, 1, 12, 1, 2, 1, "relu", 1), (14, 1, 7, 1, 7, 1, "relu6", 1), (1, 17, 4, 1, 1, 9, "none", 1),
+             (11, 3, 4, 1, 6, 1, "relu6", 1), (11, 1, 3, 2, 5, 1, "relu6", 1)]  # fmt: skip
+    for k, (h, w, c, m, kh, kw, act, batch) in enumerate(cases):
+        _dw_layer(g, rng, k, h, w, c, m=m, kh=kh, kw=kw, act=act, ties=act == n1, batch=batch)
+    model_c = emit(g).files["model.c"]
+    assert model_c.count("rlx_depthwise_conv_line_s8(") == len(cases)
+    assert _output_rules(model_c) == {"sat", "relu", "clamp"}
+    assert check(g, n_inputs=3) >= 3
+    _bit_exact_on_m4(g, tmp_path, seed=13)
+
+
+def test_depthwise_line_scratch_holds_the_last_iteration():
+    """rules._dw_line_scratch against what rlx_dw1_macs4's asm writes on a stride-1 line: the 4 planes, then
+    the accumulators of every output its iterations run, the last one whole: 8 outputs an iteration for
+    windows of 2 to 5 taps (four steps of two), 4 for 6 to 9 (quads)."""
+    for n in range(8, 41):
+        for k in range(2, 10):
+            f = {"k_h": k, "k_w": 1, "out_h": n, "out_w": 1, "stride_h": 1, "stride_w": 1, "dil_h": 1, "dil_w": 1}
+            step = 8 if k <= 5 else 4
+            planes = 8 * ((n - 1 + k + 3) & ~1)
+            assert rules._dw_line_scratch(f) >= planes + 16 * step * -(-n // step), (n, k)
+
+
+def test_depthwise_small_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_small_s8 (balanced, rules._dw_small: 3x3 layers of few output pixels; 4 output
+    channels of a pixel at once from tap pairs, the input read in place or from a copy with the zero point
+    around it), on both host builds (the portable one runs the general kernel on at most 4 pixels, the
+    ring on more; the emulated DSP one the kernel's C on the same table) and under QEMU on M4 (its
+    widening, tap and output asm, the copy's fill and row copies). Multiplier 1 (first image; no padding,
+    at most 4 pixels): the sweep's 6x6x128 s2, 18 channels (the last group ends at the last channel),
+    72 channels (18 groups: two chunks of tables), dilation 2, stride 3, two images. Multiplier 2 (second
+    image; at most 25 pixels): same padding past the image's end only (the sweep's 10x10x7 s2) and on
+    every side, explicit pads with dilation 2, valid (in place), two images of 10 channels; odd input
+    channel counts (7, 5: the last one's 2 outputs on their own run); a layer of 26 pixels keeps
+    pair_gen. The three output rules:
+    saturating, relu6 (a clamp at or above out_zp, without the sign correction) and relu_n1_to_1 (below
+    it, on ties, with it)."""
+    rng = np.random.default_rng(53)
+    n1 = "relu_n1_to_1"
+    # (h, w, c, multiplier, stride, dilation, padding, activation; "sat": none with out_zp -128), batch
+    images = [[(6, 6, 128, 1, 2, 1, "valid", "relu6", 1), (5, 5, 18, 1, 2, 1, "valid", "none", 1),
+               (5, 5, 72, 1, 1, 2, "valid", n1, 1), (7, 4, 20, 1, 3, 1, "valid", "sat", 2),
+               (6, 7, 16, 1, 1, 1, "valid", "relu6", 1)],
+              [(10, 10, 7, 2, 2, 1, "same", "relu6", 1), (4, 5, 4, 2, 1, 1, "same", n1, 1),
+               (9, 9, 5, 2, 2, 2, (1, 0, 2, 1), "none", 1), (7, 6, 6, 2, 1, 1, "valid", "sat", 1),
+               (3, 3, 10, 2, 2, 1, "same", "relu6", 2), (13, 2, 4, 2, 1, 1, "same", "none", 1)]]  # fmt: skip
+    modes = set()
+    for n, cases in enumerate(images):
+        g = Graph(f"dw_small{n}")
+        for k, (h, w, c, m, s, d, pad, act, batch) in enumerate(cases):
+            sat = act == "sat"
+            act, zp = ("none", -128) if sat else (act, None)
+            _dw_layer(g, rng, k, h, w, c, m=m, s=s, d=d, pad=pad, act=act, out_zp=zp, ties=act == n1, batch=batch)
+        model_c = emit(g).files["model.c"]
+        # the first image's 6x7x16 (5x4 pixels) and the second's 13x2 (26 pixels) keep their kernels
+        assert model_c.count("rlx_depthwise_conv_small_s8(") == len(cases) - 1
+        modes |= _output_rules(model_c)
+        assert check(g, n_inputs=5) >= 5
+        _bit_exact_on_m4(g, tmp_path / g.name, seed=11)
+    assert {"sat", "relu", "clamp"} <= modes
+
+
+def test_depthwise_small_keeps_the_offset_add_inside_int32():
+    """rules._dw_small takes a layer only where rq_add offset by (127 - act_max) 2**shift (its SSAT clamps
+    at act_max) keeps SMMLAR's sum inside int32: a right shift of 24 with act_max -1 (an offset of 2**31)
+    leaves it, 23 and act_max 127 (no offset) do not."""
+    f = {"k_h": 3, "k_w": 3, "out_h": 2, "out_w": 2, "ch_mult": 1, "out_c": 16, "act_max": -1}
+    mult, bound = np.full(16, 2**30, np.int64), np.full(16, 2**20, np.int64)
+    add = np.full(16, 2**23, np.int64)  # rq_add of a right shift of 24, out_zp 0
+    assert not rules._dw_small(f, (0, 0, 0, 0), (1, mult, add, bound))
+    assert rules._dw_small({**f, "act_max": 127}, (0, 0, 0, 0), (1, mult, add, bound))
+    assert rules._dw_small(f, (0, 0, 0, 0), (1, mult, add // 2, bound))
