@@ -1130,10 +1130,13 @@ class Pool2d(_ChannelWindow, LayerComponent):
                         with m.Case(c):
                             m.d.comb += [half2.eq(c // 2), magic2.eq(magic[c])]
             outs = []
+            # the sum's width: |sum| <= 128 * taps (32 bits made the rounding's compare and add two 32-bit
+            # carry chains in one cycle, KWS's critical path at one seed on ECP5-85K)
+            sw = max_abs.bit_length() + 1
             for i in range(lanes):
                 x = lane(xword, i)
                 if self.kind == "avg":
-                    acc = Signal(signed(32), name=f"acc_{i}")
+                    acc = Signal(signed(sw), name=f"acc_{i}")
                     acc_next = Mux(first1, 0, acc) + Mux(in1, x, 0)
                 else:
                     acc = Signal(signed(9), name=f"acc_{i}")
@@ -1142,18 +1145,18 @@ class Pool2d(_ChannelWindow, LayerComponent):
                     acc_next = Mux(first1 | (cand > acc), cand, acc)
                 with m.If(v1):
                     m.d.sync += acc.eq(acc_next)
-                acc2 = Signal(signed(32), name=f"win_{i}")
+                acc2 = Signal(signed(sw if self.kind == "avg" else 9), name=f"win_{i}")
                 m.d.sync += acc2.eq(acc_next)
                 y3 = Signal(signed(8), name=f"y_{i}")
                 if self.kind == "avg":
                     # one carry chain or one multiplier a stage: in one cycle the divide was KWS's
                     # critical path on ECP5-85K (44 ns)
-                    num = Signal(signed(32), name=f"num_{i}", reset_less=True)
+                    num = Signal(signed(sw + 1), name=f"num_{i}", reset_less=True)
                     m.d.sync += num.eq(Mux(acc2 > 0, acc2 + half2, acc2 - half2))
                     # |num| <= 128 * taps + taps // 2 <= max_abs: the magic division is exact up to there
                     mag = Signal(max_abs.bit_length(), name=f"mag_{i}", reset_less=True)
                     m.d.sync += mag.eq(Mux(num < 0, -num, num).as_unsigned()[: len(mag)])
-                    neg = delay(m, num[31], 1 + DSP_STAGES, f"neg_{i}", data=True)
+                    neg = delay(m, num[-1], 1 + DSP_STAGES, f"neg_{i}", data=True)
                     prod = dsp_product(m, mag, delay(m, magic2, 2, f"magic_{i}", data=True), f"prod_{i}")
                     quo = prod[k:]  # unsigned: as narrow as the multiplier, a sign bit would flip its top
                     q = Signal(signed(16), name=f"q_{i}", reset_less=True)
