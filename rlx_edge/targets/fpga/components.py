@@ -1409,8 +1409,8 @@ class Softmax(LayerComponent):
         # table, its word registered, its rounding, the add: 6), output (then the table, its word
         # registered, OUT_STAGES); and the control states: leading zeros, normalize, seed, three
         # Newton-Raphson steps (two multiplies and a saturating shift each), scale; each multiply
-        # 1 + SRDHM_STAGES + 1 cycles
-        mul = SRDHM_STAGES + 2
+        # 1 + 1 + SRDHM_STAGES + 1 cycles (the operands registered twice)
+        mul = SRDHM_STAGES + 3
         passes = (length + 3) + (length + 6) + (length + 4 + Softmax.OUT_STAGES)
         return passes + 2 + mul + 3 * (2 * mul + 1) + 1
 
@@ -1445,7 +1445,7 @@ class Softmax(LayerComponent):
             xr = Signal(signed(32))  # Newton iterate
             t = Signal(signed(32))
             it = Signal(range(4))
-            wait = Signal(range(SRDHM_STAGES + 1))
+            wait = Signal(range(SRDHM_STAGES + 2))
             # valid bits of the passes' stages: v[k] is an element read issued k cycles ago
             depth = 3 + self.OUT_STAGES  # the output register's stage
             v = [Const(1)] + [Signal(name=f"v{k}") for k in range(1, depth + 1)]
@@ -1485,16 +1485,18 @@ class Softmax(LayerComponent):
             below, above, inside = (Signal(reset_less=True), Signal(reset_less=True), Signal(8, reset_less=True))
             m.d.sync += Cat(below, above, inside).eq(Cat(*clamp_offset(q_r, up_r, self.lo, self.lo, self.hi)))
             m.d.sync += out_data.eq(clamp_select(below, above, inside, self.lo, self.hi))
-            # the Newton-Raphson multiplier: operands registered by the issuing state
+            # the Newton-Raphson multiplier: operands registered by the issuing state, then once more (the
+            # state's operand multiplexer to the far DSPs was IC's critical path on ECP5-85K: 9.2 ns of routing)
             mul_a = Signal(signed(32), reset_less=True)
             mul_b = Signal(signed(32), reset_less=True)
-            prod = pipelined_srdhm(m, mul_a, mul_b, "nr_srdhm")
+            prod = pipelined_srdhm(m, delay(m, mul_a, 1, "mul_a", data=True), delay(m, mul_b, 1, "mul_b", data=True),
+                                   "nr_srdhm")  # fmt: skip
             srmp = Signal(signed(32), reset_less=True)
 
             def multiply(state: str, a, b, then) -> None:
                 """State ``state`` issues ``a * b``; ``then`` runs when :func:`srdhm` of them is ``prod``."""
                 with m.State(state):
-                    m.d.sync += [mul_a.eq(a), mul_b.eq(b), wait.eq(SRDHM_STAGES)]
+                    m.d.sync += [mul_a.eq(a), mul_b.eq(b), wait.eq(SRDHM_STAGES + 1)]
                     m.next = f"{state}_P"
                 with m.State(f"{state}_P"):
                     with m.If(wait == 0):
