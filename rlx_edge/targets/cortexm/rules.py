@@ -634,13 +634,73 @@ def _dw_line(f: dict, pads: tuple) -> bool:
 def _dw_line_scratch(f: dict) -> int:
     """rlx_depthwise_conv_line_s8's scratch bytes: 4 int16 planes of the line its taps reach, and a
     pair past it, rounded to words, then 4 int32 accumulators per output of the line, rounded up to
-    a multiple of 4 outputs, of 8 for windows of 2 to 5 taps (the last iteration of its MACs runs
-    whole: a quad, or four steps of two outputs); or the ring's, which it runs without DSP or with
-    rq_mode 0."""
+    a multiple of 4 outputs (the last quad of its MACs runs whole), of 8 for windows of 2 to 5 taps
+    (more than they write: their steps of two outputs end at the line's last pair); or the ring's,
+    which it runs without DSP or with rq_mode 0."""
     b = "h" if _dw_along_h(f) else "w"
     n, k = f[f"out_{b}"], f[f"k_{b}"]
     wp = (n - 1) * f[f"stride_{b}"] + k
     return max(8 * ((wp + 3) & ~1) + 16 * ((n + 7) & ~7 if k <= 5 else (n + 3) & ~3), _dw_ring_scratch(f))
+
+
+_DW1_SHIFTS = (8, 12, 16)  # rlx_dw1_rq_line's fixed shifts (immediates of its USAT)
+
+
+def _dw_line_consts(
+    bias: np.ndarray, mult: np.ndarray, add: np.ndarray, bound: np.ndarray, zp: int, lo: int, hi: int
+) -> np.ndarray:
+    """rlx_depthwise_conv_line_s8's dwq on DSP cores (the fast requantization): per group of 4 output
+    channels (c0 = 4 i, the last one padded with zeros) 21 words (rlx_dw1_rq): (mult, a, e) per lane, the
+    clamp's act_max - act_min and act_min in every byte, the 4 accumulators' starts (bias times f), k,
+    then f of lanes 0 and 2 and of 1 and 3 as int16 pairs (the weights' scale). k -1: a group
+    rlx_dw1_rq_line may not run (a last group of fewer than 4 channels, or |rq_add| >= 2**29 or e > 21:
+    the folded rq_add would leave int32): a = rq_add, f = 2 (the C's doubled accumulators and its
+    per-channel output). k 0: a = rq_add - act_min 2**e (act_min folded; not on the saturating rule),
+    f = 2. k in _DW1_SHIFTS (the rule without the sign correction, act_min at or above zp): one right
+    shift k for the group, the accumulators scaled by f = 2**(d + 1), d = k - e in 1..7 (a scaled int8
+    weight stays int16), and SMMLA (no rounding) with a = (rq_add - act_min 2**e) 2**d + 2**(d - 1):
+    its numerator is 2**d times SMMLAR's, so the floor shift by k = e + d is the one by e; e is then k.
+    Needs the scaled accumulator below 2**31 (bound: |acc| for any input) and SMMLA's sum inside int32."""
+    c = bias.size
+    g = (c + 3) // 4
+    pad = 4 * g - c
+
+    def lanes(v: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.asarray(v, np.int64), np.zeros(pad, np.int64)]).reshape(g, 4)
+
+    b, m, a, bd = lanes(bias), lanes(mult), lanes(add), lanes(bound)
+    e = np.array([[(int(x) & -int(x)).bit_length() for x in row] for row in a], np.int64)  # rlx_rq_e
+    rule = 0 if (lo, hi) == (-128, 127) else 1 if lo < zp else 2
+    fold = 0 if rule == 0 else lo
+    fast = np.all((e <= 21) & (np.abs(a) < 2**29), axis=1)
+    fast[-1] &= pad == 0
+    k = np.where(fast, 0, -1)
+    f = np.full((g, 4), 2, np.int64)
+    a_out, e_out = np.where(fast[:, None], a - (fold << e), a), e.copy()
+    for i in np.flatnonzero(fast) if rule == 2 else []:
+        for kk in _DW1_SHIFTS:
+            d = kk - e[i]
+            if np.any(d < 1) or np.any(d > 7):
+                continue
+            add2 = (a_out[i] << d) + (np.int64(1) << (d - 1))
+            reach = bd[i] << (d + 1)  # |the scaled accumulator|
+            if np.any(reach >= 2**31) or np.any(np.abs(add2) + (reach * m[i] >> 32) + 1 >= 2**31):
+                continue
+            k[i], f[i], a_out[i], e_out[i] = kk, np.int64(1) << (d + 1), add2, kk
+            break
+    hl = np.array([0x01010101 * ((hi - lo) & 0xFF), 0x01010101 * (lo & 0xFF)], np.int64)
+    rows = np.concatenate(
+        [
+            np.stack([m, a_out, e_out], axis=2).reshape(g, 12),
+            np.broadcast_to(hl, (g, 2)),
+            b * f,
+            k[:, None],
+            (f[:, 0] | f[:, 2] << 16)[:, None],
+            (f[:, 1] | f[:, 3] << 16)[:, None],
+        ],
+        axis=1,
+    )
+    return np.ascontiguousarray(fp.wrap_int32(rows.reshape(-1)).astype(np.int32))
 
 
 def _dw_px(f: dict, pads: tuple, fast: bool) -> bool:
@@ -999,6 +1059,14 @@ def _depthwise(graph: Graph, node: Node, params: Prepared) -> Layer:
     if not fast:
         args = [("in", 0), ("out", 0), ("scratch", "int16_t")]
         if _dw_line(fields, params.pads):
+            if mode != 0:
+                # DSP cores read the biases and the requantization from dwq alone (rq_mode 0 runs the
+                # ring on the arrays); cores without DSP run the ring on the arrays
+                fields["dwq"] = Const("dwq")
+                consts["dwq"] = _dw_line_consts(bias, mult, add, bound, zp_y, lo, hi)
+                guards["dwq"] = "dsp"
+                for key in ("bias", "mult", "rq_add"):
+                    guards[key] = "portable"
             return Layer("rlx_depthwise_conv_line_s8", "rlx_dw_conv_params", fields, consts, args,
                          _dw_line_scratch(fields), guards)  # fmt: skip
         ring = _dw_ring_scratch(fields)

@@ -141,7 +141,7 @@ _BALANCED = ("rlx_fully_connected_s8(", "rlx_fc_small_s8(", "rlx_fc_small_clamp_
 _BALANCED2 = ("rlx_convolve_s8(", "rlx_convolve_small_s8(", "rlx_gemm_2px_lo", "rlx_gemm_2px_part_lo",
               "rlx_convolve_1x1_k4_relu_s8(", "rlx_convolve_1x1_kw_relu_s8(", "rlx_convolve_1x1_kw_clamp_s8(",
               "rlx_convolve_1x1_kw_s8(", "rlx_depthwise_conv_3x3_pair_gen_s8(", "rlx_depthwise_conv_small_s8(",
-              "rlx_depthwise_conv_3x3_pair_clamp_s8(")  # fmt: skip
+              "rlx_depthwise_conv_3x3_pair_clamp_s8(", "rlx_depthwise_conv_line_s8(")  # fmt: skip
 _SPEED = ("rlx_depthwise_conv_3x3_wide_s8(",)
 
 
@@ -205,6 +205,9 @@ def _asm_graphs() -> tuple[tuple[Graph, str, tuple[str, ...]], ...]:
     # the pair kernel's stride-2 lines of 8 outputs (ReLU: 8 a step)
     x = g2.input("x6", (1, 16, 16, 4), "i8", quant=rand_q(rng, 0.01, 0.1))
     g2.output(_dw(g2, rng, x, 3, 3, "relu", "dw_pair_s2_oct", s=2))
+    # the line kernel on 5 taps (two outputs a step; ReLU: a group's one-shift requantization)
+    x = g2.input("x7", (1, 15, 1, 12), "i8", quant=rand_q(rng, 0.01, 0.1))
+    g2.output(_dw(g2, rng, x, 5, 1, "relu", "dw_line5"))
     s = Graph("asm_speed")
     x = s.input("x0", (1, 7, 6, 8), "i8", quant=rand_q(rng, 0.01, 0.1))
     s.output(_dw(s, rng, _dw(s, rng, x, 3, 3, "none", "dw_wide"), 3, 3, "relu", "dw_wide_clamp"))

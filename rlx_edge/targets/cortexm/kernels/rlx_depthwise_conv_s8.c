@@ -1218,23 +1218,45 @@ void rlx_depthwise_conv_ring_s8(const rlx_dw_conv_params *p, const int8_t *in, i
  * set shifted by one tap (the odd set) gives a second output per loaded word, and the next
  * word two more: four outputs an iteration, a tap pair one SMLAD. The accumulators go to the
  * scratch by pairs of outputs (RLX_DW1_AIX: a channel's two outputs of a pair adjacent, one
- * STRD), and are requantized a pair of pixels at a time, each channel's constants loaded once
- * for both, 4 outputs packed into one store (rlx_dw1_rq_line). Weights and bias are doubled
- * for the fast requantization (the acc << 1 of SMMLAR), as on the ring. rq_mode 0 and cores
- * without DSP run the ring, in the same scratch (rules.py's _dw_line_scratch). */
+ * STRD), and are requantized four (or two) pixels at a time, each channel's constants loaded
+ * once for them, 4 outputs packed into one store (rlx_dw1_rq_line). The constants are a row a
+ * group of rules.py's dwq (_dw_line_consts, rlx_dw1_rq): weights and bias doubled for the fast
+ * requantization (the acc << 1 of SMMLAR), as on the ring, or, where the rule needs no sign
+ * correction and the channels' shifts e allow, scaled by 2**(k - e + 1) so that one shift k
+ * (8, 12 or 16: USAT's shifted operand) serves the group. rq_mode 0 and cores without DSP run
+ * the ring, in the same scratch (rules.py's _dw_line_scratch). */
 #define RLX_DW1_MAXP 5 /* weight pairs a channel: windows up to 9 taps (rules.py) */
 /* the word of output t, lane l in a line's accumulators: a pair of outputs 8 words, a lane's two adjacent */
 #define RLX_DW1_AIX(T, L) ((((T) >> 1) << 3) + 2 * (L) + ((T) & 1))
 
 #if RLX_USE_DSP
-/* A call's constants through the calls of its groups and lines: axis b along the window, a across. */
+/* A group's row of dwq (rules.py's _dw_line_consts, 21 words): per lane its multiplier, a and e; then
+ * act_max - act_min and act_min in every byte (the clamp), the lanes' accumulators' starts (bias times f),
+ * k (-1: not rlx_dw1_rq_line's, a the rq_add; 0: a the rq_add less act_min 2**e unless the rule saturates;
+ * 8, 12 or 16: one shift k for the group, a and the accumulators scaled, e = k) and f of lanes 0 and 2,
+ * 1 and 3 as int16 pairs (the weights' scale: 2, or 2**(k - e + 1) where k > 0). */
+typedef struct {
+    int32_t mae[12];
+    uint32_t hl[2];
+    int32_t b2[4];
+    int32_t k;
+    uint32_t f[2];
+} rlx_dw1_rq;
+typedef char rlx_dw1_rq_at[sizeof(rlx_dw1_rq) == 84 ? 1 : -1];
+
+/* A call's constants through the calls of its groups and lines: axis b along the window, a across; q and
+ * b2 the group's row; rlx_dw1_line4's widening (a single column first where the line starts at an odd
+ * position, then pairs, then a last single column) and whether rlx_dw1_macs4 runs, worked out once. */
 typedef struct {
     int16_t *plane;
     int32_t len, clo, ncols, in_step, np, n, s, os, rule;
+    int32_t lead, pairs, tail, macs4;
+    uint32_t *fr; /* rlx_dw1_macs4's frame: [0, 3) and [6] a call's, the rest a line's */
     uint32_t off2;
     uint32_t (*wt)[2 * RLX_DW1_MAXP];
-    int32_t *b2, *acc;
-    void *q;
+    const int32_t *b2;
+    int32_t *acc;
+    const rlx_dw1_rq *q;
     const rlx_dw_conv_params *p;
     rlx_dw_axis a, b;
 } rlx_dw1_ln;
@@ -1480,6 +1502,35 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, cons
     "smlad   %[a1], %[" XC "], %[wo], %[a1]\n\t"               \
     "smlad   %[a2], %[" XN "], %[we], %[a2]\n\t"               \
     "smlad   %[a3], %[" XN "], %[wo], %[a3]\n\t"
+/* np 2 and 3: the end of x pushed, and the lanes' entry (fr[7]: 3f's address plus fr[6], Thumb bit
+ * set), reached at each lane after its weights (LDR PC): 12 bytes an entry, steps 3, 2, 1, then 0
+ * (falling into the loop), each loading the lane's first two words into the step's registers */
+#define RLX_DW1_ENTRY                                    \
+    "ldr     %[a1], [%[a0], #4]\n\t"                      \
+    "add     %[a1], %[x], %[a1]\n\t"                      \
+    "ldr     %[x0], [%[a0], #24]\n\t"                     \
+    "adr     %[x1], 3f\n\t"                               \
+    "add     %[x1], %[x1], %[x0]\n\t"                     \
+    "orr     %[x1], %[x1], #1\n\t"                        \
+    "str     %[x1], [%[a0], #28]\n\t"                     \
+    "push    {%[a0]}\n\t"                                 \
+    "push    {%[a1]}\n\t"
+#define RLX_DW1_JUMP                                     \
+    "ldr     %[a1], [sp, #4]\n\t"                         \
+    "ldr     pc, [%[a1], #28]\n\t"                        \
+    ".p2align 2\n\t"                                      \
+    "3:\n\t"                                              \
+    "ldr.w   %[x1], [%[x]], #4\n\t"                       \
+    "ldr.w   %[x0], [%[x]], #4\n\t"                       \
+    "b.w     13f\n\t"                                     \
+    "ldr.w   %[x0], [%[x]], #4\n\t"                       \
+    "ldr.w   %[x1], [%[x]], #4\n\t"                       \
+    "b.w     12f\n\t"                                     \
+    "ldr.w   %[x1], [%[x]], #4\n\t"                       \
+    "ldr.w   %[x0], [%[x]], #4\n\t"                       \
+    "b.w     11f\n\t"                                     \
+    "ldr.w   %[x0], [%[x]], #4\n\t"                       \
+    "ldr.w   %[x1], [%[x]], #4\n\t"
 /* two outputs of a lane (the line's last ones past its whole quads): pair J of the np, x and w not advanced */
 #define RLX_DW1_HPAIR(XOFF, WOFF)                              \
     "ldr     %[xa], [%[x], #" XOFF "]\n\t"                    \
@@ -1527,18 +1578,28 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, cons
                        [w] "+r"(wq), [b2] "+r"(b2), [xe] "+r"(xe)                                               \
                      :                                                                                        \
                      : "memory", "cc")
+/* rlx_dw1_macs4's frame of a call (the line's length n, np, a plane's len): iterations along a lane: np 2 and
+ * 3 four steps of two outputs (8 outputs), the first entered at the step that leaves no step past the
+ * line's last output pair (its entry's offset: fr[6]), else quads, and where the line leaves 1 or 2 outputs
+ * past its whole quads (n >= 4), two more instead of a whole quad (half) */
+static void rlx_dw1_frame(uint32_t *fr, int32_t n, int32_t np, int32_t len)
+{
+    const int32_t half = np > 3 && n >= 4 && (n & 3) != 0 && (n & 3) != 3, steps = (n + 1) / 2;
+    const int32_t nq = np <= 3 ? (n + 7) / 8 : half ? n / 4 : (n + 3) / 4;
+    fr[0] = (uint32_t)(2 * len);
+    fr[1] = (uint32_t)(np <= 3 ? 8 + 4 * steps : 8 * nq);
+    fr[2] = (uint32_t)(np <= 3 ? 8 - 32 * steps : 8 - 64 * nq - 32 * half);
+    fr[6] = (uint32_t)(12 * (3 - (4 * nq - steps)));
+}
+
 static RLX_NOINLINE_DW void rlx_dw1_macs4(const rlx_dw1_ln *L)
 {
     const int16_t *x = L->plane;
     const uint32_t *const w = L->wt[0];
-    const int32_t len = L->len, np = L->np, n = L->n, *const b2p = L->b2;
+    const int32_t np = L->np, *const b2p = L->b2;
     int32_t *acc = L->acc;
-    /* iterations along a lane: np 2 and 3 four steps of two outputs (8 outputs), else quads, and where the
-     * line leaves 1 or 2 outputs past its whole quads (n >= 4), two more instead of a whole quad (half) */
-    const int32_t half = np > 3 && n >= 4 && (n & 3) != 0 && (n & 3) != 3;
-    const int32_t nq = np <= 3 ? (n + 7) / 8 : half ? n / 4 : (n + 3) / 4, d = np <= 3 ? 8 + 16 * nq : 8 * nq;
-    uint32_t fr[6] = {(uint32_t)(2 * len),    (uint32_t)d, (uint32_t)(8 - (np <= 3 ? 128 : 64) * nq - 32 * half),
-                      (uint32_t)(uintptr_t)w, (uint32_t)(uintptr_t)b2p, 4u};
+    uint32_t *const fr = L->fr; /* the line's words: the lane's weights and bias, the lanes left */
+    fr[3] = (uint32_t)(uintptr_t)w, fr[4] = (uint32_t)(uintptr_t)b2p, fr[5] = 4u;
     int32_t b2 = b2p[0], a1;
     if (np <= 3) {
         uint32_t x0_, x1_, e0_, o0_, e1_;
@@ -1546,20 +1607,14 @@ static RLX_NOINLINE_DW void rlx_dw1_macs4(const rlx_dw1_ln *L)
         int32_t a0 = (int32_t)(uintptr_t)fr; /* pushed, then the end of x */
         if (np == 3) {
             uint32_t o1_, e2_;
-            __asm__ volatile("ldr     %[a1], [%[a0], #4]\n\t"
-                             "add     %[a1], %[x], %[a1]\n\t"
-                             "push    {%[a0]}\n\t"
-                             "push    {%[a1]}\n\t"
-                             "1:\n\t"
+            __asm__ volatile(RLX_DW1_ENTRY "1:\n\t"
                              "ldrd    %[e0], %[o0], [%[o2]]\n\t"
                              "ldrd    %[e1], %[o1], [%[o2], #8]\n\t"
-                             "ldrd    %[e2], %[o2], [%[o2], #16]\n\t"
-                             "ldr     %[x0], [%[x]], #4\n\t"
-                             "ldr     %[x1], [%[x]], #4\n\t"
+                             "ldrd    %[e2], %[o2], [%[o2], #16]\n\t" RLX_DW1_JUMP
                              "0:\n\t" RLX_DW1_STEP("x0", "x1", RLX_DW1_LOAD("x0"), RLX_DW1_THIRD("x0"))
-                                 RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
-                                     RLX_DW1_STEP("x0", "x1", RLX_DW1_LOAD("x0"), RLX_DW1_THIRD("x0"))
-                                         RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
+                             "11:\n\t" RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
+                             "12:\n\t" RLX_DW1_STEP("x0", "x1", RLX_DW1_LOAD("x0"), RLX_DW1_THIRD("x0"))
+                             "13:\n\t" RLX_DW1_STEP("x1", "x0", RLX_DW1_LOAD("x1"), RLX_DW1_THIRD("x1"))
                              "ldr     %[a0], [sp]\n\t"
                              "cmp     %[x], %[a0]\n\t"
                              "bne     0b\n\t" RLX_DW1_NEXT("o2")
@@ -1569,19 +1624,13 @@ static RLX_NOINLINE_DW void rlx_dw1_macs4(const rlx_dw1_ln *L)
                              :
                              : "memory", "cc");
         } else {
-            __asm__ volatile("ldr     %[a1], [%[a0], #4]\n\t"
-                             "add     %[a1], %[x], %[a1]\n\t"
-                             "push    {%[a0]}\n\t"
-                             "push    {%[a1]}\n\t"
-                             "1:\n\t"
+            __asm__ volatile(RLX_DW1_ENTRY "1:\n\t"
                              "ldrd    %[e0], %[o0], [%[o1]]\n\t"
-                             "ldrd    %[e1], %[o1], [%[o1], #8]\n\t"
-                             "ldr     %[x0], [%[x]], #4\n\t"
-                             "ldr     %[x1], [%[x]], #4\n\t"
+                             "ldrd    %[e1], %[o1], [%[o1], #8]\n\t" RLX_DW1_JUMP
                              "0:\n\t" RLX_DW1_STEP("x0", "x1", "", RLX_DW1_LOAD("x0"))
-                                 RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
-                                     RLX_DW1_STEP("x0", "x1", "", RLX_DW1_LOAD("x0"))
-                                         RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
+                             "11:\n\t" RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
+                             "12:\n\t" RLX_DW1_STEP("x0", "x1", "", RLX_DW1_LOAD("x0"))
+                             "13:\n\t" RLX_DW1_STEP("x1", "x0", "", RLX_DW1_LOAD("x1"))
                              "ldr     %[a0], [sp]\n\t"
                              "cmp     %[x], %[a0]\n\t"
                              "bne     0b\n\t" RLX_DW1_NEXT("o1")
@@ -1596,7 +1645,8 @@ static RLX_NOINLINE_DW void rlx_dw1_macs4(const rlx_dw1_ln *L)
         int32_t a2, a3;
         int32_t a0 = (int32_t)(uintptr_t)fr; /* pushed */
         const uint32_t *wq = w;
-        const int16_t *xe = (const int16_t *)(const void *)((const char *)(const void *)x + d);
+        const int16_t *xe = (const int16_t *)(const void *)((const char *)(const void *)x + fr[1]);
+        const int32_t n = L->n, half = n >= 4 && (n & 3) != 0 && (n & 3) != 3; /* as rlx_dw1_frame's */
 #define RLX_DW1_P4                                                                                              \
     RLX_DW1_PAIR("xb", "xa", "0", "8") RLX_DW1_PAIR("xa", "xb", "4", "16") RLX_DW1_PAIR("xb", "xa", "8", "24")
 #define RLX_DW1_H4 RLX_DW1_HPAIR("4", "8") RLX_DW1_HPAIR("8", "16") RLX_DW1_HPAIR("12", "24")
@@ -1623,16 +1673,29 @@ static RLX_NOINLINE_DW void rlx_dw1_macs4(const rlx_dw1_ln *L)
 #undef RLX_DW1_LOAD
 #undef RLX_DW1_STEP
 #undef RLX_DW1_NEXT
+#undef RLX_DW1_JUMP
+#undef RLX_DW1_ENTRY
+#endif
+
+#if RLX_USE_DSP
+/* One pixel's 4 outputs to d from its lane 0's accumulator at a0 (lane l at a0[2 l]), by the group's row q
+ * and the rule (rlx_dw1_rq_line): its odd last pixel, every pixel where the asm is not compiled. Where
+ * q->k > 0, SMMLA (no rounding) of the scaled accumulator and the shift k (mae[3 l + 2]). */
+RLX_INLINE void rlx_dw1_rq_px(const rlx_dw1_rq *q, int32_t rule, const int32_t *a0, int8_t *d)
+{
+    const int32_t hm = (int32_t)(q->hl[0] & 0xFFu), lo = (int8_t)q->hl[1];
+    for (int32_t l = 0; l < 4; l++) {
+        const int32_t a = a0[2 * l], *c = q->mae + 3 * l;
+        const int32_t t = q->k > 0 ? (int32_t)(((int64_t)c[1] * 4294967296LL + (int64_t)a * c[0]) >> 32)
+                                   : rlx_smmlar(a, c[0], c[1]) + (rule != 2 ? a >> 31 : 0);
+        const int32_t v = t >> c[2];
+        d[l] = (int8_t)(rule == 0 ? rlx_sat8(v) : (v < 0 ? 0 : v > hm ? hm : v) + lo);
+    }
+}
 #endif
 
 #if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
 #define RLX_DW1_RQ_ASM 1
-/* A group's requantization for rlx_dw1_rq_line: per lane its multiplier, its rq_add less act_min 2**e
- * (rlx_dw1_group4; not on the saturating rule) and e; then act_max - act_min and act_min in every byte. */
-typedef struct {
-    int32_t mae[12];
-    uint32_t hl[2];
-} rlx_dw1_rq;
 
 /* One lane of a pixel pair: its constants (LDM), its two accumulators (LDRD), SIGN (SMMLAR, with or
  * without the sign correction), the shift, SAT to 8 bits into DA and DB. */
@@ -1684,18 +1747,159 @@ typedef struct {
                          : "memory", "cc");                                                                   \
     } while (0)
 
+/* Rule 2 (no sign correction, so no temporary) four pixels an iteration: each lane's constants loaded once
+ * for its four outputs, its accumulators of pixels t + 2, t + 3 (32 bytes on, into pc, pd) then t, t + 1
+ * (into pa, pb), INC the last lane's step to the next pixel pair's words; e, free after the lanes, takes
+ * USUB8's result; the loop's end waits on the stack (pushed from m). 95 instructions an iteration for 16
+ * outputs, the pairs' 102. */
+#define RLX_DW1_RQ4H(LD, DA, DB)                     \
+    "ldrd    %[xa], %[xb], " LD "\n\t"                \
+    "smmlar  %[xa], %[xa], %[m], %[ad]\n\t"          \
+    "smmlar  %[xb], %[xb], %[m], %[ad]\n\t"          \
+    "asr     %[xa], %[xa], %[e]\n\t"                 \
+    "asr     %[xb], %[xb], %[e]\n\t"                 \
+    "usat    %[" DA "], #8, %[xa]\n\t"               \
+    "usat    %[" DB "], #8, %[xb]\n\t"
+#define RLX_DW1_RQ4L(B, INC)                                                       \
+    "ldmia   %[w]!, {%[m], %[ad], %[e]}\n\t" RLX_DW1_RQ4H("[%[ac], #32]", "xa", "xb") \
+    "bfi     %[pc], %[xa], #" B ", #8\n\t"                                          \
+    "bfi     %[pd], %[xb], #" B ", #8\n\t" RLX_DW1_RQ4H("[%[ac]], #" INC, "xa", "xb") \
+    "bfi     %[pa], %[xa], #" B ", #8\n\t"                                          \
+    "bfi     %[pb], %[xb], #" B ", #8\n\t"
+#define RLX_DW1_CLAMP1(P)                            \
+    "usub8   %[e], %[" P "], %[xa]\n\t"               \
+    "sel     %[" P "], %[xa], %[" P "]\n\t"           \
+    "uadd8   %[" P "], %[" P "], %[xb]\n\t"
+
+/* A group of one shift K (its row's k > 0: rule 2, the accumulators scaled): four pixels an iteration as
+ * RLX_DW1_RQ4H/L, each output SMMLA, then USAT with the shift K as its operand's: 78 instructions an
+ * iteration, 95 with the lanes' shifts. */
+#define RLX_DW1_RQFH(LD, K, DA, DB)                  \
+    "ldrd    %[xa], %[xb], " LD "\n\t"                \
+    "smmla   %[xa], %[xa], %[m], %[ad]\n\t"          \
+    "smmla   %[xb], %[xb], %[m], %[ad]\n\t"          \
+    "usat    %[" DA "], #8, %[xa], asr #" K "\n\t"   \
+    "usat    %[" DB "], #8, %[xb], asr #" K "\n\t"
+#define RLX_DW1_RQFL(K, B, INC)                                                        \
+    "ldrd    %[m], %[ad], [%[w]], #12\n\t" RLX_DW1_RQFH("[%[ac], #32]", K, "xa", "xb") \
+    "bfi     %[pc], %[xa], #" B ", #8\n\t"                                              \
+    "bfi     %[pd], %[xb], #" B ", #8\n\t" RLX_DW1_RQFH("[%[ac]], #" INC, K, "xa", "xb") \
+    "bfi     %[pa], %[xa], #" B ", #8\n\t"                                              \
+    "bfi     %[pb], %[xb], #" B ", #8\n\t"
+#define RLX_DW1_CLAMPM(P)                            \
+    "usub8   %[m], %[" P "], %[xa]\n\t"               \
+    "sel     %[" P "], %[xa], %[" P "]\n\t"           \
+    "uadd8   %[" P "], %[" P "], %[xb]\n\t"
+#define RLX_DW1_RQF(K)                                                                                         \
+    __asm__ volatile("0:\n\t"                                                                                   \
+                     "ldrd    %[m], %[ad], [%[w]], #12\n\t" RLX_DW1_RQFH("[%[ac], #32]", K, "pc", "pd")        \
+                         RLX_DW1_RQFH("[%[ac]], #8", K, "pa", "pb") RLX_DW1_RQFL(K, "8", "8")                  \
+                             RLX_DW1_RQFL(K, "16", "8") RLX_DW1_RQFL(K, "24", "40")                            \
+                     "ldrd    %[xa], %[xb], [%[w]]\n\t" RLX_DW1_CLAMPM("pa") RLX_DW1_CLAMPM("pb")                \
+                         RLX_DW1_CLAMPM("pc") RLX_DW1_CLAMPM("pd")                                              \
+                     "sub     %[w], %[w], #48\n\t"                                                              \
+                     "str     %[pa], [%[dst]]\n\t"                                                              \
+                     "str     %[pb], [%[dst], %[os]]\n\t"                                                       \
+                     "add     %[dst], %[dst], %[os], lsl #1\n\t"                                                \
+                     "str     %[pc], [%[dst]]\n\t"                                                              \
+                     "str     %[pd], [%[dst], %[os]]\n\t"                                                       \
+                     "add     %[dst], %[dst], %[os], lsl #1\n\t"                                                \
+                     "cmp     %[dst], %[end]\n\t"                                                               \
+                     "bne     0b\n\t"                                                                           \
+                     : [m] "=&r"(m_), [ad] "=&r"(ad_), [xa] "=&r"(xa_), [xb] "=&r"(xb_), [pa] "=&r"(pa_),         \
+                       [pb] "=&r"(pb_), [pc] "=&r"(pc_), [pd] "=&r"(pd_), [w] "+r"(w_), [ac] "+r"(a4), [dst] "+r"(d4) \
+                     : [os] "r"(os), [end] "r"(e4)                                                              \
+                     : "memory", "cc")
+/* the same on one pixel pair (a line's last two past its quads): 39 instructions */
+#define RLX_DW1_RQFP1(K, DA, DB)                                                 \
+    "ldrd    %[m], %[ad], [%[w]], #12\n\t" RLX_DW1_RQFH("[%[ac]], #8", K, DA, DB)
+#define RLX_DW1_RQFPL(K, B) RLX_DW1_RQFP1(K, "xa", "xb")                         \
+    "bfi     %[pa], %[xa], #" B ", #8\n\t"                                        \
+    "bfi     %[pb], %[xb], #" B ", #8\n\t"
+#define RLX_DW1_RQFP(K)                                                                                        \
+    __asm__ volatile(RLX_DW1_RQFP1(K, "pa", "pb") RLX_DW1_RQFPL(K, "8") RLX_DW1_RQFPL(K, "16")                  \
+                         RLX_DW1_RQFPL(K, "24") "ldrd    %[xa], %[xb], [%[w]]\n\t" RLX_DW1_CLAMPM("pa")          \
+                             RLX_DW1_CLAMPM("pb")                                                               \
+                     "str     %[pa], [%[dst]]\n\t"                                                              \
+                     "str     %[pb], [%[dst], %[os]]\n\t"                                                       \
+                     : [m] "=&r"(m_), [ad] "=&r"(ad_), [xa] "=&r"(xa_), [xb] "=&r"(xb_), [pa] "=&r"(pa_),         \
+                       [pb] "=&r"(pb_), [w] "+r"(w_), [ac] "+r"(a4)                                               \
+                     : [os] "r"(os), [dst] "r"(d4)                                                              \
+                     : "memory")
+/* a group of one shift K: its whole quads of pixels, then a pair */
+#define RLX_DW1_RQFK(K)                                                                                        \
+    do {                                                                                                      \
+        if (n2 >= 4) {                                                                                        \
+            const rlx_dw1_rq *w_ = q;                                                                         \
+            RLX_DW1_RQF(K);                                                                                   \
+        }                                                                                                     \
+        if (n2 & 2) {                                                                                         \
+            const rlx_dw1_rq *w_ = q;                                                                         \
+            RLX_DW1_RQFP(K);                                                                                  \
+        }                                                                                                     \
+    } while (0)
+
 /* The L->n outputs of a line, from dst on L->os bytes apart, from the accumulators at L->acc (RLX_DW1_AIX),
- * the constants at L->q, by L->rule (0 saturating, 1 a clamp with the sign correction, 2 one without: act_min
- * at or above out_zp): each output (SMMLAR(acc, mult, rq_add - act_min 2**e) [+ (acc >> 31)]) >> e
+ * the group's row at L->q, by L->rule (0 saturating, 1 a clamp with the sign correction, 2 one without:
+ * act_min at or above out_zp): each output (SMMLAR(acc, mult, rq_add - act_min 2**e) [+ (acc >> 31)]) >> e
  * saturated to 0..255 (USAT), packed, clamped to act_max - act_min and act_min added (rule 0: SSAT of the
- * unshifted form), a pair of pixels an iteration; an odd last pixel in C, the same arithmetic. */
+ * unshifted form), a pair of pixels an iteration, four on rule 2; a row of one shift k (rule 2):
+ * SMMLA(acc, mult, a) with the shift k in USAT, four pixels an iteration, then a pair; an odd last pixel
+ * in C, the same arithmetic. */
 static RLX_NOINLINE_DW void rlx_dw1_rq_line(const rlx_dw1_ln *L, int8_t *dst)
 {
-    const int32_t *ac = L->acc;
-    const rlx_dw1_rq *const q = (const rlx_dw1_rq *)L->q;
-    const int32_t n = L->n, os = L->os, rule = L->rule;
-    if (n >= 2) {
-        int8_t *const end = dst + (n & ~1) * os;
+    const int32_t *ac = L->acc, *const acc0 = L->acc;
+    const rlx_dw1_rq *const q = L->q;
+    const int32_t n = L->n, os = L->os, rule = L->rule, n2 = n & ~1;
+    int8_t *const dst0 = dst;
+    if (q->k > 0) {
+        int32_t m_, ad_;
+        uint32_t xa_, xb_, pa_, pb_, pc_, pd_;
+        const int32_t *a4 = ac;
+        int8_t *d4 = dst, *const e4 = dst + (n2 & ~3) * os;
+        if (q->k == 8) {
+            RLX_DW1_RQFK("8");
+        } else if (q->k == 12) {
+            RLX_DW1_RQFK("12");
+        } else {
+            RLX_DW1_RQFK("16");
+        }
+        if (n & 1) {
+            rlx_dw1_rq_px(q, rule, acc0 + RLX_DW1_AIX(n - 1, 0), dst0 + (n - 1) * os);
+        }
+        return;
+    }
+    if (rule == 2 && n >= 4) {
+        register int32_t m_ __asm__("r8") = (int32_t)(uintptr_t)(dst + (n & ~3) * os); /* pushed */
+        register int32_t ad_ __asm__("r9"), e_ __asm__("r10");
+        uint32_t xa_, xb_, pa_, pb_, pc_, pd_;
+        const rlx_dw1_rq *w_ = q;
+        __asm__ volatile("push    {%[m]}\n\t"
+                         "0:\n\t"
+                         "ldmia   %[w]!, {%[m], %[ad], %[e]}\n\t" RLX_DW1_RQ4H("[%[ac], #32]", "pc", "pd")
+                             RLX_DW1_RQ4H("[%[ac]], #8", "pa", "pb") RLX_DW1_RQ4L("8", "8") RLX_DW1_RQ4L("16", "8")
+                                 RLX_DW1_RQ4L("24", "40")
+                         "ldrd    %[xa], %[xb], [%[w]]\n\t" RLX_DW1_CLAMP1("pa") RLX_DW1_CLAMP1("pb")
+                             RLX_DW1_CLAMP1("pc") RLX_DW1_CLAMP1("pd")
+                         "sub     %[w], %[w], #48\n\t"
+                         "str     %[pa], [%[dst]]\n\t"
+                         "str     %[pb], [%[dst], %[os]]\n\t"
+                         "add     %[dst], %[dst], %[os], lsl #1\n\t"
+                         "str     %[pc], [%[dst]]\n\t"
+                         "str     %[pd], [%[dst], %[os]]\n\t"
+                         "add     %[dst], %[dst], %[os], lsl #1\n\t"
+                         "ldr     %[m], [sp]\n\t"
+                         "cmp     %[dst], %[m]\n\t"
+                         "bne     0b\n\t"
+                         "add     sp, sp, #4\n\t"
+                         : [m] "+r"(m_), [ad] "=&r"(ad_), [e] "=&r"(e_), [xa] "=&r"(xa_), [xb] "=&r"(xb_),
+                           [pa] "=&r"(pa_), [pb] "=&r"(pb_), [pc] "=&r"(pc_), [pd] "=&r"(pd_), [w] "+r"(w_),
+                           [ac] "+r"(ac), [dst] "+r"(dst)
+                         : [os] "r"(os)
+                         : "memory", "cc");
+    }
+    if ((rule == 2 && n >= 4 ? n & 2 : n) >= 2) {
+        int8_t *const end = dst + ((rule == 2 && n >= 4 ? n & 2 : n) & ~1) * os;
         const rlx_dw1_rq *w_ = q;
         if (rule == 0) {
             RLX_DW1_RQ_LOOP(RLX_DW1_SIGN, "ssat", "");
@@ -1706,47 +1910,74 @@ static RLX_NOINLINE_DW void rlx_dw1_rq_line(const rlx_dw1_ln *L, int8_t *dst)
         }
     }
     if (n & 1) {
-        const int32_t hm = (int32_t)(q->hl[0] & 0xFFu), lo = (int8_t)q->hl[1];
-        for (int32_t l = 0; l < 4; l++) {
-            const int32_t a = ac[2 * l], *c = q->mae + 3 * l;
-            const int32_t v = (rlx_smmlar(a, c[0], c[1]) + (rule != 2 ? a >> 31 : 0)) >> c[2];
-            dst[l] = (int8_t)(rule == 0 ? rlx_sat8(v) : (v < 0 ? 0 : v > hm ? hm : v) + lo);
-        }
+        rlx_dw1_rq_px(q, rule, acc0 + RLX_DW1_AIX(n - 1, 0), dst0 + (n - 1) * os);
     }
 }
+#undef RLX_DW1_RQFK
+#undef RLX_DW1_RQFP
+#undef RLX_DW1_RQFPL
+#undef RLX_DW1_RQFP1
+#undef RLX_DW1_RQF
+#undef RLX_DW1_CLAMPM
+#undef RLX_DW1_RQFL
+#undef RLX_DW1_RQFH
 #undef RLX_DW1_RQ_LOOP
+#undef RLX_DW1_CLAMP1
+#undef RLX_DW1_RQ4L
+#undef RLX_DW1_RQ4H
 #undef RLX_DW1_CLAMP
 #undef RLX_DW1_BFI
 #undef RLX_DW1_SIGN
 #undef RLX_DW1_PLAIN
 #undef RLX_DW1_RQ2
+#elif RLX_USE_DSP
+/* rlx_dw1_rq_line where its asm is not compiled: a pixel at a time, the same arithmetic */
+static RLX_NOINLINE_DW void rlx_dw1_rq_line(const rlx_dw1_ln *L, int8_t *dst)
+{
+    for (int32_t t = 0; t < L->n; t++) {
+        rlx_dw1_rq_px(L->q, L->rule, L->acc + RLX_DW1_AIX(t, 0), dst + t * L->os);
+    }
+}
 #endif
 
 #if RLX_USE_DSP
-/* A whole group's constants, out of line (in the kernel, GCC spills them into ~2x the instructions): the
- * weight pairs of its 4 channels (wt), their doubled biases (b2) and, where the requantization's asm is
- * compiled, its constants (q; act_min folded into rq_add unless the rule saturates). Returns whether
- * rlx_dw1_rq_line may run the group: every |rq_add| below 2**29 and e at most 21, so that the folded
- * rq_add stays below 2**29 + 2**28 and, with |SMMLAR's product| at most 2**30 (|acc| < 2**30,
- * rules.fast_requant), nothing leaves int32. */
+/* A word's int16 halves times f's (SMULBB, SMULTT, PKHBT) */
+RLX_INLINE uint32_t rlx_dw1_scale2(uint32_t v, uint32_t f)
+{
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    uint32_t lo, hi; /* GCC writes SMULTT as two shifts and a MUL */
+    __asm__("smulbb  %0, %2, %3\n\t"
+            "smultt  %1, %2, %3\n\t"
+            "pkhbt   %0, %0, %1, lsl #16"
+            : "=&r"(lo), "=&r"(hi)
+            : "r"(v), "r"(f));
+    return lo;
+#else
+    return rlx_pack_lo16((uint32_t)((int32_t)(int16_t)v * (int16_t)f),
+                         (uint32_t)(((int32_t)v >> 16) * ((int32_t)f >> 16)));
+#endif
+}
+
+/* A whole group's weights, out of line (in the kernel, GCC spills them into ~2x the instructions): the
+ * weight pairs of its 4 channels (wt) times the row's f (L->q: doubled, or scaled for its shift k).
+ * Returns whether rlx_dw1_rq_line may run the group (k >= 0, rules.py). */
 static RLX_NOINLINE_DW int32_t rlx_dw1_group4(const rlx_dw1_ln *L, int32_t c0)
 {
     const rlx_dw_conv_params *const p = L->p;
     const int32_t oc = p->out_c, kb = L->b.k, np = L->np;
     uint32_t(*const wt)[2 * RLX_DW1_MAXP] = L->wt;
-    int32_t *const b2 = L->b2;
-    void *const q = L->q;
+    const rlx_dw1_rq *const q = L->q;
     /* tap t of the window is weight row t either way (the other axis has one tap): a word of the 4
-     * channels a tap, widened and doubled (SXTB16 then SXTAB16 of the word: channels 0 and 2; ROR 8:
-     * 1 and 3), then each half's taps paired (2 j, 2 j + 1 and 2 j - 1, 2 j; 0 outside the window) */
+     * channels a tap, widened and scaled (doubled: SXTB16 then SXTAB16 of the word, channels 0 and 2;
+     * ROR 8: 1 and 3; else times f), then each half's taps paired (2 j, 2 j + 1 and 2 j - 1, 2 j; 0
+     * outside the window) */
     uint32_t em = 0u, om = 0u; /* tap 2 j - 1: -1 at first */
     const int8_t *wr = p->weights + c0;
     uint32_t *wj = wt[0];
-#define RLX_DW1_WPAIR(W0, W1)                                                                                      \
+#define RLX_DW1_WPAIR(W0, E1, O1, E, O)                                                                            \
     do {                                                                                                          \
-        const uint32_t w0 = (W0), w1 = (W1);                                                                      \
-        const uint32_t e0 = rlx_sxtab16(rlx_sxtb16(w0), w0), o0 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w0), w0);      \
-        const uint32_t e1 = rlx_sxtab16(rlx_sxtb16(w1), w1), o1 = rlx_sxtab16_ror8(rlx_sxtb16_ror8(w1), w1);      \
+        const uint32_t w0 = (W0);                                                                                 \
+        const uint32_t e0 = E(w0), o0 = O(w0), e1 = (E1), o1 = (O1);                                              \
         wj[0] = rlx_pack_lo16(e0, e1), wj[1] = rlx_pack_lo16(em, e0);                                            \
         wj[2 * RLX_DW1_MAXP] = rlx_pack_lo16(o0, o1), wj[2 * RLX_DW1_MAXP + 1] = rlx_pack_lo16(om, o0);          \
         wj[4 * RLX_DW1_MAXP] = rlx_pack_hi16(e0, e1), wj[4 * RLX_DW1_MAXP + 1] = rlx_pack_hi16(em, e0);          \
@@ -1754,33 +1985,31 @@ static RLX_NOINLINE_DW int32_t rlx_dw1_group4(const rlx_dw1_ln *L, int32_t c0)
         em = e1, om = o1, wj += 2;                                                                                \
     } while (0)
     /* the pairs inside the window, then the last one (np = kb / 2 + 1): one tap of it inside or none */
-    for (int32_t j = 0; j < np - 1; j++, wr += 2 * oc) {
-        RLX_DW1_WPAIR(rlx_rd32(wr), rlx_rd32(wr + oc));
+#define RLX_DW1_WALL(E, O)                                                                                         \
+    do {                                                                                                          \
+        for (int32_t j = 0; j < np - 1; j++, wr += 2 * oc) {                                                      \
+            const uint32_t w1 = rlx_rd32(wr + oc);                                                                \
+            RLX_DW1_WPAIR(rlx_rd32(wr), E(w1), O(w1), E, O);                                                      \
+        }                                                                                                         \
+        RLX_DW1_WPAIR(kb & 1 ? rlx_rd32(wr) : 0u, 0u, 0u, E, O);                                                  \
+    } while (0)
+#define RLX_DW1_E2(W) rlx_sxtab16(rlx_sxtb16(W), W)
+#define RLX_DW1_O2(W) rlx_sxtab16_ror8(rlx_sxtb16_ror8(W), W)
+#define RLX_DW1_EF(W) rlx_dw1_scale2(rlx_sxtb16(W), f02)
+#define RLX_DW1_OF(W) rlx_dw1_scale2(rlx_sxtb16_ror8(W), f13)
+    if (q->k > 0) {
+        const uint32_t f02 = q->f[0], f13 = q->f[1];
+        RLX_DW1_WALL(RLX_DW1_EF, RLX_DW1_OF);
+    } else {
+        RLX_DW1_WALL(RLX_DW1_E2, RLX_DW1_O2);
     }
-    RLX_DW1_WPAIR(kb & 1 ? rlx_rd32(wr) : 0u, 0u);
+#undef RLX_DW1_OF
+#undef RLX_DW1_EF
+#undef RLX_DW1_O2
+#undef RLX_DW1_E2
+#undef RLX_DW1_WALL
 #undef RLX_DW1_WPAIR
-#if defined(RLX_DW1_RQ_ASM)
-    int32_t *mae = ((rlx_dw1_rq *)q)->mae;
-    const int32_t fold = p->act_min == -128 && p->act_max == 127 ? 0 : p->act_min;
-    const int32_t *bi = p->bias + c0, *ra = p->rq_add + c0, *mu = p->mult + c0;
-    uint32_t bad = 0u; /* bit 31: e > 21 (21 - e negative) or |rq_add| >= 2**29 (bit 30 or 31 of it + 2**29) */
-    for (int32_t l = 0; l < 4; l++, mae += 3) {
-        const int32_t ad = ra[l], e = rlx_rq_e(ad);
-        const uint32_t r = (uint32_t)ad + (1u << 29);
-        b2[l] = (int32_t)((uint32_t)bi[l] << 1);
-        mae[0] = mu[l];
-        mae[1] = (int32_t)((uint32_t)ad - ((uint32_t)fold << (e & 31)));
-        mae[2] = e;
-        bad |= (uint32_t)(21 - e) | r | r << 1;
-    }
-    return bad >> 31 == 0u;
-#else
-    for (int32_t l = 0; l < 4; l++) {
-        b2[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
-    }
-    (void)q;
-    return 0;
-#endif
+    return q->k >= 0;
 }
 #endif
 
@@ -1789,46 +2018,48 @@ static RLX_NOINLINE_DW int32_t rlx_dw1_group4(const rlx_dw1_ln *L, int32_t c0)
  * values on the stack): the image line at src widened into the planes (a single column where the line
  * starts at an odd position, then pairs of columns a word a plane, their bytes paired first: channels 0
  * and 1 of both, 2 and 3, so that one SXTAB16 gives a channel's two columns with the offset added; the
- * pairs in asm, 15 instructions a pair, GCC's 19), then its MACs and outputs to dst. */
+ * pairs in asm, two an iteration (entered at the second where their count is odd): 14 instructions a
+ * pair, GCC's 19), then its MACs and outputs to dst. */
 static RLX_NOINLINE_DW void rlx_dw1_line4(const rlx_dw1_ln *L, const int8_t *src, int8_t *dst)
 {
-    const int32_t len = L->len, st = L->in_step, ncols = L->ncols;
+    const int32_t len = L->len, st = L->in_step, pairs = L->pairs;
     const uint32_t off2 = L->off2;
     int16_t *d = L->plane + L->clo;
-    int32_t i = 0;
-    if (L->clo & 1 && ncols > 0) {
+    if (L->lead) {
         rlx_dw1_widen1(src, d, len, off2);
-        i = 1, src += st, d++;
+        src += st, d++;
     }
-    if (i + 2 <= ncols) {
-        int16_t *const de = d + ((ncols - i) & ~1);
+    if (pairs) {
+        int16_t *const de = d + 2 * pairs;
         uint32_t x0_, x1_, t_;
-        __asm__ volatile("0:\n\t"
-                         "ldr     %[x0], [%[src]]\n\t"
-                         "ldr     %[x1], [%[src], %[st]]\n\t"
-                         "add     %[src], %[src], %[st], lsl #1\n\t"
-                         "pkhbt   %[t], %[x0], %[x1], lsl #16\n\t"
-                         "pkhtb   %[x1], %[x1], %[x0], asr #16\n\t"
-                         "sxtab16 %[x0], %[o2], %[t]\n\t"
-                         "sxtab16 %[t], %[o2], %[t], ror #8\n\t"
-                         "str     %[t], [%[d], %[l1]]\n\t"
-                         "sxtab16 %[t], %[o2], %[x1]\n\t"
-                         "sxtab16 %[x1], %[o2], %[x1], ror #8\n\t"
-                         "str     %[t], [%[d], %[l2]]\n\t"
-                         "str     %[x1], [%[d], %[l3]]\n\t"
-                         "str     %[x0], [%[d]], #4\n\t"
-                         "cmp     %[d], %[de]\n\t"
+#define RLX_DW1_WPAIRS                                    \
+    "ldr     %[x0], [%[src]]\n\t"                          \
+    "ldr     %[x1], [%[src], %[st]]\n\t"                   \
+    "add     %[src], %[src], %[st], lsl #1\n\t"            \
+    "pkhbt   %[t], %[x0], %[x1], lsl #16\n\t"              \
+    "pkhtb   %[x1], %[x1], %[x0], asr #16\n\t"             \
+    "sxtab16 %[x0], %[o2], %[t]\n\t"                       \
+    "sxtab16 %[t], %[o2], %[t], ror #8\n\t"                \
+    "str     %[t], [%[d], %[l1]]\n\t"                      \
+    "sxtab16 %[t], %[o2], %[x1]\n\t"                       \
+    "sxtab16 %[x1], %[o2], %[x1], ror #8\n\t"              \
+    "str     %[t], [%[d], %[l2]]\n\t"                      \
+    "str     %[x1], [%[d], %[l3]]\n\t"                     \
+    "str     %[x0], [%[d]], #4\n\t"
+        __asm__ volatile("cmp     %[odd], #0\n\t"
+                         "bne     1f\n\t"
+                         "0:\n\t" RLX_DW1_WPAIRS "1:\n\t" RLX_DW1_WPAIRS "cmp     %[d], %[de]\n\t"
                          "bne     0b\n\t"
                          : [x0] "=&r"(x0_), [x1] "=&r"(x1_), [t] "=&r"(t_), [src] "+r"(src), [d] "+r"(d)
                          : [st] "r"(st), [o2] "r"(off2), [l1] "r"(2 * len), [l2] "r"(4 * len), [l3] "r"(6 * len),
-                           [de] "r"(de)
+                           [de] "r"(de), [odd] "r"(pairs & 1)
                          : "memory", "cc");
-        i += (ncols - i) & ~1;
+#undef RLX_DW1_WPAIRS
     }
-    if (i < ncols) {
+    if (L->tail) {
         rlx_dw1_widen1(src, d, len, off2);
     }
-    if (L->s == 1 && L->n >= 1 && L->np >= 2 && L->np <= 5) {
+    if (L->macs4) {
         rlx_dw1_macs4(L);
     } else {
         rlx_dw1_macs_any(L->plane, len, L->wt[0], L->np, L->n, L->s, L->b2, L->acc, 4);
@@ -1852,7 +2083,8 @@ static RLX_NOINLINE_DW void rlx_dw1_group_any(const rlx_dw1_ln *L, const int8_t 
     const int32_t clo = L->clo, ncols = L->ncols;
     const uint32_t off2 = L->off2;
     int16_t *const plane = L->plane;
-    int32_t *const acc = L->acc, *const b2 = L->b2;
+    int32_t *const acc = L->acc;
+    const int32_t *const b2 = L->b2; /* the row's: doubled where it is not rlx_dw1_rq_line's */
     uint32_t(*const wt)[2 * RLX_DW1_MAXP] = L->wt;
     for (int32_t l = 0; l < nc && nc < 4; l++) {
         const int8_t *const w8 = p->weights + c0 + l;
@@ -1863,11 +2095,7 @@ static RLX_NOINLINE_DW void rlx_dw1_group_any(const rlx_dw1_ln *L, const int8_t 
             wt[l][2 * j] = ((uint32_t)w0 & 0xFFFFu) | ((uint32_t)w1 << 16);
             wt[l][2 * j + 1] = ((uint32_t)wm & 0xFFFFu) | ((uint32_t)w0 << 16);
         }
-        b2[l] = (int32_t)((uint32_t)p->bias[c0 + l] << 1);
     }
-#if !defined(RLX_DW1_RQ_ASM)
-    (void)fast;
-#endif
     for (int32_t nb = 0; nb < p->batches; nb++) {
         const int8_t *const img = in + nb * p->in_h * p->in_w * p->in_c;
         int8_t *const o = out + nb * p->out_h * p->out_w * oc;
@@ -1905,16 +2133,14 @@ static RLX_NOINLINE_DW void rlx_dw1_group_any(const rlx_dw1_ln *L, const int8_t 
             }
             rlx_dw1_macs_any(plane, len, wt[0], np, b.n_out, b.stride, b2, acc, nc);
             int8_t *dst = o + ia * a.out_step + c0;
-#if defined(RLX_DW1_RQ_ASM)
             if (fast) {
                 rlx_dw1_rq_line(L, dst);
                 continue;
             }
-#endif
             /* a channel at a time, its constants in registers along the line, a pair of outputs (two
              * adjacent accumulators) a step */
             for (int32_t l = 0; l < nc; l++) {
-                const int32_t mu = p->mult[c0 + l], ad = p->rq_add[c0 + l], ex = rlx_rq_e(ad);
+                const int32_t mu = L->q->mae[3 * l], ad = L->q->mae[3 * l + 1], ex = rlx_rq_e(ad);
                 const int32_t os = b.out_step, *al = acc + 2 * l;
                 int8_t *dl = dst + l;
                 int32_t t = 0;
@@ -1976,36 +2202,39 @@ void rlx_depthwise_conv_line_s8(const rlx_dw_conv_params *p, const int8_t *in, i
     }
 #undef RLX_DW1_KEEP
     uint32_t wt[4][2 * RLX_DW1_MAXP];
-    int32_t b2[4];
-    void *gq = NULL; /* the requantization's constants where its asm is compiled */
-    int32_t rule = 0;
-#if defined(RLX_DW1_RQ_ASM)
     const int32_t lo = p->act_min, hi = p->act_max;
-    rlx_dw1_rq lq;
-    lq.hl[0] = 0x01010101u * (uint8_t)(hi - lo);
-    lq.hl[1] = 0x01010101u * (uint8_t)lo;
-    gq = &lq;
-    rule = lo == -128 && hi == 127 ? 0 : lo < p->out_zp ? 1 : 2;
+    const int32_t rule = lo == -128 && hi == 127 ? 0 : lo < p->out_zp ? 1 : 2;
+    /* the groups' rows (rules.py's _dw_line_consts) */
+    const rlx_dw1_rq *const rows = (const rlx_dw1_rq *)(const void *)p->dwq;
+    const int32_t ncols = g.chi - clo, lead = clo & 1 && ncols > 0;
+    uint32_t fr[8];
+    rlx_dw1_ln ln = {plane, len, clo, ncols, b.in_step, np, b.n_out, b.stride, b.out_step, rule, lead,
+                     (ncols - lead) >> 1, (ncols - lead) & 1, b.stride == 1 && b.n_out >= 1 && np >= 2 && np <= 5,
+                     fr, ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16), wt, rows->b2, acc, rows, p, a, b};
+#if defined(__ARM_FEATURE_DSP) && (__ARM_FEATURE_DSP == 1) && !defined(RLX_NO_ASM)
+    rlx_dw1_frame(fr, b.n_out, np, len);
 #endif
-    const rlx_dw1_ln ln = {plane, len, clo, g.chi - clo, b.in_step, np, b.n_out, b.stride, b.out_step, rule,
-                           ((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16), wt, b2, acc, gq, p, a, b};
 #if defined(RLX_DW1_RQ_ASM)
     /* a group's lines: steps from line to line, and from image to image past the last */
     const int32_t ist = a.stride * a.in_step, ost = a.out_step, nl = a.n_out;
     const int32_t ibs = p->in_h * p->in_w * p->in_c - nl * ist, obs = p->out_h * p->out_w * oc - nl * ost;
     const int8_t *const in0 = in + (clo - b.pad) * b.in_step;
+    const int32_t lines = p->batches * nl, m1 = p->ch_mult == 1;
 #endif
     for (int32_t c0 = 0; c0 < oc; c0 += 4) {
         const int32_t nc = oc - c0 < 4 ? oc - c0 : 4;
+        ln.q = rows + c0 / 4, ln.b2 = ln.q->b2;
         /* fast: the group's outputs through rlx_dw1_rq_line */
         const int32_t fast = nc == 4 ? rlx_dw1_group4(&ln, c0) : 0;
 #if defined(RLX_DW1_RQ_ASM)
-        if (p->ch_mult == 1 && fast) {
+        if (m1 && fast) {
             const int8_t *src = in0 + c0;
             int8_t *dst = out + c0;
-            for (int32_t nb = 0; nb < p->batches; nb++, src += ibs, dst += obs) {
-                for (int32_t ia = 0; ia < nl; ia++, src += ist, dst += ost) {
-                    rlx_dw1_line4(&ln, src, dst);
+            /* every line of every image: one loop (two cost ~20 instructions a group) */
+            for (int32_t left = lines, ia = nl; left > 0; left--, src += ist, dst += ost) {
+                rlx_dw1_line4(&ln, src, dst);
+                if (--ia == 0) {
+                    ia = nl, src += ibs, dst += obs;
                 }
             }
             continue;

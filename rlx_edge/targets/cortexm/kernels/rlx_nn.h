@@ -135,7 +135,9 @@ typedef struct {
     const int16_t *weights16x2; /* 2 x weights, laid out as weights16 */
     const int32_t *dwq;      /* per group of 4 channels, 24 words: [3][4] 2 x (bias + in_offset x sum
                               * of the taps computed: all 9, columns 1-2 (left edge), columns 0-1
-                              * (right edge)), [4] (mult, rq_add) pairs, [4] right shifts */
+                              * (right edge)), [4] (mult, rq_add) pairs, [4] right shifts; the line
+                              * kernel's: 21 words a group (rlx_dw1_rq, rules._dw_line_consts); the
+                              * small and pair kernels': see their declarations */
     const int8_t *pad3;      /* 3 x in_c bytes of the input zero point: rows outside the image */
 } rlx_dw_conv_params;
 

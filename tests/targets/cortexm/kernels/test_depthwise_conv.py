@@ -505,26 +505,45 @@ def _line_rq_model(acc: np.ndarray, mult: int, add: int, lo: int, hi: int, rule:
     return np.clip(v, -128, 127) if rule == 0 else lo + np.minimum(np.clip(v, 0, 255), hi - lo)
 
 
+def _line_row(mult: int, add: int, bound: int, zp: int, lo: int, hi: int, bias: int = 0) -> np.ndarray:
+    """rules._dw_line_consts's row (21 words, rlx_dw1_rq) of a group of 4 equal channels."""
+    four = np.full(4, 1, np.int64)
+    return rules._dw_line_consts(bias * four, mult * four, add * four, bound * four, zp, lo, hi)
+
+
 def _line_rq_guard(add: int) -> bool:
-    """rlx_dw1_group4's test of a channel, its bit arithmetic in uint32: e <= 21 and |rq_add| < 2**29."""
-    e = (add & -add).bit_length()
-    r = (add + (1 << 29)) & 0xFFFFFFFF
-    bad = ((21 - e) & 0xFFFFFFFF) | r | ((r << 1) & 0xFFFFFFFF)
-    return bad >> 31 == 0
+    """Whether rules._dw_line_consts lets rlx_dw1_rq_line run a channel (k >= 0)."""
+    return int(_line_row(1 << 30, add, 1, 0, -128, 127)[18]) >= 0
+
+
+def _line_rq_fixed(acc: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """rlx_dw1_rq_line's arithmetic on a group of one shift k (row[18] > 0, lane 0): the accumulator
+    scaled by f (row[19]'s low half), SMMLA (no rounding) with a = row[1], USAT with the shift k, the
+    byte-wise minimum with act_max - act_min and act_min added. Asserts that nothing leaves int32."""
+    k, f, mult, a = int(row[18]), int(row[19]) & 0xFFFF, int(row[0]), int(row[1])
+    hm, lo = int(row[12]) & 0xFF, (int(row[13]) & 0xFF ^ 0x80) - 0x80
+    u = acc.astype(np.int64) * f
+    assert np.all(np.abs(u) < 2**31)
+    t = ((np.int64(a) << 32) + u * np.int64(mult)) >> 32  # SMMLA
+    assert np.all(np.abs(t) < 2**31)
+    return lo + np.minimum(np.clip(t >> k, 0, 255), hm)
 
 
 def test_depthwise_line_requantization_is_exact():
     """rlx_depthwise_conv_line_s8's requantization (_line_rq_model, the act_min folded into rq_add so that
     USAT, a byte-wise minimum and an add clamp 4 outputs) against the reference (MultiplyByQuantizedMultiplier,
     out_zp, the clamp) on every rule: accumulators at the bound, around the rounding ties of both roundings,
-    0 and +-1; multipliers at both ends and 0 (a constant channel); shifts 1 to 21 (rlx_dw1_group4 refuses
-    the fold above: it is checked there to refuse exactly e > 21 or |rq_add| >= 2**29); zero points and
-    bounds at both ends. The asm itself runs in the kernel tests under QEMU."""
+    0 and +-1; multipliers at both ends and 0 (a constant channel); shifts 1 to 21 (rules._dw_line_consts
+    refuses the fold above: it is checked to refuse exactly e > 21 or |rq_add| >= 2**29); zero points and
+    bounds at both ends. On the rule without the sign correction, the row's one shift k where it takes one
+    (_line_rq_fixed: each of 8, 12 and 16, and the fold alone where the scaled accumulator's bound would
+    leave int32). The asm itself runs in the kernel tests under QEMU."""
     from rlx_edge.ir import fixedpoint as fp
     from rlx_edge.targets.cortexm.rules import fast_requant
 
     rng = np.random.default_rng(61)
     checked = refused = 0
+    shifts: set[int] = set()
     for mult in (1 << 30, (1 << 31) - 1, 1518500250, 1932735283, 0):
         for e in [1, 2, 3, 4, 7, 8, 12, 16, 20, 21, 22, 25, 31]:
             bound = (1 << 30) - 1 if e > 3 else 1 << 24
@@ -549,7 +568,17 @@ def test_depthwise_line_requantization_is_exact():
                     got = _line_rq_model(xs, mult, add, lo, hi, rule)
                     assert np.array_equal(got, want), (mult, e, zp, lo, hi)
                     checked += xs.size
-    assert checked > 200_000 and refused > 0
+                    for b in (bound, 1 << 17):  # the bound of the layer's accumulators: any, a 1-D window's
+                        if rule != 2:
+                            continue
+                        row = _line_row(mult, add, b, zp, lo, hi)
+                        shifts.add(int(row[18]))
+                        if row[18] > 0:
+                            xb = np.clip(xs, -b, b)
+                            want = np.clip(fp.multiply_by_quantized_multiplier(xb, mult, -e) + zp, lo, hi)
+                            assert np.array_equal(_line_rq_fixed(xb, row), want), (mult, e, zp, lo, hi, b)
+                            checked += xb.size
+    assert checked > 300_000 and refused > 0 and shifts >= {0, 8, 12, 16}, shifts
     checked = 0
     # the guard alone on odd multiples of 2**(e-1): 0, +-1, +-2, both sides of +-2**29, both ends of int32
     for e in range(1, 32):
@@ -649,3 +678,53 @@ def test_depthwise_small_keeps_the_offset_add_inside_int32():
     assert not rules._dw_small(f, (0, 0, 0, 0), (1, mult, add, bound))
     assert rules._dw_small({**f, "act_max": 127}, (0, 0, 0, 0), (1, mult, add, bound))
     assert rules._dw_small(f, (0, 0, 0, 0), (1, mult, add // 2, bound))
+
+
+def _dw_line_shifted(g: Graph, rng, k: int, h: int, w: int, c: int, kh: int, kw: int, es: list[int], act: str,
+                     m: int = 1, bias: int = 3000, batch: int = 1) -> None:  # fmt: skip
+    """A 1-D depthwise layer k of g whose output channel j shifts right by es[j] (input and output scale
+    0.05, weight scale 0.75 2**-e: the multiplier 0.75 2**-e), biases below bias."""
+    n = c * m
+    x = g.input(f"x{k}", (batch, h, w, c), "i8", quant=q(0.05, int(rng.integers(-60, 60))))
+    scales = np.array([0.75 * 2.0**-e for e in es], np.float32)
+    wt = g.param(f"w{k}", rng.integers(-127, 128, (1, kh, kw, n)).astype(np.int8),
+                 quant=QuantParams(scales, np.zeros(n, np.int64), axis=3))  # fmt: skip
+    b = g.param(f"b{k}", rng.integers(-bias, bias, n).astype(np.int32))
+    y = g.depthwise_conv2d(x, wt, b, name=f"dw{k}", out_quant=q(0.05, int(rng.integers(-60, 20))),
+                           padding="same", activation=act, depth_multiplier=m)  # fmt: skip
+    g.output(y)
+
+
+def test_depthwise_line_shifts_bit_exact(check, tmp_path):
+    """rlx_depthwise_conv_line_s8's groups of one right shift (rules._dw_line_consts: k 8, 12 and 16, the
+    weights widened times f in rlx_dw1_group4, rlx_dw1_rq_line's SMMLA and USAT with the shift) beside the
+    groups that keep their channels' shifts: spreads of shifts no k covers (4 and 9 to 11: k 12 would scale
+    a weight by 2**9, past int16), a bias whose scaled accumulator would leave int32 (k 0), a shift above
+    21 and a last group of 2 channels (k -1). Lines of 8 to 14 and 30 outputs (the quads, the last pair,
+    the odd last pixel; every entry of rlx_dw1_macs4's first iteration), Kx1 and 1xK, two lines a group,
+    a batch of 2 and depth multiplier 2; 1,680 outputs an input of k 8 and shifts 5 to 7, mostly inside
+    the clamp (an SMMLAR for SMMLA shows about once in 512). On both host builds and under QEMU on M4."""
+    rng = np.random.default_rng(71)
+    g = Graph("dw_line_shifts")
+    # (h, w, c, kh, kw, shifts per output channel, activation[, multiplier, bias, batch])
+    cases = [(30, 2, 32, 5, 1, [7, 6, 7, 7, 6, 7, 5, 7] * 3 + [3, 3, 1, 4, 13, 13, 12, 14], "relu"),
+             (9, 2, 12, 5, 1, [9, 10, 10, 8, 2, 9, 5, 6, 4, 9, 10, 11], "relu6"),
+             (2, 10, 4, 1, 3, [10, 11, 9, 9], "relu"),
+             (11, 1, 6, 4, 1, [2, 4, 5, 6, 7, 7], "relu6"),
+             (14, 1, 4, 2, 1, [1, 1, 1, 1], "relu", 1, 1 << 24),
+             (13, 1, 4, 5, 1, [6, 6, 23, 6], "relu", 1, 3000, 2),
+             (8, 1, 8, 3, 1, [14, 15, 13, 12, 1, 2, 3, 1], "relu6"),
+             (10, 1, 2, 5, 1, [7, 8, 9, 10], "relu6", 2)]  # fmt: skip
+    for k, (h, w, c, kh, kw, es, act, *more) in enumerate(cases):
+        m, bias, batch = (more + [1, 3000, 1][len(more) :])[:3]
+        _dw_line_shifted(g, rng, k, h, w, c, kh, kw, es, act, m=m, bias=bias, batch=batch)
+    em = emit(g)
+    assert em.files["model.c"].count("rlx_depthwise_conv_line_s8(") == len(cases)
+    prog = em.program
+    shifts = set()
+    for node in prog.graph.nodes:
+        layer = rules.layer_for(prog.graph, node, prog.quant.get(node.name))
+        shifts |= set(layer.consts["dwq"].reshape(-1, 21)[:, 18].tolist())
+    assert shifts == {-1, 0, 8, 12, 16}, shifts  # every kind of group runs
+    assert check(g, n_inputs=3) >= 3
+    _bit_exact_on_m4(g, tmp_path, seed=17)
