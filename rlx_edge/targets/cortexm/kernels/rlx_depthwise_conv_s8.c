@@ -1274,6 +1274,18 @@ RLX_INLINE void rlx_dw1_widen1(const int8_t *src, int16_t *d, int32_t len, uint3
     d[3 * len] = (int16_t)(x13 >> 16);
 }
 
+/* two outputs a step of rlx_dw1_macs and rlx_dw1_macs4 (windows of 3 to 6 taps, stride 1) */
+#define RLX_DW1_STEP(XA, XB, LOAD, THIRD)                \
+    "smlad   %[a0], %[" XA "], %[e0], %[b2]\n\t"          \
+    "smlad   %[a1], %[" XA "], %[o0], %[b2]\n\t" LOAD     \
+    "smlad   %[a0], %[" XB "], %[e1], %[a0]\n\t"          \
+    "smlad   %[a1], %[" XB "], %[o1], %[a1]\n\t" THIRD    \
+    "strd    %[a0], %[a1], [%[acc]], #32\n\t"
+#define RLX_DW1_LOAD(XA) "ldr     %[" XA "], [%[x]], #4\n\t"
+#define RLX_DW1_THIRD(XA)                                \
+    "smlad   %[a0], %[" XA "], %[e2], %[a0]\n\t"          \
+    "smlad   %[a1], %[" XA "], %[o2], %[a1]\n\t"
+
 /* One channel's accumulators (doubled) along a line, at acc its lane's first word (RLX_DW1_AIX): x its
  * plane at the first output's first tap, w its weight pairs (even set, odd set), np pairs. Apart from the
  * requantization, so that the four accumulators, the words and the weights stay in registers; np a
@@ -1295,16 +1307,6 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
         uint32_t x0_, x1_, e0_, o0_, e1_;
         int32_t a1;
         int32_t *ap = acc;
-#define RLX_DW1_STEP(XA, XB, LOAD, THIRD)                \
-    "smlad   %[a0], %[" XA "], %[e0], %[b2]\n\t"          \
-    "smlad   %[a1], %[" XA "], %[o0], %[b2]\n\t" LOAD     \
-    "smlad   %[a0], %[" XB "], %[e1], %[a0]\n\t"          \
-    "smlad   %[a1], %[" XB "], %[o1], %[a1]\n\t" THIRD    \
-    "strd    %[a0], %[a1], [%[acc]], #32\n\t"
-#define RLX_DW1_LOAD(XA) "ldr     %[" XA "], [%[x]], #4\n\t"
-#define RLX_DW1_THIRD(XA)                                \
-    "smlad   %[a0], %[" XA "], %[e2], %[a0]\n\t"          \
-    "smlad   %[a1], %[" XA "], %[o2], %[a1]\n\t"
         if (np == 3) {
             uint32_t o1_, e2_;
             int32_t a0 = (int32_t)(uintptr_t)xe; /* pushed */
@@ -1340,9 +1342,6 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
                              : [b2] "r"(b2), [xe] "r"(xe)
                              : "memory", "cc");
         }
-#undef RLX_DW1_THIRD
-#undef RLX_DW1_LOAD
-#undef RLX_DW1_STEP
         t = n;
     } else if (s == 1 && np >= 2 && np <= 5 && n >= 1) {
         /* the quads in asm: GCC reloads the weights and spills a word of x every quad (41 instructions
@@ -1485,16 +1484,6 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, cons
     "b       1b\n\t"                                                     \
     "2:\n\t"                                                             \
     "add     sp, sp, #8\n\t"
-#define RLX_DW1_STEP(XA, XB, LOAD, THIRD)                \
-    "smlad   %[a0], %[" XA "], %[e0], %[b2]\n\t"          \
-    "smlad   %[a1], %[" XA "], %[o0], %[b2]\n\t" LOAD     \
-    "smlad   %[a0], %[" XB "], %[e1], %[a0]\n\t"          \
-    "smlad   %[a1], %[" XB "], %[o1], %[a1]\n\t" THIRD    \
-    "strd    %[a0], %[a1], [%[acc]], #32\n\t"
-#define RLX_DW1_LOAD(XA) "ldr     %[" XA "], [%[x]], #4\n\t"
-#define RLX_DW1_THIRD(XA)                                \
-    "smlad   %[a0], %[" XA "], %[e2], %[a0]\n\t"          \
-    "smlad   %[a1], %[" XA "], %[o2], %[a1]\n\t"
 #define RLX_DW1_PAIR(XC, XN, XOFF, WOFF)                       \
     "ldr     %[" XN "], [%[x], #" XOFF "]\n\t"                 \
     "ldrd    %[we], %[wo], [%[w], #" WOFF "]\n\t"              \

@@ -158,6 +158,26 @@ static __attribute__((naked, noinline, used)) void rlx_dws_widen(uint32_t *tab _
     "smmlar  " M ", " A ", " M ", " D "\n\t"                  \
     "asr     " A ", " M ", " E "\n\t"                         \
     "ssat    " A ", #8, " A "\n\t"
+/* a run's step to the next pixel (its frame on the stack: the steps, the end; then the next row's), and
+ * the return */
+#define RLX_DWS_NEXT                 \
+    "ldr     r0, [sp]\n\t"           \
+    "ldm     r0, {r6, r7, r8}\n\t"   \
+    "add     lr, lr, r6\n\t"         \
+    "add     r1, r1, r7\n\t"         \
+    "cmp     r1, r8\n\t"             \
+    "bne     0b\n\t"                 \
+    "ldrd    r6, r7, [r0, #12]\n\t"  \
+    "ldr     r9, [r0, #20]\n\t"      \
+    "cmp     r1, r9\n\t"             \
+    "beq     9f\n\t"                 \
+    "add     lr, lr, r6\n\t"         \
+    "add     r8, r8, r7\n\t"         \
+    "str     r8, [r0, #8]\n\t"       \
+    "b       0b\n\t"                 \
+    "9:\n\t"                         \
+    "add     sp, sp, #8\n\t"         \
+    "pop     {r4-r11, pc}\n\t"
 /* Every pixel of a chunk of groups: r0 the scratch, r1 the chunk's first window's first pixel, r2 its
  * first output. Per pixel and group: the 9 taps, the 4 outputs in one store, the next group; per pixel
  * the next (the row's end: the next row, or the end). The outputs are offset by 127 - act_max (in
@@ -192,23 +212,7 @@ static __attribute__((naked, noinline, used)) void rlx_dws_widen(uint32_t *tab _
                 "add     r1, r1, r9\n\t"                                                                  \
                 "cmp     r9, #0\n\t"                                                                      \
                 "bne     1b\n\t"                                                                          \
-                "ldr     r0, [sp]\n\t"                                                                    \
-                "ldm     r0, {r6, r7, r8}\n\t"                                                            \
-                "add     lr, lr, r6\n\t"                                                                  \
-                "add     r1, r1, r7\n\t"                                                                  \
-                "cmp     r1, r8\n\t"                                                                      \
-                "bne     0b\n\t"                                                                          \
-                "ldrd    r6, r7, [r0, #12]\n\t"                                                           \
-                "ldr     r9, [r0, #20]\n\t"                                                               \
-                "cmp     r1, r9\n\t"                                                                      \
-                "beq     9f\n\t"                                                                          \
-                "add     lr, lr, r6\n\t"                                                                  \
-                "add     r8, r8, r7\n\t"                                                                  \
-                "str     r8, [r0, #8]\n\t"                                                                \
-                "b       0b\n\t"                                                                          \
-                "9:\n\t"                                                                                  \
-                "add     sp, sp, #8\n\t"                                                                  \
-                "pop     {r4-r11, pc}\n\t");                                                              \
+                RLX_DWS_NEXT);                                                                            \
     }
 RLX_DWS_RUN_FN(rlx_dws_run1c, RLX_DWS_ONE1, RLX_DWS_TWO1, RLX_DWS_RQC)
 RLX_DWS_RUN_FN(rlx_dws_run1n, RLX_DWS_ONE1, RLX_DWS_TWO1, RLX_DWS_RQN)
@@ -249,23 +253,7 @@ RLX_DWS_RUN_FN(rlx_dws_run2n, RLX_DWS_ONE2, RLX_DWS_TWO2, RLX_DWS_RQN)
                 "sel     r2, r2, r6\n\t"                                                                  \
                 "sadd8   r2, r2, r7\n\t"                                                                  \
                 "strh    r2, [r1]\n\t"                                                                    \
-                "ldr     r0, [sp]\n\t"                                                                    \
-                "ldm     r0, {r6, r7, r8}\n\t"                                                            \
-                "add     lr, lr, r6\n\t"                                                                  \
-                "add     r1, r1, r7\n\t"                                                                  \
-                "cmp     r1, r8\n\t"                                                                      \
-                "bne     0b\n\t"                                                                          \
-                "ldrd    r6, r7, [r0, #12]\n\t"                                                           \
-                "ldr     r9, [r0, #20]\n\t"                                                               \
-                "cmp     r1, r9\n\t"                                                                      \
-                "beq     9f\n\t"                                                                          \
-                "add     lr, lr, r6\n\t"                                                                  \
-                "add     r8, r8, r7\n\t"                                                                  \
-                "str     r8, [r0, #8]\n\t"                                                                \
-                "b       0b\n\t"                                                                          \
-                "9:\n\t"                                                                                  \
-                "add     sp, sp, #8\n\t"                                                                  \
-                "pop     {r4-r11, pc}\n\t");                                                              \
+                RLX_DWS_NEXT);                                                                            \
     }
 RLX_DWS_TAIL_FN(rlx_dws_run2tc, RLX_DWS_RQC)
 RLX_DWS_TAIL_FN(rlx_dws_run2tn, RLX_DWS_RQN)
