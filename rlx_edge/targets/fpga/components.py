@@ -715,10 +715,12 @@ class _MacLayer(LayerComponent):
         port = rom_port(m, self, "params", fields * lanes, rows)
         # an index is a few bits, a word up to 73 per lane: delay the address, register the word twice, so
         # that the placer can put one register by the ROM and one by the accumulators (with one, its route
-        # to the bias multiplexers was the critical path of KWS and AD on ECP5-85K: 6-6.5 ns of routing)
+        # to the bias multiplexers was the critical path of KWS and AD on ECP5-85K: 6-6.5 ns of routing).
+        # Both as register_copies: as plain registers Yosys merged the bits that equal layers' ROMs share,
+        # and one layer's register drove eight others' accumulators (KWS at seed 1: 79.5 MHz)
         m.d.comb += port.addr.eq(delay(m, index, lag - 1, "pidx", data=True))
-        word = delay(m, port.data, 2, "params_word", data=True)
-        return word, fields, uniform
+        word1 = register_copies(m, port.data, 1, "params_word1")[0]
+        return register_copies(m, word1, 1, "params_word")[0], fields, uniform
 
     def _acc_bits(self, q: ChannelQuant) -> int:
         """Bits (sign included) of the largest accumulator after the requantizer's left shift: every weight of a
