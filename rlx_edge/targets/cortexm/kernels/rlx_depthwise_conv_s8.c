@@ -1360,18 +1360,21 @@ RLX_INLINE void rlx_dw1_macs(const int16_t *x, const uint32_t *w, const int32_t 
     "smlad   %[a1], %[" XC "], %[wo], %[a1]\n\t"               \
     "smlad   %[a2], %[" XN "], %[we], %[a2]\n\t"               \
     "smlad   %[a3], %[" XN "], %[wo], %[a3]\n\t"
+/* one pass of quads along a lane (4 outputs a step), to the line's end xe: RLX_DW1_QUADS and RLX_DW1_QUADS4 */
+#define RLX_DW1_QUAD_LOOP(PAIRS)                     \
+    "0:\n\t"                                         \
+    "ldrd    %[xa], %[xb], [%[x]], #8\n\t"           \
+    "ldrd    %[we], %[wo], [%[w]]\n\t"                \
+    "smlad   %[a0], %[xa], %[we], %[b2]\n\t"          \
+    "smlad   %[a1], %[xa], %[wo], %[b2]\n\t"          \
+    "smlad   %[a2], %[xb], %[we], %[b2]\n\t"          \
+    "smlad   %[a3], %[xb], %[wo], %[b2]\n\t" PAIRS    \
+    "strd    %[a2], %[a3], [%[acc], #32]\n\t"         \
+    "strd    %[a0], %[a1], [%[acc]], #64\n\t"         \
+    "cmp     %[x], %[xe]\n\t"                         \
+    "bne     0b\n\t"
 #define RLX_DW1_QUADS(PAIRS)                                                                                  \
-    __asm__ volatile("0:\n\t"                                                                                 \
-                     "ldrd    %[xa], %[xb], [%[x]], #8\n\t"                                                  \
-                     "ldrd    %[we], %[wo], [%[w]]\n\t"                                                       \
-                     "smlad   %[a0], %[xa], %[we], %[b2]\n\t"                                                 \
-                     "smlad   %[a1], %[xa], %[wo], %[b2]\n\t"                                                 \
-                     "smlad   %[a2], %[xb], %[we], %[b2]\n\t"                                                 \
-                     "smlad   %[a3], %[xb], %[wo], %[b2]\n\t" PAIRS                                           \
-                     "strd    %[a2], %[a3], [%[acc], #32]\n\t"                                                \
-                     "strd    %[a0], %[a1], [%[acc]], #64\n\t"                                                \
-                     "cmp     %[x], %[xe]\n\t"                                                                \
-                     "bne     0b\n\t"                                                                         \
+    __asm__ volatile(RLX_DW1_QUAD_LOOP(PAIRS)                                                                 \
                      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [xa] "=&r"(xa),          \
                        [xb] "=&r"(xb), [we] "=&r"(we), [wo] "=&r"(wo), [x] "+r"(x), [acc] "+r"(ap)              \
                      : [w] "r"(w), [b2] "r"(b2), [xe] "r"(xe)                                                   \
@@ -1534,18 +1537,7 @@ static RLX_NOINLINE_DW void rlx_dw1_macs_any(const int16_t *x, int32_t len, cons
     "strd    %[a0], %[a1], [%[acc]], #32\n\t"
 #define RLX_DW1_QUADS4(PAIRS, HALF)                                                                           \
     __asm__ volatile("push    {%[a0]}\n\t"                                                                    \
-                     "1:\n\t"                                                                                 \
-                     "0:\n\t"                                                                                 \
-                     "ldrd    %[xa], %[xb], [%[x]], #8\n\t"                                                  \
-                     "ldrd    %[we], %[wo], [%[w]]\n\t"                                                       \
-                     "smlad   %[a0], %[xa], %[we], %[b2]\n\t"                                                 \
-                     "smlad   %[a1], %[xa], %[wo], %[b2]\n\t"                                                 \
-                     "smlad   %[a2], %[xb], %[we], %[b2]\n\t"                                                 \
-                     "smlad   %[a3], %[xb], %[wo], %[b2]\n\t" PAIRS                                           \
-                     "strd    %[a2], %[a3], [%[acc], #32]\n\t"                                                \
-                     "strd    %[a0], %[a1], [%[acc]], #64\n\t"                                                \
-                     "cmp     %[x], %[xe]\n\t"                                                                \
-                     "bne     0b\n\t"                                                                         \
+                     "1:\n\t" RLX_DW1_QUAD_LOOP(PAIRS)                                                       \
                      HALF                                                                                     \
                      "ldr     %[a0], [sp]\n\t"                                                                \
                      "ldrd    %[a1], %[a2], [%[a0], #16]\n\t"                                                 \

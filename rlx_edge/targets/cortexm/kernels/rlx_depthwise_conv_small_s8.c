@@ -158,6 +158,16 @@ static __attribute__((naked, noinline, used)) void rlx_dws_widen(uint32_t *tab _
     "smmlar  " M ", " A ", " M ", " D "\n\t"                  \
     "asr     " A ", " M ", " E "\n\t"                         \
     "ssat    " A ", #8, " A "\n\t"
+/* a run's entry (r0 the scratch, r1 the first window, r2 the first output: lr, r1 from here on, the
+ * scratch on the stack) and each pixel's first table word */
+#define RLX_DWS_ENTER                \
+    "push    {r4-r11, lr}\n\t"       \
+    "sub     sp, sp, #8\n\t"         \
+    "str     r0, [sp]\n\t"           \
+    "mov     lr, r1\n\t"             \
+    "mov     r1, r2\n\t"             \
+    "0:\n\t"                         \
+    "ldr     r12, [r0, #24]\n\t"
 /* a run's step to the next pixel (its frame on the stack: the steps, the end; then the next row's), and
  * the return */
 #define RLX_DWS_NEXT                 \
@@ -188,14 +198,7 @@ static __attribute__((naked, noinline, used)) void rlx_dws_widen(uint32_t *tab _
                                                             const int8_t *x __attribute__((unused)),       \
                                                             int8_t *dst __attribute__((unused)))           \
     {                                                                                                     \
-        __asm__(".syntax unified\n\t"                                                                     \
-                "push    {r4-r11, lr}\n\t"                                                                \
-                "sub     sp, sp, #8\n\t"                                                                  \
-                "str     r0, [sp]\n\t"                                                                    \
-                "mov     lr, r1\n\t"                                                                      \
-                "mov     r1, r2\n\t"                                                                      \
-                "0:\n\t"                                                                                  \
-                "ldr     r12, [r0, #24]\n\t"                                                              \
+        __asm__(".syntax unified\n\t" RLX_DWS_ENTER                                                       \
                 "1:\n\t"                                                                                  \
                 ONE TWO TWO TWO TWO                                                                       \
                 "ldmia   r12!, {r6-r11}\n\t" RQ("r2", "r6", "r7", "r8") RQ("r3", "r9", "r10", "r11")      \
@@ -234,14 +237,7 @@ RLX_DWS_RUN_FN(rlx_dws_run2n, RLX_DWS_ONE2, RLX_DWS_TWO2, RLX_DWS_RQN)
                                                             const int8_t *x __attribute__((unused)),       \
                                                             int8_t *dst __attribute__((unused)))           \
     {                                                                                                     \
-        __asm__(".syntax unified\n\t"                                                                     \
-                "push    {r4-r11, lr}\n\t"                                                                \
-                "sub     sp, sp, #8\n\t"                                                                  \
-                "str     r0, [sp]\n\t"                                                                    \
-                "mov     lr, r1\n\t"                                                                      \
-                "mov     r1, r2\n\t"                                                                      \
-                "0:\n\t"                                                                                  \
-                "ldr     r12, [r0, #24]\n\t"                                                              \
+        __asm__(".syntax unified\n\t" RLX_DWS_ENTER                                                       \
                 "ldmia   r12!, {r2, r3, r6, r10}\n\t"                                                     \
                 "ldrsb   r10, [lr, r10]\n\t"                                                              \
                 "smlabb  r2, r10, r6, r2\n\t"                                                             \
